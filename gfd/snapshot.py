@@ -1,0 +1,285 @@
+"""The data model: one frozen Snapshot of what a node's GPUs are, with a JSON round-trip.
+
+Readers build a Snapshot; labelers only ever read one. Every field is plain data
+(no handles, no clocks), so a snapshot can be recorded on a node (``gfd snapshot``)
+and fed back (``--snapshot FILE``) to reproduce its labels anywhere.
+
+Conventions: ``None`` means "not known / not reported" (the NVML call was not
+supported, the file was unreadable); it is never an error by itself. Per-GPU read
+errors are data too (``Gpu.error``), never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any, TypeVar
+
+from gfd.errors import DiscoveryError
+
+SCHEMA_VERSION = 1
+
+# Compute modes as gfd names them (NVML_COMPUTEMODE_* 0, 2, 3; 1 is long deprecated).
+COMPUTE_MODES = ("default", "exclusive-thread", "prohibited", "exclusive-process")
+
+# Fabric (multi-node NVLink) states, NVML_GPU_FABRIC_STATE_* 0..3.
+FABRIC_STATES = ("not-supported", "not-started", "in-progress", "completed")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigDevice:
+    """One MIG device (a GPU instance + compute instance) on a MIG-enabled GPU."""
+
+    index: int
+    """Slot index on the parent, as given to nvmlDeviceGetMigDeviceHandleByIndex."""
+    uuid: str = ""
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    profile_name: str = ""
+    """NVML's profile name, raw: ``MIG 1g.5gb``, ``MIG 1c.3g.20gb``, ``MIG 1g.10gb+me``;
+    empty when NVML did not give one (gfd then derives it by GFD's eighths rule)."""
+    memory_mib: int = 0
+    """``memorySizeMB`` from nvmlDeviceGetAttributes (NVML documents it in MiB)."""
+    multiprocessors: int = 0
+    gi_slices: int = 0
+    ci_slices: int = 0
+    copy_engines: int = 0
+    decoders: int = 0
+    encoders: int = 0
+    jpegs: int = 0
+    ofas: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fabric:
+    """GPU fabric (multi-node NVLink) info from nvmlDeviceGetGpuFabricInfo."""
+
+    state: str
+    """One of FABRIC_STATES."""
+    status_ok: bool
+    """True when the fabric status is NVML_SUCCESS."""
+    cluster_uuid: str
+    """The 16-byte cluster UUID in canonical 8-4-4-4-12 form (all zeros when unset)."""
+    clique_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gpu:
+    """One full (physical) GPU as NVML and the host describe it."""
+
+    index: int
+    uuid: str = ""
+    name: str = ""
+    """nvmlDeviceGetName, e.g. ``NVIDIA H100 80GB HBM3`` (raw, unsanitised)."""
+    memory_total_bytes: int | None = None
+    compute_capability: tuple[int, int] | None = None
+    architecture: str | None = None
+    """nvmlDeviceGetArchitecture as a name (``hopper``, ``ampere`` ...)."""
+    brand: str | None = None
+    """nvmlDeviceGetBrand as a name (``nvidia``, ``tesla``, ``geforce`` ...)."""
+    pci_bus_id: str = ""
+    """NVML's bus id, 8-digit domain: ``00000000:18:00.0``."""
+    pci_class: str | None = None
+    """PCI class from sysfs, e.g. ``0x030200``; None when unreadable."""
+    mig_capable: bool = False
+    mig_enabled: bool = False
+    """Current MIG mode."""
+    mig_pending_enabled: bool | None = None
+    """Pending MIG mode (takes effect after a GPU reset); None when not reported."""
+    compute_mode: str | None = None
+    """One of COMPUTE_MODES."""
+    nvlink_active: bool | None = None
+    """True when any NVLink of this GPU is active; None when NVLink is not supported."""
+    timeslice: str | None = None
+    """Compute timeslice policy from ``nvidia-smi compute-policy --list``
+    (``default``/``short``/``medium``/``long``); None when unsupported or unknown."""
+    fabric: Fabric | None = None
+    mig_devices: tuple[MigDevice, ...] = ()
+    error: str | None = None
+    """A fatal read error for this GPU (e.g. ``GPU is lost``): the GPU is unhealthy."""
+
+    @property
+    def memory_mib(self) -> int | None:
+        """Total memory in MiB (bytes // 2**20) as GFD computes it; None when unknown."""
+        if self.memory_total_bytes is None:
+            return None
+        return self.memory_total_bytes // 1048576
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Vgpu:
+    """Result of the vGPU scan of PCI config space (GFD's vgpu labels)."""
+
+    present: bool
+    host_driver_version: str = ""
+    host_driver_branch: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """Everything gfd knows about a node's GPUs at one moment."""
+
+    nvml_available: bool = True
+    """False when NVML could not start (only labels that need no NVML apply)."""
+    nvml_error: str = ""
+    """Why NVML was unavailable, for logs and ``explain``."""
+    driver_version: str | None = None
+    """nvmlSystemGetDriverVersion, e.g. ``550.54.15``."""
+    cuda_driver_version: int | None = None
+    """nvmlSystemGetCudaDriverVersion, e.g. ``12040``."""
+    machine_type: str | None = None
+    """Raw content of the machine-type file; None when unreadable."""
+    vgpu: Vgpu | None = None
+    """None when the vGPU scan failed (then no vgpu labels at all)."""
+    gpus: tuple[Gpu, ...] = ()
+    source: str = ""
+    """Where the snapshot came from: ``nvml``, ``simulate:<name>``, ``file:<path>``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict, with the schema version."""
+        data = _to_plain(self)
+        assert isinstance(data, dict)
+        return {"schema": SCHEMA_VERSION, **data}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Snapshot:
+        """Build a snapshot from parsed JSON; a clear DiscoveryError on bad input."""
+        if not isinstance(data, dict):
+            raise DiscoveryError("snapshot: expected a JSON object at the top level")
+        schema = data.get("schema", SCHEMA_VERSION)
+        if schema != SCHEMA_VERSION:
+            raise DiscoveryError(
+                f"snapshot: schema {schema!r} is not supported (this gfd reads {SCHEMA_VERSION})"
+            )
+        body = {k: v for k, v in data.items() if k != "schema"}
+        return _from_plain(cls, body, "snapshot")
+
+    @classmethod
+    def from_json(cls, text: str) -> Snapshot:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise DiscoveryError(f"snapshot: not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+
+def _to_plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple):
+        return [_to_plain(v) for v in value]
+    return value
+
+
+_T = TypeVar("_T")
+
+
+def _from_plain(cls: type[_T], data: Any, where: str) -> _T:
+    if not isinstance(data, dict):
+        raise DiscoveryError(f"{where}: expected an object, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise DiscoveryError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        kwargs[name] = _convert(cls, name, value, f"{where}.{name}")
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise DiscoveryError(f"{where}: {exc}") from exc
+
+
+def _convert(cls: type, name: str, value: Any, where: str) -> Any:
+    spec = _FIELD_SPECS.get((cls, name))
+    if spec is None:
+        return value
+    kind, target = spec
+    if value is None:
+        if kind.endswith("?"):
+            return None
+        raise DiscoveryError(f"{where}: must not be null")
+    if kind.startswith("obj"):
+        return _from_plain(target, value, where)
+    if kind.startswith("list"):
+        if not isinstance(value, list):
+            raise DiscoveryError(f"{where}: expected a list")
+        return tuple(_from_plain(target, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if kind.startswith("pair"):
+        if (
+            not isinstance(value, list)
+            or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ):
+            raise DiscoveryError(f"{where}: expected [major, minor] integers")
+        return (value[0], value[1])
+    raise AssertionError(kind)  # pragma: no cover
+
+
+_FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
+    (Snapshot, "gpus"): ("list", Gpu),
+    (Snapshot, "vgpu"): ("obj?", Vgpu),
+    (Gpu, "mig_devices"): ("list", MigDevice),
+    (Gpu, "fabric"): ("obj?", Fabric),
+    (Gpu, "compute_capability"): ("pair?", int),
+}
+
+
+def validate_types(snapshot: Snapshot) -> None:
+    """Check every scalar field has its declared type (snapshots from files are untrusted)."""
+    _check(snapshot, "snapshot")
+
+
+def _check(obj: Any, where: str) -> None:
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        here = f"{where}.{f.name}"
+        if is_dataclass(value):
+            _check(value, here)
+        elif isinstance(value, tuple) and value and is_dataclass(value[0]):
+            for i, item in enumerate(value):
+                _check(item, f"{here}[{i}]")
+        else:
+            _check_scalar(f.type, value, here)
+
+
+def _check_scalar(declared: Any, value: Any, where: str) -> None:
+    text = str(declared)  # annotations are strings here: "int | None", "bool" ...
+    allowed: list[type] = []
+    if "None" in text and value is None:
+        return
+    if text.startswith("bool"):
+        allowed = [bool]
+    elif text.startswith("int"):
+        allowed = [int]
+    elif text.startswith("str"):
+        allowed = [str]
+    elif text.startswith("tuple[int, int]"):
+        return
+    else:
+        return
+    if not isinstance(value, tuple(allowed)) or (int in allowed and isinstance(value, bool)):
+        raise DiscoveryError(f"{where}: expected {text}, got {value!r}")
+
+
+def load_snapshot(text: str, *, source: str) -> Snapshot:
+    """Parse and type-check a recorded snapshot."""
+    snap = Snapshot.from_json(text)
+    validate_types(snap)
+    return replace(snap, source=source)
+
+
+__all__ = [
+    "COMPUTE_MODES",
+    "FABRIC_STATES",
+    "SCHEMA_VERSION",
+    "Fabric",
+    "Gpu",
+    "MigDevice",
+    "Snapshot",
+    "Vgpu",
+    "load_snapshot",
+]
