@@ -1,0 +1,263 @@
+"""The command line: the only reader of argv and the environment; builds the object graph,
+configures logging, prints, and maps errors to exit codes (0 ok, 1 runtime, 2 usage/config)."""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+from click.core import ParameterSource
+
+from gfd import __version__
+from gfd.config import (
+    DEFAULT_MACHINE_TYPE_FILE,
+    DISCOVERY_STRATEGIES,
+    LOG_FORMATS,
+    Settings,
+    parse_duration,
+    resolve,
+)
+from gfd.discovery import Discovery, read_snapshot_file
+from gfd.errors import ConfigError, GfdError
+from gfd.labelers.default import Labelling, compute_labels
+from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, Sharing
+from gfd.readers.host import HostReader
+from gfd.snapshot import Snapshot
+
+log = logging.getLogger("gfd")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Exit(enum.IntEnum):
+    OK = 0
+    FAILURE = 1
+    USAGE = 2
+
+
+def _bool_option(*decls: str, envvar: list[str], default: bool, help: str) -> Callable[[F], F]:
+    """A GFD-style boolean: ``--x``, ``--x=true|false`` and its environment variables."""
+    return click.option(*decls, type=click.BOOL, is_flag=False, flag_value=True,
+                        default=default, envvar=envvar, show_envvar=True, help=help)
+
+
+def _duration(value: Any, what: str) -> float | None:
+    return parse_duration(value, what=what) if isinstance(value, str) else value
+
+
+# Discovery options: shared by every command that reads GPUs.
+DISCOVERY_OPTIONS: list[Callable[[F], F]] = [
+    click.option("--mig-strategy", envvar=["GFD_MIG_STRATEGY", "MIG_STRATEGY"],
+                 type=click.Choice(MIG_STRATEGIES), default="none", show_envvar=True,
+                 help="How MIG devices are labelled."),
+    _bool_option("--fail-on-init-error", envvar=["GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"],
+                 default=True, help="Fail when NVML cannot start (false: label without it)."),
+    _bool_option("--no-timestamp", envvar=["GFD_NO_TIMESTAMP"], default=False,
+                 help="Do not write the gfd.timestamp label."),
+    click.option("--machine-type-file", envvar=["GFD_MACHINE_TYPE_FILE"],
+                 default=DEFAULT_MACHINE_TYPE_FILE, show_envvar=True,
+                 help="File holding the machine type (DMI product name)."),
+    click.option("--sysfs-root", envvar=["GFD_SYSFS_ROOT"], default="/sys", show_envvar=True,
+                 help="Root of sysfs, for PCI class and vGPU detection."),
+    click.option("--nvidia-smi", "nvidia_smi", envvar=["GFD_NVIDIA_SMI"], default="nvidia-smi",
+                 show_envvar=True, help="nvidia-smi to run for the compute timeslice policy."),
+    click.option("--config-file", envvar=["GFD_CONFIG_FILE", "CONFIG_FILE"], default="",
+                 show_envvar=True, help="The device plugin's config file (YAML or JSON)."),
+    click.option("--label-set", envvar=["GFD_LABEL_SET"], type=click.Choice(LABEL_SETS),
+                 default="extended", show_envvar=True,
+                 help="compat: exactly GFD's labels; extended: plus gfd's own."),
+    click.option("--accelerator-label", envvar=["GFD_ACCELERATOR_LABEL"], default="",
+                 show_envvar=True, help="Also write gpu.accelerator under this key."),
+    click.option("--device-discovery-strategy", envvar=["DEVICE_DISCOVERY_STRATEGY"],
+                 type=click.Choice(DISCOVERY_STRATEGIES), default="auto", show_envvar=True,
+                 help="Accepted for GFD compatibility; gfd reads GPUs through NVML."),
+    click.option("--driver-root-ctr-path", "--container-driver-root", "driver_root_ctr_path",
+                 envvar=["DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"],
+                 default="/driver-root", show_envvar=True,
+                 help="Accepted for GFD compatibility; unused."),
+    click.option("--simulate", envvar=["GFD_SIMULATE"], default="", show_envvar=True,
+                 help="Label a built-in simulated machine instead of this one."),
+    click.option("--snapshot", envvar=["GFD_SNAPSHOT"], default="", show_envvar=True,
+                 help="Label a recorded snapshot (gfd snapshot output) instead of this machine."),
+    click.option("--log-format", envvar=["GFD_LOG_FORMAT"], type=click.Choice(LOG_FORMATS),
+                 default="text", show_envvar=True, help="Log line format."),
+    click.option("--log-level", envvar=["GFD_LOG_LEVEL"],
+                 type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+                 show_envvar=True, help="Log verbosity."),
+]
+
+# Options that name Settings fields but are GFD-compatibility-only or aliases.
+_NOT_SETTINGS = {"driver_root_ctr_path", "output_format"}
+
+
+def options(decorators: list[Callable[[F], F]]) -> Callable[[F], F]:
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a command gets: the resolved settings and the config file's sharing section."""
+
+    settings: Settings
+    started: int
+    """Unix time the process started (gfd.timestamp)."""
+
+
+def build_settings(ctx: click.Context, params: dict[str, Any]) -> Settings:
+    """Flags and env (explicit ones win) > config file > defaults."""
+    explicit: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+    for name, value in params.items():
+        if name in _NOT_SETTINGS:
+            continue
+        source = ctx.get_parameter_source(name)
+        target = explicit if source in (ParameterSource.COMMANDLINE,
+                                        ParameterSource.ENVIRONMENT) else defaults
+        target[name] = value
+    for table in (explicit, defaults):
+        for name in ("sleep_interval", "expiry", "resync_interval"):
+            if name in table:
+                table[name] = _duration(table[name], name.replace("_", "-"))
+        if table.get("output_file") == "":
+            table["output_file"] = "-"
+    file_values: dict[str, Any] | None = None
+    sharing: Sharing | None = None
+    config_file = explicit.get("config_file") or ""
+    if config_file:
+        from gfd.configfile import load_config_file
+
+        loaded = load_config_file(config_file)
+        file_values = loaded.values
+        sharing = loaded.sharing
+        for warning in loaded.warnings:
+            log.warning("%s", warning)
+    return resolve(explicit, defaults, file_values, sharing=sharing)
+
+
+def make_discovery(settings: Settings) -> tuple[Discovery, Sharing | None]:
+    """The readers for these settings; the simulation's own sharing config, if any."""
+    host = HostReader(machine_type_file=settings.machine_type_file,
+                      sysfs_root=settings.sysfs_root)
+    if settings.simulate:
+        from gfd.readers.simulate import simulate
+
+        sim = simulate(settings.simulate)
+        return Discovery(None, host, fixed=sim.snapshot), sim.sharing
+    if settings.snapshot:
+        return Discovery(None, host, fixed=read_snapshot_file(settings.snapshot)), None
+    from gfd.readers.nvml import NvmlReader
+
+    smi = None
+    if settings.label_set == "extended":
+        from gfd.readers.smi import SmiReader
+
+        smi = SmiReader(settings.nvidia_smi)
+    return Discovery(NvmlReader(), host, smi=smi,
+                     fail_on_init_error=settings.fail_on_init_error), None
+
+
+def effective_settings(settings: Settings, sim_sharing: Sharing | None) -> Settings:
+    """A simulation brings its own sharing config unless a config file gave one."""
+    if sim_sharing is not None and not settings.config_file:
+        from dataclasses import replace
+
+        return replace(settings, sharing=sim_sharing)
+    return settings
+
+
+def label_once(settings: Settings, started: int) -> tuple[Snapshot, Labelling]:
+    discovery, sim_sharing = make_discovery(settings)
+    try:
+        snapshot = discovery.read()
+    finally:
+        discovery.close()
+    settings = effective_settings(settings, sim_sharing)
+    labelling = compute_labels(snapshot, settings.label_options(timestamp=started))
+    for warning in labelling.warnings:
+        log.warning("%s", warning)
+    for rejection in labelling.rejected:
+        log.warning("dropped invalid label: %s", rejection.message)
+    return snapshot, labelling
+
+
+def render_text(labels: dict[str, str]) -> str:
+    return "".join(f"{k}={labels[k]}\n" for k in sorted(labels))
+
+
+def _configure_logging(level: str, fmt: str) -> None:
+    from gfd.logs import configure
+
+    configure(level=level, fmt=fmt)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", message="%(version)s")
+def cli() -> None:
+    """gfd: GPU feature discovery for Kubernetes (NVIDIA GPU node labels)."""
+
+
+@cli.command("labels")
+@options(DISCOVERY_OPTIONS)
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              help="text: sorted key=value lines; json: one object.")
+@click.pass_context
+def labels_cmd(ctx: click.Context, **params: Any) -> None:
+    """Print the labels this node would get, sorted (no side effects)."""
+    settings = build_settings(ctx, params)
+    _configure_logging(settings.log_level if settings.log_level != "info" else "warning",
+                       settings.log_format)
+    _, labelling = label_once(settings, int(time.time()))
+    if params["output_format"] == "json":
+        click.echo(json.dumps(labelling.labels, indent=2, sort_keys=True))
+    else:
+        click.echo(render_text(labelling.labels), nl=False)
+
+
+@cli.command("snapshot")
+@options(DISCOVERY_OPTIONS)
+@click.pass_context
+def snapshot_cmd(ctx: click.Context, **params: Any) -> None:
+    """Print the raw GPU snapshot as JSON (attach it to bug reports; replay with --snapshot)."""
+    settings = build_settings(ctx, params)
+    _configure_logging("warning", settings.log_format)
+    discovery, _ = make_discovery(settings)
+    try:
+        snapshot = discovery.read()
+    finally:
+        discovery.close()
+    click.echo(snapshot.to_json(), nl=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and turn errors into one line and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="gfd", standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(Exit.FAILURE)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(Exit.USAGE)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except ConfigError as exc:
+        click.echo(f"gfd: error: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+    except GfdError as exc:
+        click.echo(f"gfd: error: {exc}", err=True)
+        sys.exit(Exit.FAILURE)
+    except KeyboardInterrupt:
+        sys.exit(Exit.FAILURE)
+    sys.exit(Exit.OK)
+

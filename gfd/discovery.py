@@ -1,0 +1,93 @@
+"""Discovery: compose the readers (NVML, host files, nvidia-smi, simulation, recorded file)
+into one Snapshot per cycle, with GFD's --fail-on-init-error semantics."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from gfd.errors import DiscoveryError, NvmlInitError
+from gfd.labelers.options import Sharing
+from gfd.readers.host import HostReader
+from gfd.snapshot import Snapshot, load_snapshot
+
+log = logging.getLogger(__name__)
+
+
+class GpuSource(Protocol):
+    """Where the GPU part of a snapshot comes from (NVML in production)."""
+
+    def read(self) -> Snapshot: ...
+
+    def close(self) -> None: ...
+
+
+class TimesliceSource(Protocol):
+    def timeslices(self) -> dict[int, str] | None: ...
+
+
+@dataclass(slots=True)
+class Discovery:
+    """Reads one full snapshot per call. Owns the NVML session across calls."""
+
+    gpus: GpuSource | None
+    """None for --simulate / --snapshot, whose snapshots are complete already."""
+    host: HostReader
+    smi: TimesliceSource | None = None
+    fixed: Snapshot | None = None
+    """A complete snapshot (simulation or recorded file) returned as is."""
+    fixed_sharing: Sharing | None = None
+    """A simulation's own sharing config (used when no config file gives one)."""
+    fail_on_init_error: bool = True
+    _last_init_error: str = field(default="", init=False)
+
+    def read(self) -> Snapshot:
+        if self.fixed is not None:
+            return self.fixed
+        assert self.gpus is not None
+        try:
+            snap = self.gpus.read()
+        except NvmlInitError as exc:
+            if self.fail_on_init_error:
+                raise
+            if str(exc) != self._last_init_error:
+                log.warning("%s; publishing the labels that need no NVML, retrying each cycle",
+                            exc)
+                self._last_init_error = str(exc)
+            snap = Snapshot(nvml_available=False, nvml_error=str(exc), source="nvml")
+        else:
+            if self._last_init_error:
+                log.info("NVML is available now")
+                self._last_init_error = ""
+        return self._with_host(snap)
+
+    def _with_host(self, snap: Snapshot) -> Snapshot:
+        timeslices = self.smi.timeslices() if (self.smi and snap.gpus) else None
+        gpus = tuple(
+            replace(
+                g,
+                pci_class=self.host.pci_class(g.pci_bus_id) if g.error is None else None,
+                timeslice=(timeslices or {}).get(g.index),
+            )
+            for g in snap.gpus
+        )
+        machine_type = self.host.machine_type() if snap.gpus else None
+        return replace(snap, gpus=gpus, machine_type=machine_type, vgpu=self.host.vgpu())
+
+    def close(self) -> None:
+        if self.gpus is not None:
+            self.gpus.close()
+
+
+def read_snapshot_file(path: str) -> Snapshot:
+    """A recorded snapshot (``gfd snapshot`` output); a clear error when unreadable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise DiscoveryError(f"snapshot file {path}: {exc.strerror}") from exc
+    try:
+        return load_snapshot(text, source=f"file:{path}")
+    except DiscoveryError as exc:
+        raise DiscoveryError(f"snapshot file {path}: {exc}") from exc

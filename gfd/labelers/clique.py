@@ -1,0 +1,42 @@
+"""``gpu.clique``: ``<cluster UUID>.<clique id>`` of fabric-attached GPUs (multi-node NVLink)."""
+
+from __future__ import annotations
+
+from gfd.labelers.base import Label, Result, key
+from gfd.labelers.inventory import counted, has_gpus
+from gfd.labelers.options import LabelOptions
+from gfd.snapshot import Fabric, Snapshot
+
+_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def attached(fabric: Fabric | None) -> bool:
+    return (
+        fabric is not None
+        and fabric.state == "completed"
+        and fabric.status_ok
+        and fabric.cluster_uuid.replace("-", "").strip("0") != ""
+    )
+
+
+def clique(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    if not has_gpus(snapshot):
+        return Result()
+    ids = {
+        f"{g.fabric.cluster_uuid}.{g.fabric.clique_id}"
+        for g in counted(snapshot)
+        if g.fabric is not None and attached(g.fabric)
+    }
+    if not ids:
+        return Result()
+    if len(ids) > 1:
+        return Result(warnings=(
+            f"GPUs report different fabric cliques ({', '.join(sorted(ids))}): "
+            "no gpu.clique label",
+        ))
+    (value,) = ids
+    return Result({key("gpu.clique"): Label(
+        value=value, source="nvmlDeviceGetGpuFabricInfo", raw=value,
+        rules=("fabric state completed, status success, non-zero cluster UUID; "
+               "one cluster UUID and clique id across GPUs",),
+    )})

@@ -1,0 +1,54 @@
+"""Full-GPU resource labels: ``gpu.product``, ``.count``, ``.memory``, ``.family``,
+``.compute.major|minor``, ``.replicas``, ``.sharing-strategy`` (and ``.memory.per-replica``)."""
+
+from __future__ import annotations
+
+from gfd.labelers.base import Label, Result, key
+from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, has_gpus, model_groups
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.resource import GPU_RESOURCE, family, per_replica, sharing_labels
+from gfd.snapshot import Snapshot
+
+
+def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    if not has_gpus(snapshot):
+        return Result()
+    groups = model_groups(snapshot)
+    if not groups:
+        return Result()
+    primary = groups[0]
+    warnings: tuple[str, ...] = ()
+    if len(groups) > 1:
+        names = ", ".join(f"{g.name} x{len(g.gpus)}" for g in groups)
+        warnings = (f"several GPU models on this node ({names}); gpu.* labels describe "
+                    f"{primary.name!r} ({PRIMARY_RULE})",)
+    return Result(group_labels(primary, options, several=len(groups) > 1), warnings)
+
+
+def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool) -> dict[str, Label]:
+    """GFD's full-GPU labels for one model (reference §2.2, §5.2)."""
+    # MIG-enabled GPUs get sharing disabled (replicas 0); MIG-disabled GPUs of the same
+    # model come later in GFD's merge and win, so any MIG-disabled GPU turns sharing on.
+    sharing_enabled = any(not g.mig_enabled for g in group.gpus)
+    source = "nvmlDeviceGetName" + (f"; {PRIMARY_RULE}" if several else "")
+    labels = sharing_labels(GPU_RESOURCE, group.name, (), options, count=len(group.gpus),
+                            sharing_enabled=sharing_enabled, source=source)
+    gpu = group.first
+    memory = gpu.memory_mib
+    if memory:
+        labels[key("gpu.memory")] = Label(
+            value=str(memory), source="nvmlDeviceGetMemoryInfo",
+            raw=f"{gpu.memory_total_bytes} bytes", rules=("bytes // 2^20 (MiB)",))
+        mig_in_single = options.mig_strategy == "single" and any(g.mig_enabled for g in group.gpus)
+        if sharing_enabled and not mig_in_single:
+            labels |= per_replica(GPU_RESOURCE, memory, options)
+    cc = gpu.compute_capability
+    if cc is not None and cc[0] != 0:
+        major, minor = cc
+        src = "nvmlDeviceGetCudaComputeCapability"
+        labels[key("gpu.family")] = Label(value=family(major, minor), source=src,
+                                          raw=f"{major}.{minor}",
+                                          rules=("GFD's family table by compute capability",))
+        labels[key("gpu.compute.major")] = Label(value=str(major), source=src)
+        labels[key("gpu.compute.minor")] = Label(value=str(minor), source=src)
+    return labels

@@ -1,0 +1,151 @@
+"""MIG labels: ``mig.capable``, ``mig.strategy``, the single/mixed resource labels with their
+attributes, and the extended ``mig.enabled.count`` / ``mig.pending``."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import ceil, floor
+
+from gfd.labelers.base import Label, Result, key
+from gfd.labelers.inventory import counted, has_gpus
+from gfd.labelers.naming import product_value
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
+from gfd.snapshot import Gpu, MigDevice, Snapshot
+
+ATTR_SOURCE = "nvmlDeviceGetAttributes (MIG device)"
+
+
+def mig_capable(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    if not has_gpus(snapshot):
+        return Result()
+    capable = any(g.mig_capable for g in counted(snapshot))
+    return Result({key("mig.capable"): Label(
+        value="true" if capable else "false", source="nvmlDeviceGetMigMode",
+        rules=("true when any GPU supports MIG, whether or not it is enabled",))})
+
+
+def profile_name(mig: MigDevice, parent: Gpu) -> tuple[str, tuple[str, ...]]:
+    """The resource-style profile name (``1g.5gb``, ``1c.3g.20gb``, ``1g.10gb.me``).
+
+    From NVML's profile name with ``MIG `` dropped and ``+`` turned into ``.`` (as the
+    device plugin names resources); without one, GFD's eighths rule on memory.
+    """
+    if mig.profile_name:
+        name = mig.profile_name.removeprefix("MIG ").strip().replace("+", ".")
+        return name, ("NVML profile name without 'MIG ', '+' -> '.' (device plugin naming)",)
+    total = parent.memory_total_bytes or 0
+    if total <= 0:
+        gb = ceil(mig.memory_mib / 1024)
+    else:
+        eighths = ceil(Fraction(mig.memory_mib * 1048576 * 8, total))
+        gb = floor(Fraction(eighths, 8) * ceil(Fraction(total, 2**30)) + Fraction(1, 2))
+    g, c = mig.gi_slices, mig.ci_slices
+    name = f"{g}g.{gb}gb" if c == g else f"{c}c.{g}g.{gb}gb"
+    return name, ("no NVML profile name: GFD's eighths rule on memory and slice counts",)
+
+
+def _attribute_labels(resource: str, mig: MigDevice) -> dict[str, Label]:
+    values = {
+        "memory": mig.memory_mib,
+        "multiprocessors": mig.multiprocessors,
+        "slices.gi": mig.gi_slices,
+        "slices.ci": mig.ci_slices,
+        "engines.copy": mig.copy_engines,
+        "engines.decoder": mig.decoders,
+        "engines.encoder": mig.encoders,
+        "engines.jpeg": mig.jpegs,
+        "engines.ofa": mig.ofas,
+    }
+    return {f"{resource}.{name}": Label(value=str(v), source=ATTR_SOURCE)
+            for name, v in values.items()}
+
+
+def _mig_devices(snapshot: Snapshot) -> list[tuple[Gpu, MigDevice, str, tuple[str, ...]]]:
+    out = []
+    for gpu in sorted(counted(snapshot), key=lambda g: g.index):
+        if gpu.error is None and gpu.mig_enabled:
+            for mig in sorted(gpu.mig_devices, key=lambda m: m.index):
+                name, rules = profile_name(mig, gpu)
+                out.append((gpu, mig, name, rules))
+    return out
+
+
+def mig_resources(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    strategy = options.mig_strategy
+    if strategy == "none" or not has_gpus(snapshot):
+        return Result()
+    labels = {key("mig.strategy"): Label(value=strategy, source="--mig-strategy")}
+    gpus = [g for g in counted(snapshot) if g.error is None]
+    if strategy == "single":
+        return _single(gpus, snapshot, options, labels)
+    return Result(labels | _mixed(snapshot, options))
+
+
+def _single(gpus: list[Gpu], snapshot: Snapshot, options: LabelOptions,
+            labels: dict[str, Label]) -> Result:
+    enabled = sorted((g for g in gpus if g.mig_enabled), key=lambda g: g.index)
+    if not enabled:
+        return Result(labels)
+    devices = _mig_devices(snapshot)
+    reason = ""
+    if any(not g.mig_devices for g in enabled):
+        reason = "a MIG-enabled GPU has no MIG devices"
+    elif len(enabled) != len(gpus):
+        reason = "MIG-enabled and MIG-disabled GPUs are both present"
+    elif len({name for _, _, name, _ in devices}) > 1:
+        reason = "MIG devices of more than one profile are present"
+    if reason:
+        value, rules = product_value(enabled[0].name, "MIG-INVALID")
+        src = "--mig-strategy=single layout check"
+        invalid = {
+            f"{GPU_RESOURCE}.product": Label(value=value, source=src, raw=enabled[0].name,
+                                             rules=(*rules, f"invalid layout: {reason}")),
+            f"{GPU_RESOURCE}.count": Label(value="0", source=src),
+            f"{GPU_RESOURCE}.replicas": Label(value="0", source=src),
+            f"{GPU_RESOURCE}.sharing-strategy": Label(value="", source=src),
+            f"{GPU_RESOURCE}.memory": Label(value="0", source=src),
+        }
+        warning = f"invalid configuration detected for mig-strategy=single: {reason}"
+        return Result(labels | invalid, (warning,))
+    parent, first, name, rules = devices[0]
+    labels |= sharing_labels(GPU_RESOURCE, parent.name, ("MIG", name), options,
+                             count=len(devices), source="nvmlDeviceGetName (parent GPU)")
+    labels |= _attribute_labels(GPU_RESOURCE, first)
+    labels |= per_replica(GPU_RESOURCE, first.memory_mib, options)
+    return Result(labels)
+
+
+def _mixed(snapshot: Snapshot, options: LabelOptions) -> dict[str, Label]:
+    groups: dict[str, list[tuple[Gpu, MigDevice]]] = {}
+    for parent, mig, name, _ in _mig_devices(snapshot):
+        groups.setdefault(name, []).append((parent, mig))
+    labels: dict[str, Label] = {}
+    for name in sorted(groups):
+        members = groups[name]
+        parent, first = members[0]
+        resource = f"nvidia.com/mig-{name}"
+        labels |= sharing_labels(resource, parent.name, ("MIG", name), options,
+                                 count=len(members), source="nvmlDeviceGetName (parent GPU)")
+        labels |= _attribute_labels(resource, first)
+        labels |= per_replica(resource, first.memory_mib, options)
+    return labels
+
+
+def mig_extended(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    if not options.extended or not has_gpus(snapshot):
+        return Result()
+    gpus = counted(snapshot)
+    if not any(g.mig_capable for g in gpus):
+        return Result()
+    src = "nvmlDeviceGetMigMode"
+    labels = {key("mig.enabled.count"): Label(
+        value=str(sum(1 for g in gpus if g.mig_enabled)), source=src,
+        rules=("GPUs whose current MIG mode is enabled",))}
+    pending = [g.index for g in gpus
+               if g.mig_pending_enabled is not None and g.mig_pending_enabled != g.mig_enabled]
+    if pending:
+        labels[key("mig.pending")] = Label(
+            value="true", source=src, raw=f"GPUs {pending}",
+            rules=("pending MIG mode differs from current: needs a GPU reset",))
+    return Result(labels)

@@ -1,0 +1,23 @@
+"""``gpu.mode``: compute or graphics, from each GPU's PCI class in sysfs."""
+
+from __future__ import annotations
+
+from gfd.labelers.base import Label, Result, key
+from gfd.labelers.inventory import counted, has_gpus
+from gfd.labelers.options import LabelOptions
+from gfd.snapshot import Snapshot
+
+_MODES = {"0x030200": "compute", "0x030000": "graphics"}
+
+
+def mode(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    if not has_gpus(snapshot):
+        return Result()
+    classes = {g.pci_class for g in counted(snapshot)}
+    only = next(iter(classes)) if len(classes) == 1 else None
+    value = _MODES.get(only or "", "unknown")
+    raw = ",".join(sorted(c or "unreadable" for c in classes))
+    return Result({key("gpu.mode"): Label(
+        value=value, source="<sysfs>/bus/pci/devices/<bus id>/class", raw=raw,
+        rules=("0x030200 -> compute, 0x030000 -> graphics; differing or other -> unknown",),
+    )})

@@ -1,0 +1,73 @@
+"""Resource labels shared by full GPUs and MIG devices: <R>.product/count/replicas/..., family."""
+
+from __future__ import annotations
+
+from gfd.labelers.base import Label
+from gfd.labelers.naming import product_value
+from gfd.labelers.options import LabelOptions
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+_FAMILIES = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper",
+             10: "blackwell", 12: "blackwell", 13: "rubin"}
+
+
+def family(major: int, minor: int) -> str:
+    """GFD's architecture family for a compute capability (reference §3.3)."""
+    if major == 7:
+        return "volta" if minor < 5 else "turing"
+    if major == 8:
+        return "ada-lovelace" if minor == 9 else "ampere"
+    return _FAMILIES.get(major, "undefined")
+
+
+def sharing_labels(
+    resource: str,
+    model: str,
+    suffixes: tuple[str, ...],
+    options: LabelOptions,
+    *,
+    count: int,
+    sharing_enabled: bool = True,
+    source: str,
+) -> dict[str, Label]:
+    """``<R>.product``, ``.count``, ``.replicas``, ``.sharing-strategy`` by GFD's rules.
+
+    With sharing disabled (MIG-enabled full GPUs) replicas is 0 and there is no suffix.
+    """
+    sharing = options.sharing
+    replicas = sharing.replicas(resource) if sharing_enabled else 0
+    shared = replicas > 1
+    strategy = sharing.strategy if shared else "none"
+    extra = ("SHARED",) if shared and not sharing.rename_by_default else ()
+    value, rules = product_value(model, *suffixes, *extra)
+    cfg = sharing.source or "no sharing config"
+    replicas_rule = (
+        "sharing disabled for MIG-enabled GPUs: replicas 0"
+        if not sharing_enabled
+        else f"replicas of {resource!r} in the sharing config, 1 when absent"
+    )
+    return {
+        f"{resource}.product": Label(value=value, source=source, raw=model, rules=rules),
+        f"{resource}.count": Label(value=str(count), source=source),
+        f"{resource}.replicas": Label(value=str(replicas), source=cfg, rules=(replicas_rule,)),
+        f"{resource}.sharing-strategy": Label(
+            value=strategy, source=cfg,
+            rules=("the active strategy when replicas > 1, else 'none'",),
+        ),
+    }
+
+
+def per_replica(resource: str, memory_mib: int, options: LabelOptions) -> dict[str, Label]:
+    """Extended ``<R>.memory.per-replica``: memory divided by replicas, when shared."""
+    replicas = options.sharing.replicas(resource)
+    if not options.extended or replicas <= 1 or memory_mib <= 0:
+        return {}
+    return {
+        f"{resource}.memory.per-replica": Label(
+            value=str(memory_mib // replicas),
+            source=f"{resource}.memory / {resource}.replicas",
+            raw=f"{memory_mib} MiB / {replicas}",
+            rules=("integer division; sharers get no memory isolation",),
+        )
+    }

@@ -1,0 +1,57 @@
+"""``cuda.driver.*``, ``cuda.driver-version.*``, ``cuda.runtime.*``, ``cuda.runtime-version.*``."""
+
+from __future__ import annotations
+
+from gfd.errors import DiscoveryError
+from gfd.labelers.base import Label, Result, key
+from gfd.labelers.inventory import has_gpus
+from gfd.labelers.options import LabelOptions
+from gfd.snapshot import Snapshot
+
+DRIVER_SOURCE = "nvmlSystemGetDriverVersion"
+CUDA_SOURCE = "nvmlSystemGetCudaDriverVersion"
+
+
+def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    if not has_gpus(snapshot):
+        return Result()
+    labels: dict[str, Label] = {}
+    driver = snapshot.driver_version
+    if driver is not None:
+        parts = driver.split(".")
+        if len(parts) not in (2, 3):
+            raise DiscoveryError(
+                f"driver version {driver!r} does not have 2 or 3 dot-separated parts"
+            )
+        major, minor = parts[0], parts[1]
+        rev = parts[2] if len(parts) == 3 else ""
+        split = ("split on '.'; parts kept as text (leading zeros survive)",)
+
+        def d(value: str) -> Label:
+            return Label(value=value, source=DRIVER_SOURCE, raw=driver, rules=split)
+
+        labels |= {
+            key("cuda.driver.major"): d(major),
+            key("cuda.driver.minor"): d(minor),
+            key("cuda.driver.rev"): d(rev),
+            key("cuda.driver-version.major"): d(major),
+            key("cuda.driver-version.minor"): d(minor),
+            key("cuda.driver-version.revision"): d(rev),
+            key("cuda.driver-version.full"): Label(value=driver, source=DRIVER_SOURCE, raw=driver),
+        }
+    cuda = snapshot.cuda_driver_version
+    if cuda is not None:
+        cmajor, cminor = str(cuda // 1000), str((cuda % 1000) // 10)
+        rule = ("major = v / 1000, minor = (v % 1000) / 10 (integer division)",)
+
+        def c(value: str) -> Label:
+            return Label(value=value, source=CUDA_SOURCE, raw=str(cuda), rules=rule)
+
+        labels |= {
+            key("cuda.runtime.major"): c(cmajor),
+            key("cuda.runtime.minor"): c(cminor),
+            key("cuda.runtime-version.major"): c(cmajor),
+            key("cuda.runtime-version.minor"): c(cminor),
+            key("cuda.runtime-version.full"): c(f"{cmajor}.{cminor}"),
+        }
+    return Result(labels)

@@ -1,0 +1,143 @@
+"""Host files: the machine type (DMI), each GPU's PCI class, and the vGPU scan of PCI config space.
+
+Paths are parameters (``--machine-type-file``, ``--sysfs-root``), so tests point them
+at recorded trees laid out like the host's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from gfd.snapshot import Vgpu
+
+log = logging.getLogger(__name__)
+
+NVIDIA_VENDOR = "0x10de"
+_STATUS = 0x06
+_STATUS_CAP_LIST = 0x10
+_CAP_POINTER = 0x34
+_CAP_VENDOR_SPECIFIC = 0x09
+_RECORD_START = 5
+_FIELD = 10
+
+
+class VgpuScanError(Exception):
+    """The vGPU scan could not complete (GFD then writes no vgpu labels)."""
+
+
+def sysfs_bus_id(nvml_bus_id: str) -> str:
+    """NVML's ``00000000:18:00.0`` (8-digit domain) as sysfs names it: ``0000:18:00.0``."""
+    domain, sep, rest = nvml_bus_id.strip().lower().partition(":")
+    if sep and len(domain) == 8:
+        domain = domain[4:]
+    return f"{domain}{sep}{rest}"
+
+
+@dataclass(frozen=True, slots=True)
+class HostReader:
+    """Reads host files under configurable roots; every failure is data, not an exception."""
+
+    machine_type_file: str = "/sys/class/dmi/id/product_name"
+    sysfs_root: str = "/sys"
+
+    def machine_type(self) -> str | None:
+        """The machine-type file's content; None when unset or unreadable (GFD: 'unknown')."""
+        if not self.machine_type_file:
+            return None
+        try:
+            with open(self.machine_type_file, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError as exc:
+            log.warning("machine type: cannot read %s: %s", self.machine_type_file, exc.strerror)
+            return None
+
+    def pci_class(self, nvml_bus_id: str) -> str | None:
+        """The PCI class (``0x030200``) of a GPU, or None when unreadable."""
+        if not nvml_bus_id:
+            return None
+        path = os.path.join(self.sysfs_root, "bus/pci/devices", sysfs_bus_id(nvml_bus_id), "class")
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                return f.read().strip().lower()
+        except OSError as exc:
+            log.warning("gpu.mode: cannot read PCI class %s: %s", path, exc.strerror)
+            return None
+
+    def vgpu(self) -> Vgpu | None:
+        """Scan NVIDIA PCI devices for the vGPU signature; None when the scan fails."""
+        try:
+            return scan_vgpu(os.path.join(self.sysfs_root, "bus/pci/devices"))
+        except VgpuScanError as exc:
+            log.warning("vgpu: %s; no vgpu labels", exc)
+            return None
+
+
+def scan_vgpu(devices_dir: str) -> Vgpu:
+    """GFD's scan: vendor 0x10de devices, vendor-specific capability, ``VF`` signature."""
+    try:
+        names = sorted(os.listdir(devices_dir))
+    except OSError as exc:
+        raise VgpuScanError(f"cannot list {devices_dir}: {exc.strerror}") from exc
+    found: Vgpu | None = None
+    for name in names:
+        device = os.path.join(devices_dir, name)
+        vendor = _read(os.path.join(device, "vendor"), name, "vendor id").decode().strip()
+        if vendor != NVIDIA_VENDOR:
+            continue
+        config = _read(os.path.join(device, "config"), name, "configuration space")
+        capability = vendor_capability(config, name)
+        if capability is None or capability[3:5] != b"VF":
+            continue
+        version, branch = host_driver(capability, name)
+        found = Vgpu(present=True, host_driver_version=version, host_driver_branch=branch)
+    return found or Vgpu(present=False)
+
+
+def _read(path: str, device: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise VgpuScanError(f"cannot read PCI {what} of {device}: {exc.strerror}") from exc
+
+
+def vendor_capability(config: bytes, device: str) -> bytes | None:
+    """The vendor-specific capability from a PCI config space, or None."""
+    if len(config) < 256:
+        raise VgpuScanError(
+            f"only {len(config)} bytes of PCI configuration space readable for {device} "
+            "(run privileged to read all 256)"
+        )
+    if not config[_STATUS] & _STATUS_CAP_LIST:
+        return None
+    seen: set[int] = set()
+    pos = config[_CAP_POINTER]
+    while pos and pos not in seen and pos + 2 < len(config):
+        seen.add(pos)
+        cap_id, nxt, length = config[pos], config[pos + 1], config[pos + 2]
+        if cap_id == 0xFF:
+            break
+        if cap_id == _CAP_VENDOR_SPECIFIC:
+            return config[pos : pos + length]
+        pos = nxt
+    return None
+
+
+def host_driver(capability: bytes, device: str) -> tuple[str, str]:
+    """Host driver version and branch from the vGPU capability's record with id 0."""
+    pos = _RECORD_START
+    record = capability[pos] if pos < len(capability) else 0
+    while record != 0 and pos + 1 < len(capability):
+        step = capability[pos + 1]
+        if step == 0:
+            break
+        pos += step
+        record = capability[pos] if pos < len(capability) else 0
+    end = pos + 2 + 2 * _FIELD
+    if record != 0 or end > len(capability):
+        raise VgpuScanError(f"no host driver version record in the vGPU capability of {device}")
+    version = capability[pos + 2 : pos + 2 + _FIELD].strip(b"\0").decode("ascii", "replace")
+    branch = capability[pos + 2 + _FIELD : end].strip(b"\0").decode("ascii", "replace")
+    return version, branch

@@ -1,0 +1,226 @@
+"""Built-in simulated machines (``--simulate NAME``): realistic snapshots for demos and tests.
+
+Each simulation is a complete snapshot (host facts included) and, for machines that
+are normally shared, the sharing config their device plugin would use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+from gfd.errors import ConfigError
+from gfd.labelers.options import SharedResource, Sharing
+from gfd.snapshot import Fabric, Gpu, MigDevice, Snapshot, Vgpu
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    snapshot: Snapshot
+    sharing: Sharing | None = None
+    """The sharing config of the simulated node, used when no --config-file is given."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Profile:
+    """One MIG profile's attributes (GI attributes, CI multiprocessors)."""
+
+    name: str
+    memory_mib: int
+    sms: int
+    gi: int
+    ci: int
+    copy: int
+    dec: int
+    enc: int = 0
+    jpeg: int = 0
+    ofa: int = 0
+
+
+# A100-SXM4-40GB (40960 MiB). Values as NVML reports them on a DGX A100.
+_A100_40 = {
+    "1g.5gb": _Profile("MIG 1g.5gb", 4864, 14, 1, 1, copy=1, dec=0),
+    "2g.10gb": _Profile("MIG 2g.10gb", 9856, 28, 2, 2, copy=2, dec=1),
+    "3g.20gb": _Profile("MIG 3g.20gb", 20096, 42, 3, 3, copy=3, dec=2),
+    "4g.20gb": _Profile("MIG 4g.20gb", 20096, 56, 4, 4, copy=4, dec=2),
+    "7g.40gb": _Profile("MIG 7g.40gb", 40192, 98, 7, 7, copy=7, dec=5, jpeg=1, ofa=1),
+}
+# H100 80GB HBM3 (81559 MiB).
+_H100_80 = {
+    "1g.10gb": _Profile("MIG 1g.10gb", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1),
+    "1g.10gb+me": _Profile("MIG 1g.10gb+me", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1, ofa=1),
+    "1g.20gb": _Profile("MIG 1g.20gb", 19968, 26, 1, 1, copy=1, dec=1, jpeg=1),
+    "3g.40gb": _Profile("MIG 3g.40gb", 40192, 60, 3, 3, copy=3, dec=3, jpeg=3),
+    "7g.80gb": _Profile("MIG 7g.80gb", 80384, 132, 7, 7, copy=8, dec=7, jpeg=7, ofa=1),
+}
+
+_H100_NAME = "NVIDIA H100 80GB HBM3"
+_H100_BYTES = 85520809984  # 81559 MiB
+_A100_NAME = "NVIDIA A100-SXM4-40GB"
+_A100_BYTES = 42949672960  # 40960 MiB
+
+
+def _bus(i: int) -> str:
+    return f"00000000:{0x18 + 0x10 * i:02X}:00.0"
+
+
+def _uuid(prefix: str, i: int, j: int | None = None) -> str:
+    tail = f"{i:04x}" if j is None else f"{i:02x}{j:02x}"
+    return f"{prefix}-5a1b7c3d-0000-4000-8000-00000000{tail}"
+
+
+def _migs(gpu: int, names: list[str], table: dict[str, _Profile]) -> tuple[MigDevice, ...]:
+    out = []
+    for slot, key in enumerate(names):
+        p = table[key]
+        out.append(MigDevice(
+            index=slot, uuid=_uuid("MIG", gpu, slot), gpu_instance_id=slot + 1,
+            compute_instance_id=0, profile_name=p.name, memory_mib=p.memory_mib,
+            multiprocessors=p.sms, gi_slices=p.gi, ci_slices=p.ci, copy_engines=p.copy,
+            decoders=p.dec, encoders=p.enc, jpegs=p.jpeg, ofas=p.ofa,
+        ))
+    return tuple(out)
+
+
+def _gpu(i: int, name: str, memory: int, cc: tuple[int, int], arch: str, brand: str,
+         **kw: object) -> Gpu:
+    base: dict[str, object] = dict(
+        index=i, uuid=_uuid("GPU", i), name=name, memory_total_bytes=memory,
+        compute_capability=cc, architecture=arch, brand=brand, pci_bus_id=_bus(i),
+        pci_class="0x030200", compute_mode="default", mig_pending_enabled=None,
+    )
+    base.update(kw)
+    return Gpu(**base)  # type: ignore[arg-type]
+
+
+def _hgx_h100() -> Simulation:
+    gpus = tuple(
+        _gpu(i, _H100_NAME, _H100_BYTES, (9, 0), "hopper", "nvidia", mig_capable=True,
+             mig_enabled=False, mig_pending_enabled=False, nvlink_active=True,
+             timeslice="default")
+        for i in range(8)
+    )
+    return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,
+                               machine_type="DGX H100\n", vgpu=Vgpu(present=False), gpus=gpus))
+
+
+def _t4_time_sliced() -> Simulation:
+    gpus = tuple(
+        _gpu(i, "Tesla T4", 16106127360, (7, 5), "turing", "tesla", nvlink_active=None,
+             timeslice="default")
+        for i in range(4)
+    )
+    snap = Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
+                    machine_type="g4dn.12xlarge\n", vgpu=Vgpu(present=False), gpus=gpus)
+    sharing = Sharing(strategy="time-slicing",
+                      resources=(SharedResource(name="nvidia.com/gpu", replicas=4),),
+                      source="simulation t4-time-sliced: sharing.timeSlicing")
+    return Simulation(snap, sharing)
+
+
+def _mixed_a100_a10() -> Simulation:
+    a100 = tuple(
+        _gpu(i, "NVIDIA A100 80GB PCIe", 85899345920, (8, 0), "ampere", "nvidia",
+             mig_capable=True, mig_enabled=False, mig_pending_enabled=False,
+             nvlink_active=False)
+        for i in range(2)
+    )
+    a10 = _gpu(2, "NVIDIA A10", 23836033024, (8, 6), "ampere", "nvidia", nvlink_active=None)
+    return Simulation(Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
+                               machine_type="PowerEdge R750xa\n", vgpu=Vgpu(present=False),
+                               gpus=(*a100, a10)))
+
+
+def _geforce_laptop() -> Simulation:
+    gpu = _gpu(0, "NVIDIA GeForce RTX 3060 Laptop GPU", 6442450944, (8, 6), "ampere",
+               "geforce", pci_class="0x030000", nvlink_active=None)
+    return Simulation(Snapshot(driver_version="560.35.03", cuda_driver_version=12060,
+                               machine_type="Legion 5 15ACH6H\n", vgpu=Vgpu(present=False),
+                               gpus=(gpu,)))
+
+
+def _no_gpu() -> Simulation:
+    return Simulation(Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
+                               machine_type="PowerEdge R650\n", vgpu=Vgpu(present=False)))
+
+
+def _dgx_a100(layouts: list[list[str] | None]) -> Snapshot:
+    gpus = []
+    for i, layout in enumerate(layouts):
+        gpus.append(_gpu(
+            i, _A100_NAME, _A100_BYTES, (8, 0), "ampere", "nvidia", mig_capable=True,
+            mig_enabled=layout is not None, mig_pending_enabled=layout is not None,
+            nvlink_active=True,
+            mig_devices=_migs(i, layout, _A100_40) if layout else (),
+        ))
+    return Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
+                    machine_type="DGXA100 920-23687-2530-000\n", vgpu=Vgpu(present=False),
+                    gpus=tuple(gpus))
+
+
+def _dgx_a100_mig_mixed() -> Simulation:
+    # 13 MIG devices over four GPUs, the other four GPUs whole.
+    layouts: list[list[str] | None] = [
+        ["1g.5gb"] * 7,
+        ["3g.20gb", "2g.10gb", "1g.5gb"],
+        ["3g.20gb", "3g.20gb"],
+        ["7g.40gb"],
+        None, None, None, None,
+    ]
+    return Simulation(_dgx_a100(layouts))
+
+
+def _dgx_a100_mig_single() -> Simulation:
+    return Simulation(_dgx_a100([["1g.5gb"] * 7 for _ in range(8)]))
+
+
+def _h100_mig() -> Simulation:
+    sim = _hgx_h100().snapshot
+    layouts = [["1g.10gb+me", "1g.20gb", "3g.40gb"], ["7g.80gb"]]
+    gpus = []
+    for gpu in sim.gpus[:2]:
+        migs = _migs(gpu.index, layouts[gpu.index], _H100_80)
+        gpus.append(replace(gpu, mig_enabled=True, mig_pending_enabled=True, mig_devices=migs))
+    return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,
+                               machine_type="PowerEdge XE9640\n", vgpu=Vgpu(present=False),
+                               gpus=tuple(gpus)))
+
+
+def _gb200_nvl() -> Simulation:
+    fabric = Fabric(state="completed", status_ok=True,
+                    cluster_uuid="7b968a6d-c8aa-45e1-9e07-e1e51be99c31", clique_id=1)
+    gpus = tuple(
+        _gpu(i, "NVIDIA GB200", 199715979264, (10, 0), "blackwell", "nvidia",
+             mig_capable=True, mig_enabled=False, mig_pending_enabled=False,
+             nvlink_active=True, fabric=fabric)
+        for i in range(4)
+    )
+    return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,
+                               machine_type="GB200 NVL72\n", vgpu=Vgpu(present=False),
+                               gpus=gpus))
+
+
+SIMULATIONS: MappingProxyType[str, Callable[[], Simulation]] = MappingProxyType({
+    "dgx-a100-mig-mixed": _dgx_a100_mig_mixed,
+    "dgx-a100-mig-single": _dgx_a100_mig_single,
+    "gb200-nvl": _gb200_nvl,
+    "geforce-laptop": _geforce_laptop,
+    "h100-mig": _h100_mig,
+    "hgx-h100": _hgx_h100,
+    "mixed-a100-a10": _mixed_a100_a10,
+    "no-gpu": _no_gpu,
+    "t4-time-sliced": _t4_time_sliced,
+})
+
+
+def simulate(name: str) -> Simulation:
+    """The named simulated machine; an unknown name is a ConfigError listing the names."""
+    try:
+        build = SIMULATIONS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown simulated machine {name!r}: choose one of {', '.join(sorted(SIMULATIONS))}"
+        ) from None
+    sim = build()
+    return Simulation(replace(sim.snapshot, source=f"simulate:{name}"), sim.sharing)
