@@ -18,8 +18,10 @@ from click.core import ParameterSource
 from gfd import __version__
 from gfd.config import (
     DEFAULT_MACHINE_TYPE_FILE,
+    DEFAULT_OUTPUT_FILE,
     DISCOVERY_STRATEGIES,
     LOG_FORMATS,
+    SINKS,
     Settings,
     parse_duration,
     resolve,
@@ -27,8 +29,10 @@ from gfd.config import (
 from gfd.discovery import Discovery, read_snapshot_file
 from gfd.errors import ConfigError, GfdError
 from gfd.labelers.default import Labelling, compute_labels
-from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, Sharing
+from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions, Sharing
 from gfd.readers.host import HostReader
+from gfd.sinks.base import Sink
+from gfd.sinks.featurefile import FeatureFileSink, StdoutSink
 from gfd.snapshot import Snapshot
 
 log = logging.getLogger("gfd")
@@ -213,7 +217,7 @@ def cli() -> None:
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               help="text: sorted key=value lines; json: one object.")
 @click.pass_context
-def labels_cmd(ctx: click.Context, **params: Any) -> None:
+def labels_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Print the labels this node would get, sorted (no side effects)."""
     settings = build_settings(ctx, params)
     _configure_logging(settings.log_level if settings.log_level != "info" else "warning",
@@ -228,7 +232,7 @@ def labels_cmd(ctx: click.Context, **params: Any) -> None:
 @cli.command("snapshot")
 @options(DISCOVERY_OPTIONS)
 @click.pass_context
-def snapshot_cmd(ctx: click.Context, **params: Any) -> None:
+def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Print the raw GPU snapshot as JSON (attach it to bug reports; replay with --snapshot)."""
     settings = build_settings(ctx, params)
     _configure_logging("warning", settings.log_format)
@@ -238,6 +242,135 @@ def snapshot_cmd(ctx: click.Context, **params: Any) -> None:
     finally:
         discovery.close()
     click.echo(snapshot.to_json(), nl=False)
+
+
+# Publishing options: shared by run, diff and prune.
+PUBLISH_OPTIONS: list[Callable[[F], F]] = [
+    click.option("--output-file", "--output", "-o", "output_file", envvar=["GFD_OUTPUT_FILE"],
+                 default=DEFAULT_OUTPUT_FILE, show_envvar=True,
+                 help="Feature file to write; '-' writes to stdout."),
+    _bool_option("--use-node-feature-api", envvar=["GFD_USE_NODE_FEATURE_API",
+                                                   "USE_NODE_FEATURE_API"],
+                 default=False, help="Publish an NFD NodeFeature (same as --sink nodefeature)."),
+    click.option("--sink", envvar=["GFD_SINK"], type=click.Choice(SINKS), default="file",
+                 show_envvar=True, help="Where labels go: feature file, NodeFeature, or the Node."),
+    click.option("--expiry", envvar=["GFD_EXPIRY"], default="1h", show_envvar=True,
+                 help="Feature-file label lifetime if gfd is gone for good (0: never expire)."),
+    click.option("--resync-interval", envvar=["GFD_RESYNC_INTERVAL"], default="1h",
+                 show_envvar=True, help="API sinks: how often to re-read and heal drift."),
+    click.option("--kubeconfig", envvar=["KUBECONFIG"], default="", show_envvar=True,
+                 help="kubeconfig file; empty means in-cluster config."),
+    click.option("--kube-api-qps", envvar=["KUBE_API_QPS"], type=float, default=5.0,
+                 show_envvar=True, help="Client-side request rate limit."),
+    click.option("--kube-api-burst", envvar=["KUBE_API_BURST"], type=int, default=10,
+                 show_envvar=True, help="Client-side request burst."),
+    click.option("--namespace", envvar=["NAMESPACE"], default="default", show_envvar=True,
+                 help="Namespace of the NodeFeature object."),
+    click.option("--node-name", envvar=["NODE_NAME"], default="", show_envvar=True,
+                 help="This node's name (required by the API sinks)."),
+    click.option("--pod-name", envvar=["POD_NAME"], default="", show_envvar=True,
+                 help="This pod's name, to find the owning DaemonSet."),
+]
+
+RUN_OPTIONS: list[Callable[[F], F]] = [
+    _bool_option("--oneshot", envvar=["GFD_ONESHOT"], default=False,
+                 help="Label once and exit."),
+    click.option("--sleep-interval", envvar=["GFD_SLEEP_INTERVAL"], default="10s",
+                 show_envvar=True, help="Time between cycles (Go duration, or 'infinite')."),
+    click.option("--metrics-port", envvar=["GFD_METRICS_PORT"], type=int, default=0,
+                 show_envvar=True, help="Serve /metrics, /healthz, /readyz here (0: off)."),
+]
+
+
+def make_sink(settings: Settings, *, write: Callable[[str], None]) -> Sink:
+    """The sink the settings select; the Kubernetes client is imported only for API sinks."""
+    kind = settings.effective_sink
+    if kind == "file":
+        if settings.output_file == "-":
+            return StdoutSink(write)
+        return FeatureFileSink(settings.output_file, expiry=settings.expiry)
+    from gfd.sinks.api import make_api_sink
+
+    return make_api_sink(settings)
+
+
+class ConfigReloader:
+    """Re-reads the config file when its content changes or on SIGHUP (daemon.OptionsSource)."""
+
+    def __init__(self, ctx: click.Context, params: dict[str, Any], started: int) -> None:
+        from gfd.configfile import ConfigSource
+
+        self._ctx, self._params, self._started = ctx, params, started
+        self._source = ConfigSource(build_settings(ctx, params).config_file)
+        self._source.poll()
+
+    def poll(self, *, force: bool) -> LabelOptions | None:
+        if self._source.poll(force=force) is None:
+            return None
+        return build_settings(self._ctx, self._params).label_options(timestamp=self._started)
+
+
+@cli.command("run")
+@options(DISCOVERY_OPTIONS + PUBLISH_OPTIONS + RUN_OPTIONS)
+@click.pass_context
+def run_cmd(ctx: click.Context, /, **params: Any) -> None:
+    """Run the agent: label this node and keep its labels current (the container entrypoint)."""
+    started = int(time.time())
+    settings = build_settings(ctx, params)
+    _configure_logging(settings.log_level, settings.log_format)
+    log.info("gfd %s starting: %s", __version__, settings_summary(settings))
+    discovery, sim_sharing = make_discovery(settings)
+    settings = effective_settings(settings, sim_sharing)
+    sink = make_sink(settings, write=lambda text: click.echo(text, nl=False))
+    reloader = ConfigReloader(ctx, params, started) if settings.config_file else None
+    from gfd.daemon import Agent, Signals
+    from gfd.metrics import Health, Metrics, MetricsServer
+
+    interval = settings.sleep_interval
+    metrics = Metrics(version=__version__)
+    health = Health(stuck_after=max(120.0, 3 * (interval or 0)))
+    server = None
+    if settings.metrics_port:
+        server = MetricsServer(metrics, health, port=settings.metrics_port)
+        server.start()
+    agent = Agent(discovery, sink, settings.label_options(timestamp=started), reloader=reloader,
+                  observer=metrics, health=health)
+    signals = Signals()
+    _install_signal_handlers(signals)
+    try:
+        code = agent.run(signals, interval=interval, oneshot=settings.oneshot)
+    finally:
+        if server:
+            server.stop()
+    log.info("gfd stopped; published labels left in place")
+    sys.exit(code)
+
+
+def settings_summary(settings: Settings) -> str:
+    """The merged settings as one JSON line (GFD logs its merged config at start)."""
+    from dataclasses import asdict
+
+    data = asdict(settings)
+    data["sharing"] = {"strategy": settings.sharing.strategy,
+                       "resources": {r.name: r.replicas for r in settings.sharing.resources}}
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def _install_signal_handlers(signals: Any) -> None:
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        log.info("received %s: finishing the current cycle, then exiting",
+                 signal.Signals(signum).name)
+        signals.request_stop()
+
+    def reload(signum: int, frame: object) -> None:
+        log.info("received SIGHUP: reloading the config")
+        signals.request_reload()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, stop)
+    signal.signal(signal.SIGHUP, reload)
 
 
 def main(argv: list[str] | None = None) -> None:

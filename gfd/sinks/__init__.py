@@ -1,0 +1,1 @@
+"""Sinks: where labels are published (feature file, stdout, NodeFeature, Node)."""

@@ -1,0 +1,60 @@
+"""The Sink protocol, PublishResult, and the label diff every sink reports."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What differs between two label sets, as sorted keys."""
+
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.changed or self.removed)
+
+    def summary(self) -> str:
+        return f"+{len(self.added)} ~{len(self.changed)} -{len(self.removed)}"
+
+
+def diff(old: Mapping[str, str], new: Mapping[str, str]) -> Change:
+    """Keys added, changed and removed going from ``old`` to ``new``."""
+    return Change(
+        added=tuple(sorted(k for k in new if k not in old)),
+        changed=tuple(sorted(k for k in new if k in old and old[k] != new[k])),
+        removed=tuple(sorted(k for k in old if k not in new)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """The outcome of one publish: whether the target was written, and what changed."""
+
+    written: bool
+    change: Change = field(default_factory=Change)
+    requests: int = 0
+    """API requests made (0 for local sinks)."""
+
+
+class Sink(Protocol):
+    """A publish target. Sinks never see GPUs: only sorted ``key -> value`` labels."""
+
+    name: str
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        """Make the target hold exactly these labels (as far as gfd owns them)."""
+        ...
+
+    def published(self) -> dict[str, str]:
+        """What gfd has published at the target now (reads it; for ``gfd diff``)."""
+        ...
+
+    def prune(self) -> PublishResult:
+        """Remove everything gfd published there (``gfd prune``)."""
+        ...

@@ -1,0 +1,180 @@
+"""The NFD feature file: sorted ``key=value`` lines under a ``# +expiry-time=`` header,
+written atomically (dot-file in the same directory, fsync, chmod, rename), never deleted
+on exit, rewritten only when labels change or half the expiry has passed."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from gfd.errors import PublishError
+from gfd.sinks.base import PublishResult, diff
+
+log = logging.getLogger(__name__)
+
+EXPIRY_DIRECTIVE = "# +expiry-time="
+MAX_BYTES = 65536  # nfd-worker skips larger files whole
+MODE = 0o644
+
+
+def render(labels: dict[str, str], *, expires: float | None) -> str:
+    """The file's content: the expiry directive (when set), then sorted label lines."""
+    head = ""
+    if expires is not None:
+        stamp = datetime.fromtimestamp(int(expires), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        head = f"{EXPIRY_DIRECTIVE}{stamp}\n"
+    return head + "".join(f"{k}={labels[k]}\n" for k in sorted(labels))
+
+
+def parse(text: str) -> tuple[dict[str, str], float | None]:
+    """Labels and expiry (Unix time) from a feature file, read the way nfd-worker reads it."""
+    labels: dict[str, str] = {}
+    expires: float | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith(EXPIRY_DIRECTIVE):
+            try:
+                when = datetime.strptime(line[len(EXPIRY_DIRECTIVE):], "%Y-%m-%dT%H:%M:%SZ")
+                expires = when.replace(tzinfo=UTC).timestamp()
+            except ValueError:
+                expires = None
+            continue
+        if not line or line.startswith("#"):
+            continue
+        k, sep, v = line.partition("=")
+        labels[k] = v if sep else "true"
+    return labels, expires
+
+
+def _explain_os_error(path: str, exc: OSError) -> str:
+    directory = os.path.dirname(path) or "."
+    if exc.errno == errno.ENOENT:
+        return (f"cannot write feature file {path}: directory {directory} does not exist "
+                "(mount NFD's features.d there, e.g. a hostPath with type DirectoryOrCreate)")
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (f"cannot write feature file {path}: {exc.strerror} (mount {directory} "
+                "writable for gfd's user)")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"cannot write feature file {path}: {exc.strerror} (free space on that filesystem)"
+    return f"cannot write feature file {path}: {exc.strerror or exc}"
+
+
+def write_atomically(path: str, content: str) -> None:
+    """Write ``content`` to ``path`` so a reader sees the old or the new file, never a mix."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = ""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
+        try:
+            os.fchmod(fd, MODE)
+            data = content.encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+        tmp = ""
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        raise PublishError(_explain_os_error(path, exc)) from exc
+    finally:
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+@dataclass(slots=True)
+class FeatureFileSink:
+    """Publishes to an NFD feature file (``features.d/gfd``)."""
+
+    path: str
+    expiry: float = 3600.0
+    """Seconds until nfd-worker ignores the labels if gfd is gone; 0 = never."""
+    clock: Callable[[], float] = time.time
+    name: str = "file"
+    _state: tuple[dict[str, str], float | None] | None = field(default=None, init=False)
+
+    def _load(self) -> tuple[dict[str, str], float | None] | None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return parse(f.read())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("cannot read current feature file %s: %s", self.path, exc.strerror)
+            return None
+
+    def published(self) -> dict[str, str]:
+        state = self._load()
+        return dict(state[0]) if state else {}
+
+    def _fresh(self, expires: float | None, now: float) -> bool:
+        if self.expiry <= 0:
+            return expires is None
+        return expires is not None and expires - now > self.expiry / 2
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        if self._state is None:
+            self._state = self._load() or ({}, None)
+        old, expires = self._state
+        now = self.clock()
+        change = diff(old, labels)
+        if change.empty and self._fresh(expires, now) and os.path.exists(self.path):
+            return PublishResult(written=False, change=change)
+        new_expiry = now + self.expiry if self.expiry > 0 else None
+        content = render(labels, expires=new_expiry)
+        if len(content.encode()) > MAX_BYTES:
+            raise PublishError(
+                f"feature file {self.path} would be {len(content.encode())} bytes; nfd-worker "
+                f"ignores files over {MAX_BYTES} bytes (reduce labels: --label-set compat)")
+        write_atomically(self.path, content)
+        self._state = (dict(labels), new_expiry)
+        return PublishResult(written=True, change=change)
+
+    def prune(self) -> PublishResult:
+        old = self.published()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            return PublishResult(written=False)
+        except OSError as exc:
+            raise PublishError(f"cannot remove feature file {self.path}: {exc.strerror}") from exc
+        self._state = None
+        return PublishResult(written=True, change=diff(old, {}))
+
+
+@dataclass(slots=True)
+class StdoutSink:
+    """``--output-file -``: the same text on stdout, once per change."""
+
+    write: Callable[[str], None]
+    name: str = "stdout"
+    _last: dict[str, str] | None = field(default=None, init=False)
+
+    def published(self) -> dict[str, str]:
+        return dict(self._last or {})
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        change = diff(self._last or {}, labels)
+        if self._last is not None and change.empty:
+            return PublishResult(written=False, change=change)
+        self.write(render(labels, expires=None))
+        self._last = dict(labels)
+        return PublishResult(written=True, change=change)
+
+    def prune(self) -> PublishResult:
+        return PublishResult(written=False)

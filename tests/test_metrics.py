@@ -1,0 +1,295 @@
+"""Tests for gfd.metrics: the metrics, liveness/readiness, and the real HTTP server."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gfd.metrics import Health, Metrics, MetricsServer
+
+
+def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample in render(), keyed by (name, sorted labels)."""
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return samples(metrics).get((name, tuple(sorted(labels.items()))))
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# --- Metrics -------------------------------------------------------------------------------
+
+
+def test_build_info_carries_the_version() -> None:
+    m = Metrics(version="1.2.3")
+    assert value(m, "gfd_build_info", version="1.2.3") == 1.0
+
+
+def test_known_cycle_results_and_change_kinds_start_at_zero() -> None:
+    m = Metrics(version="x")
+    for result in ("published", "unchanged", "error"):
+        assert value(m, "gfd_cycles_total", result=result) == 0.0
+    for kind in ("added", "changed", "removed"):
+        assert value(m, "gfd_label_changes_total", kind=kind) == 0.0
+
+
+def test_cycle_counts_by_result_and_observes_duration() -> None:
+    m = Metrics(version="x")
+    m.cycle("published", 0.2)
+    m.cycle("unchanged", 0.003)
+    m.cycle("unchanged", 40.0)
+    assert value(m, "gfd_cycles_total", result="published") == 1.0
+    assert value(m, "gfd_cycles_total", result="unchanged") == 2.0
+    assert value(m, "gfd_cycles_total", result="error") == 0.0
+    assert value(m, "gfd_cycle_duration_seconds_count") == 3.0
+    assert value(m, "gfd_cycle_duration_seconds_sum") == pytest.approx(40.203)
+    assert value(m, "gfd_cycle_duration_seconds_bucket", le="0.001") == 0.0
+    assert value(m, "gfd_cycle_duration_seconds_bucket", le="0.005") == 1.0
+    assert value(m, "gfd_cycle_duration_seconds_bucket", le="0.25") == 2.0
+    assert value(m, "gfd_cycle_duration_seconds_bucket", le="30.0") == 2.0
+    assert value(m, "gfd_cycle_duration_seconds_bucket", le="+Inf") == 3.0
+
+
+def test_discovery_observes_duration() -> None:
+    m = Metrics(version="x")
+    m.discovery(0.04)
+    assert value(m, "gfd_discovery_duration_seconds_count") == 1.0
+    assert value(m, "gfd_discovery_duration_seconds_sum") == pytest.approx(0.04)
+    assert value(m, "gfd_discovery_duration_seconds_bucket", le="0.025") == 0.0
+    assert value(m, "gfd_discovery_duration_seconds_bucket", le="0.05") == 1.0
+
+
+def test_published_sets_label_count_changes_and_timestamp() -> None:
+    m = Metrics(version="x")
+    m.published(30, added=30, changed=0, removed=0, when=1_700_000_000.0)
+    m.published(29, added=1, changed=2, removed=2, when=1_700_000_060.5)
+    assert value(m, "gfd_labels_published") == 29.0
+    assert value(m, "gfd_label_changes_total", kind="added") == 31.0
+    assert value(m, "gfd_label_changes_total", kind="changed") == 2.0
+    assert value(m, "gfd_label_changes_total", kind="removed") == 2.0
+    assert value(m, "gfd_last_publish_timestamp_seconds") == 1_700_000_060.5
+
+
+def test_rejected_counts_by_reason() -> None:
+    m = Metrics(version="x")
+    m.rejected("value-too-long")
+    m.rejected("value-too-long", 3)
+    m.rejected("bad-key", 2)
+    assert value(m, "gfd_labels_rejected_total", reason="value-too-long") == 4.0
+    assert value(m, "gfd_labels_rejected_total", reason="bad-key") == 2.0
+
+
+def test_error_counts_by_kind() -> None:
+    m = Metrics(version="x")
+    m.error("discovery")
+    m.error("publish")
+    m.error("publish")
+    assert value(m, "gfd_errors_total", kind="discovery") == 1.0
+    assert value(m, "gfd_errors_total", kind="publish") == 2.0
+    assert value(m, "gfd_errors_total", kind="config") is None
+
+
+def test_api_request_counts_by_verb_and_code() -> None:
+    m = Metrics(version="x")
+    m.api_request("get", "200")
+    m.api_request("patch", "409")
+    m.api_request("patch", "409")
+    m.api_request("patch", "error")
+    assert value(m, "gfd_api_requests_total", verb="get", code="200") == 1.0
+    assert value(m, "gfd_api_requests_total", verb="patch", code="409") == 2.0
+    assert value(m, "gfd_api_requests_total", verb="patch", code="error") == 1.0
+
+
+def test_gpus_sets_counts_by_model() -> None:
+    m = Metrics(version="x")
+    m.gpus({"NVIDIA-H100-80GB-HBM3": 8, "NVIDIA-A100-SXM4-40GB": 2})
+    assert value(m, "gfd_gpus", model="NVIDIA-H100-80GB-HBM3") == 8.0
+    assert value(m, "gfd_gpus", model="NVIDIA-A100-SXM4-40GB") == 2.0
+
+
+def test_gpus_removes_models_no_longer_present() -> None:
+    m = Metrics(version="x")
+    m.gpus({"NVIDIA-H100-80GB-HBM3": 8, "NVIDIA-A100-SXM4-40GB": 2})
+    m.gpus({"NVIDIA-H100-80GB-HBM3": 7})
+    assert value(m, "gfd_gpus", model="NVIDIA-H100-80GB-HBM3") == 7.0
+    assert value(m, "gfd_gpus", model="NVIDIA-A100-SXM4-40GB") is None
+    m.gpus({})
+    assert not [key for key in samples(m) if key[0] == "gfd_gpus"]
+
+
+def test_nvml_up_is_one_or_zero() -> None:
+    m = Metrics(version="x")
+    m.nvml_up(True)
+    assert value(m, "gfd_nvml_up") == 1.0
+    m.nvml_up(False)
+    assert value(m, "gfd_nvml_up") == 0.0
+
+
+def test_two_instances_do_not_share_state() -> None:
+    a = Metrics(version="a")
+    b = Metrics(version="b")
+    a.cycle("published", 0.1)
+    a.gpus({"Tesla-T4": 1})
+    assert value(a, "gfd_cycles_total", result="published") == 1.0
+    assert value(b, "gfd_cycles_total", result="published") == 0.0
+    assert value(b, "gfd_gpus", model="Tesla-T4") is None
+    assert value(b, "gfd_build_info", version="a") is None
+    assert value(b, "gfd_build_info", version="b") == 1.0
+
+
+def test_every_family_has_help_text() -> None:
+    m = Metrics(version="x")
+    families = list(text_string_to_metric_families(m.render().decode()))
+    gfd_families = [f for f in families if f.name.startswith("gfd_")]
+    assert len(gfd_families) == len(families) >= 12
+    assert all(f.documentation for f in families)
+
+
+# --- Health --------------------------------------------------------------------------------
+
+
+def test_live_before_the_first_cycle() -> None:
+    assert Health(stuck_after=120).live() == (True, "ok")
+
+
+def test_live_turns_false_when_a_cycle_runs_past_stuck_after() -> None:
+    clock = FakeClock()
+    health = Health(stuck_after=120, clock=clock)
+    health.cycle_started()
+    clock.now += 120
+    assert health.live() == (True, "ok")
+    clock.now += 192
+    assert health.live() == (False, "cycle running for 312s (limit 120s)")
+    health.cycle_finished()
+    assert health.live() == (True, "ok")
+
+
+def test_a_new_cycle_restarts_the_stuck_timer() -> None:
+    clock = FakeClock()
+    health = Health(stuck_after=10, clock=clock)
+    health.cycle_started()
+    clock.now += 9
+    health.cycle_finished()
+    clock.now += 100  # idle between cycles is not stuck
+    assert health.live()[0]
+    health.cycle_started()
+    clock.now += 9
+    assert health.live()[0]
+
+
+def test_ready_flips_after_mark_published() -> None:
+    health = Health(stuck_after=120)
+    assert health.ready() == (False, "no labels published yet")
+    health.mark_published()
+    assert health.ready() == (True, "ok")
+
+
+def test_stuck_after_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="stuck_after"):
+        Health(stuck_after=0)
+
+
+# --- MetricsServer -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def health(clock: FakeClock) -> Health:
+    return Health(stuck_after=120, clock=clock)
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics(version="9.9.9")
+
+
+@pytest.fixture
+def server(metrics: Metrics, health: Health) -> Iterator[MetricsServer]:
+    srv = MetricsServer(metrics, health, port=0, host="127.0.0.1")
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def get(server: MetricsServer, path: str) -> tuple[int, str, str]:
+    """(status, content type, body) of GET path; HTTP errors are answers, not exceptions."""
+    url = f"http://127.0.0.1:{server.port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.headers["Content-Type"], resp.read().decode()
+    except urllib.error.HTTPError as err:
+        with err:
+            return err.code, err.headers["Content-Type"], err.read().decode()
+
+
+def test_server_binds_a_free_port(server: MetricsServer) -> None:
+    assert server.port > 0
+
+
+def test_server_serves_metrics(server: MetricsServer, metrics: Metrics) -> None:
+    metrics.cycle("published", 0.5)
+    status, content_type, body = get(server, "/metrics")
+    assert status == 200
+    assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+    families = {f.name: f for f in text_string_to_metric_families(body)}
+    assert families["gfd_build_info"].samples[0].labels == {"version": "9.9.9"}
+    cycles = {s.labels["result"]: s.value for s in families["gfd_cycles"].samples
+              if s.name == "gfd_cycles_total"}  # fmt: skip
+    assert cycles["published"] == 1.0
+
+
+def test_server_healthz_is_ok_then_503_with_the_reason_when_stuck(
+    server: MetricsServer, health: Health, clock: FakeClock
+) -> None:
+    assert get(server, "/healthz")[::2] == (200, "ok\n")
+    health.cycle_started()
+    clock.now += 312
+    assert get(server, "/healthz")[::2] == (503, "cycle running for 312s (limit 120s)\n")
+    health.cycle_finished()
+    assert get(server, "/healthz")[0] == 200
+
+
+def test_server_readyz_is_503_then_200_once_published(
+    server: MetricsServer, health: Health
+) -> None:
+    assert get(server, "/readyz")[::2] == (503, "no labels published yet\n")
+    health.mark_published()
+    assert get(server, "/readyz")[::2] == (200, "ok\n")
+
+
+@pytest.mark.parametrize("path", ["/", "/metricsx", "/healthz/extra", "/favicon.ico"])
+def test_server_answers_404_for_other_paths(server: MetricsServer, path: str) -> None:
+    assert get(server, path)[0] == 404
+
+
+def test_server_stop_is_idempotent_and_frees_the_port(metrics: Metrics, health: Health) -> None:
+    srv = MetricsServer(metrics, health, port=0, host="127.0.0.1")
+    srv.stop()  # never started: harmless
+    srv.start()
+    port = srv.port
+    srv.stop()
+    srv.stop()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
