@@ -1,0 +1,174 @@
+"""The feature-file sink: format, atomic writes, no-op when unchanged, expiry refresh, errors."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from gfd.errors import PublishError
+from gfd.sinks.featurefile import FeatureFileSink, StdoutSink, parse, render
+
+LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/cuda.driver.rev": "",
+          "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+T0 = 1_790_000_000.0  # 2026-09-21T14:13:20Z
+
+
+class Clock:
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_render_puts_expiry_first_then_sorted_lines_with_empty_values_kept() -> None:
+    text = render(LABELS, expires=T0 + 3600)
+    assert text.splitlines() == [
+        "# +expiry-time=2026-09-21T15:13:20Z",
+        "nvidia.com/cuda.driver.rev=",
+        "nvidia.com/gpu.count=8",
+        "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",
+    ]
+
+
+def test_render_without_expiry_has_no_header() -> None:
+    assert render({"a/b": "1"}, expires=None) == "a/b=1\n"
+
+
+def test_parse_reads_back_what_render_wrote() -> None:
+    labels, expires = parse(render(LABELS, expires=T0))
+    assert labels == LABELS and expires == T0
+
+
+def test_parse_reads_a_bare_key_as_true_like_nfd() -> None:
+    assert parse("# comment\nfoo.io/x\n")[0] == {"foo.io/x": "true"}
+
+
+def test_first_publish_writes_the_file_with_mode_0644_and_no_dot_file_left(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    result = FeatureFileSink(str(path), clock=Clock()).publish(LABELS)
+    assert result.written and result.change.added == tuple(sorted(LABELS))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert parse(path.read_text())[0] == LABELS
+    assert sorted(os.listdir(tmp_path)) == ["gfd"]
+
+
+def test_unchanged_labels_do_not_rewrite_the_file(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    clock = Clock()
+    sink = FeatureFileSink(str(path), clock=clock)
+    sink.publish(LABELS)
+    inode = path.stat().st_ino
+    clock.now += 60
+    result = sink.publish(dict(LABELS))
+    assert not result.written and result.change.empty
+    assert path.stat().st_ino == inode
+
+
+def test_expiry_is_refreshed_once_half_of_it_has_passed(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    clock = Clock()
+    sink = FeatureFileSink(str(path), expiry=3600, clock=clock)
+    sink.publish(LABELS)
+    clock.now += 1799
+    assert not sink.publish(LABELS).written
+    clock.now += 2
+    result = sink.publish(LABELS)
+    assert result.written and result.change.empty
+    assert parse(path.read_text())[1] == clock.now + 3600
+
+
+def test_expiry_zero_writes_no_header_and_never_refreshes(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    clock = Clock()
+    sink = FeatureFileSink(str(path), expiry=0, clock=clock)
+    sink.publish(LABELS)
+    assert not path.read_text().startswith("#")
+    clock.now += 10 * 86400
+    assert not sink.publish(LABELS).written
+
+
+def test_a_restarted_agent_adopts_the_existing_file_without_rewriting_it(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    FeatureFileSink(str(path), clock=Clock()).publish(LABELS)
+    mtime = path.stat().st_mtime_ns
+    again = FeatureFileSink(str(path), clock=Clock(T0 + 10))
+    assert not again.publish(LABELS).written
+    assert path.stat().st_mtime_ns == mtime
+
+
+def test_a_change_reports_added_changed_and_removed_keys(tmp_path) -> None:
+    sink = FeatureFileSink(str(tmp_path / "gfd"), clock=Clock())
+    sink.publish({"a/x": "1", "a/y": "1"})
+    change = sink.publish({"a/x": "2", "a/z": "1"}).change
+    assert (change.added, change.changed, change.removed) == (("a/z",), ("a/x",), ("a/y",))
+
+
+def test_missing_directory_is_one_clear_line_naming_the_fix(tmp_path) -> None:
+    sink = FeatureFileSink(str(tmp_path / "nope" / "gfd"), clock=Clock())
+    with pytest.raises(PublishError) as err:
+        sink.publish(LABELS)
+    message = str(err.value)
+    assert "does not exist" in message and "DirectoryOrCreate" in message
+    assert "\n" not in message
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_read_only_directory_keeps_the_previous_file_intact(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    sink = FeatureFileSink(str(path), clock=Clock())
+    sink.publish(LABELS)
+    before = path.read_text()
+    tmp_path.chmod(0o555)
+    try:
+        with pytest.raises(PublishError):
+            sink.publish({"a/b": "c"})
+    finally:
+        tmp_path.chmod(0o755)
+    assert path.read_text() == before
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "gfd"
+    sink = FeatureFileSink(str(path), clock=Clock())
+    sink.publish(LABELS)
+    before = path.read_text()
+
+    def full_disk(fd: int, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_disk)
+    with pytest.raises(PublishError, match="No space left"):
+        sink.publish({"a/b": "c"})
+    monkeypatch.undo()
+    assert path.read_text() == before
+    assert sorted(os.listdir(tmp_path)) == ["gfd"]
+
+
+def test_a_file_over_nfds_64_kib_limit_is_refused_before_writing(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    labels = {f"nvidia.com/k{i}": "x" * 60 for i in range(2000)}
+    with pytest.raises(PublishError, match="65536"):
+        FeatureFileSink(str(path), clock=Clock()).publish(labels)
+    assert not path.exists()
+
+
+def test_prune_removes_the_file_and_reports_the_removed_keys(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    sink = FeatureFileSink(str(path), clock=Clock())
+    sink.publish(LABELS)
+    result = sink.prune()
+    assert result.written and set(result.change.removed) == set(LABELS)
+    assert not path.exists()
+    assert not sink.prune().written
+
+
+def test_stdout_sink_prints_once_per_change() -> None:
+    out: list[str] = []
+    sink = StdoutSink(out.append)
+    sink.publish({"a/b": "1"})
+    sink.publish({"a/b": "1"})
+    sink.publish({"a/b": "2"})
+    assert out == ["a/b=1\n", "a/b=2\n"]
