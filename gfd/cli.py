@@ -31,13 +31,14 @@ from gfd.errors import ConfigError, GfdError
 from gfd.labelers.default import Labelling, compute_labels
 from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions, Sharing
 from gfd.readers.host import HostReader
-from gfd.sinks.base import Sink
+from gfd.sinks.base import Sink, diff
 from gfd.sinks.featurefile import FeatureFileSink, StdoutSink
 from gfd.snapshot import Snapshot
 
 log = logging.getLogger("gfd")
 
 F = TypeVar("F", bound=Callable[..., Any])
+_TIMESTAMP = "nvidia.com/gfd.timestamp"
 
 
 class Exit(enum.IntEnum):
@@ -344,6 +345,52 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
             server.stop()
     log.info("gfd stopped; published labels left in place")
     sys.exit(code)
+
+
+@cli.command("diff")
+@options(DISCOVERY_OPTIONS + PUBLISH_OPTIONS)
+@click.pass_context
+def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
+    """Show what `gfd run` would change at the chosen sink (no side effects).
+
+    Exit 0 when in sync, 1 when something would change."""
+    settings = build_settings(ctx, params)
+    _configure_logging("warning", settings.log_format)
+    _, labelling = label_once(settings, int(time.time()))
+    settings = effective_settings(settings, None)
+    sink = make_sink(settings, write=lambda text: None)
+    current = sink.published()
+    wanted = labelling.labels
+    if settings.no_timestamp is False and _TIMESTAMP in current and _TIMESTAMP in wanted:
+        wanted = {**wanted, _TIMESTAMP: current[_TIMESTAMP]}  # a restart keeps no old stamp
+    change = diff(current, wanted)
+    for k in change.added:
+        click.echo(f"+ {k}={wanted[k]}")
+    for k in change.changed:
+        click.echo(f"~ {k}: {current[k]} -> {wanted[k]}")
+    for k in change.removed:
+        click.echo(f"- {k}={current[k]}")
+    if change.empty:
+        click.echo(f"in sync: {len(wanted)} labels at {sink.name}", err=True)
+        sys.exit(Exit.OK)
+    click.echo(f"{change.summary()} at {sink.name}", err=True)
+    sys.exit(Exit.FAILURE)
+
+
+@cli.command("prune")
+@options([*PUBLISH_OPTIONS, DISCOVERY_OPTIONS[-2], DISCOVERY_OPTIONS[-1]])
+@click.pass_context
+def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
+    """Remove what gfd published at the chosen sink (its feature file, its NodeFeature, or the
+    Node labels it set) and nothing else: for uninstalling or switching sinks."""
+    settings = build_settings(ctx, params)
+    _configure_logging(settings.log_level, settings.log_format)
+    sink = make_sink(settings, write=lambda text: None)
+    result = sink.prune()
+    for k in result.change.removed:
+        click.echo(f"- {k}")
+    click.echo(f"pruned {len(result.change.removed)} labels at {sink.name}"
+               if result.written else f"nothing to prune at {sink.name}", err=True)
 
 
 def settings_summary(settings: Settings) -> str:

@@ -8,13 +8,13 @@ is called, and a failed read publishes nothing (the last published labels stay).
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gfd.backoff import backoff
 from gfd.errors import ConfigError, GfdError, NvmlInitError, PublishError
 from gfd.labelers.default import Labelling, compute_labels
 from gfd.labelers.inventory import model_groups
@@ -24,7 +24,6 @@ from gfd.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
-BACKOFF_START = 1.0
 BACKOFF_CAP = 300.0
 
 
@@ -79,12 +78,6 @@ class Signals:
     def request_reload(self) -> None:
         self.reload = True
         self.wake.set()
-
-
-def backoff(failures: int, cap: float, rand: Callable[[], float] = random.random) -> float:
-    """Capped exponential backoff with jitter in [50 %, 100 %] of the step."""
-    step = min(cap, BACKOFF_START * float(2 ** max(failures - 1, 0)))
-    return step * (0.5 + 0.5 * rand())
 
 
 @dataclass(slots=True)

@@ -1,0 +1,212 @@
+"""The Kubernetes API boundary: the only importer of the ``kubernetes`` client.
+
+Returns plain dicts, raises only :class:`KubeError` (a PublishError) with the HTTP status,
+the API reason, the Status causes and any Retry-After, and reports every request
+(verb, code) to an optional callback for metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from gfd.errors import ConfigError, PublishError
+
+log = logging.getLogger(__name__)
+
+NFD_GROUP = "nfd.k8s-sigs.io"
+NFD_VERSION = "v1alpha1"
+NODEFEATURES = "nodefeatures"
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+
+
+class KubeError(PublishError):
+    """An API request failed; ``status`` is None for connection errors."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "",
+                 retry_after: float | None = None, causes: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.retry_after = retry_after
+        self.causes = causes
+        self.resource_missing = False
+        """True for a 404 on the resource type itself (CRD not installed), not one object."""
+
+    @property
+    def retriable(self) -> bool:
+        return self.status is None or self.status == 429 or self.status >= 500
+
+
+@dataclass(slots=True)
+class RateLimiter:
+    """Client-side token bucket (GFD's --kube-api-qps / --kube-api-burst)."""
+
+    qps: float
+    burst: int
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    _tokens: float = field(default=-1.0, init=False)
+    _stamp: float = field(default=0.0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def take(self) -> None:
+        if self.qps <= 0:
+            return
+        with self._lock:
+            now = self.clock()
+            if self._tokens < 0:
+                self._tokens, self._stamp = float(self.burst), now
+            self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.qps)
+            self._stamp = now
+            wait = 0.0 if self._tokens >= 1 else (1 - self._tokens) / self.qps
+            self._tokens -= 1
+        if wait > 0:
+            self.sleep(wait)
+
+
+def _status_error(verb: str, what: str, exc: ApiException) -> KubeError:
+    body: dict[str, Any] = {}
+    try:
+        parsed = json.loads(exc.body or "{}")
+        body = parsed if isinstance(parsed, dict) else {}
+    except ValueError:
+        pass
+    message = str(body.get("message") or exc.reason or "").replace("\n", " ")
+    reason = str(body.get("reason") or "")
+    details = body.get("details") if isinstance(body.get("details"), dict) else {}
+    causes = tuple(
+        str(c.get("message", "")) for c in (details or {}).get("causes", []) if isinstance(c, dict)
+    )
+    retry_after = None
+    headers = exc.headers or {}
+    if "Retry-After" in headers:
+        try:
+            retry_after = float(headers["Retry-After"])
+        except (TypeError, ValueError):
+            retry_after = None
+    status = int(exc.status or 0)
+    hint = ""
+    if status == 403:
+        hint = " (grant this permission to gfd's ServiceAccount: see manifests/)"
+    elif status == 404 and not (details or {}).get("name") and what.startswith("nodefeature"):
+        hint = (" (the NodeFeature CRD is not installed: install Node Feature Discovery v0.14 "
+                "or newer, or use the feature file sink)")
+    text = f"{verb} {what}: HTTP {status} {reason}: {message}{hint}".strip()
+    error = KubeError(text, status=status, reason=reason, retry_after=retry_after, causes=causes)
+    error.resource_missing = status == 404 and not (details or {}).get("name")
+    return error
+
+
+class Kube:
+    """A small, typed facade over the kubernetes client for what gfd needs."""
+
+    def __init__(self, *, kubeconfig: str = "", qps: float = 5.0, burst: int = 10,
+                 on_request: Callable[[str, str], None] | None = None,
+                 timeout: float = 30.0) -> None:
+        cfg = client.Configuration()
+        try:
+            if kubeconfig:
+                config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+            else:
+                config.load_incluster_config(client_configuration=cfg)
+        except (ConfigException, OSError, TypeError, ValueError) as exc:
+            where = kubeconfig or "in-cluster service account"
+            raise ConfigError(
+                f"cannot load Kubernetes credentials from {where}: {exc} (set --kubeconfig / "
+                "KUBECONFIG, or run in a pod with a ServiceAccount)") from exc
+        cfg.retries = False  # gfd decides about retries and backoff itself
+        self._api = client.ApiClient(cfg)
+        self._core = client.CoreV1Api(self._api)
+        self._custom = client.CustomObjectsApi(self._api)
+        self._limiter = RateLimiter(qps, burst)
+        self._on_request = on_request
+        self._timeout = timeout
+
+    def close(self) -> None:
+        self._api.close()
+
+    def _call(self, verb: str, what: str, fn: Callable[..., Any], *args: Any,
+              **kwargs: Any) -> dict[str, Any]:
+        self._limiter.take()
+        code = "error"
+        try:
+            response = fn(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
+            code = str(response.status)
+            data = response.data
+            response.release_conn()
+            parsed = json.loads(data) if data else {}
+            return parsed if isinstance(parsed, dict) else {}
+        except ApiException as exc:
+            code = str(exc.status)
+            raise _status_error(verb, what, exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(f"{verb} {what}: cannot reach the API server: {exc}") from exc
+        finally:
+            if self._on_request:
+                self._on_request(verb, code)
+
+    # Nodes -------------------------------------------------------------------------
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self._call("get", f"node {name}", self._core.read_node, name)
+
+    def apply_node_labels(self, name: str, labels: dict[str, str], *,
+                          field_manager: str) -> dict[str, Any]:
+        """Server-side apply of exactly ``labels`` as ``field_manager``'s set (force)."""
+        body = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": labels}}
+        return self._call("patch", f"node {name}", self._core.patch_node, name, body,
+                          field_manager=field_manager, force=True, _content_type=APPLY)
+
+    # NodeFeatures -------------------------------------------------------------------
+
+    def get_nodefeature(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._call("get", f"nodefeature {namespace}/{name}",
+                              self._custom.get_namespaced_custom_object,
+                              NFD_GROUP, NFD_VERSION, namespace, NODEFEATURES, name)
+        except KubeError as exc:
+            if exc.status == 404 and not exc.resource_missing:
+                return None
+            raise
+
+    def create_nodefeature(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        return self._call("create", f"nodefeature {namespace}/{name}",
+                          self._custom.create_namespaced_custom_object,
+                          NFD_GROUP, NFD_VERSION, namespace, NODEFEATURES, body)
+
+    def replace_nodefeature(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        return self._call("update", f"nodefeature {namespace}/{name}",
+                          self._custom.replace_namespaced_custom_object,
+                          NFD_GROUP, NFD_VERSION, namespace, NODEFEATURES, name, body)
+
+    def delete_nodefeature(self, namespace: str, name: str) -> bool:
+        try:
+            self._call("delete", f"nodefeature {namespace}/{name}",
+                       self._custom.delete_namespaced_custom_object,
+                       NFD_GROUP, NFD_VERSION, namespace, NODEFEATURES, name)
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    # Pods ---------------------------------------------------------------------------
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._call("get", f"pod {namespace}/{name}", self._core.read_namespaced_pod,
+                          name, namespace)

@@ -1,0 +1,166 @@
+"""The NFD NodeFeature sink: object ``nvidia-features-for-<node>`` whose ``spec.labels`` nfd-master
+turns into Node labels. Owned by the DaemonSet (never the Pod), written only on change,
+conflict-safe, and free in steady state (no request unless labels change or a resync is due)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+from gfd.errors import PublishError
+from gfd.kube import KubeError
+from gfd.sinks.api import Retry
+from gfd.sinks.base import Change, PublishResult, diff
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "nfd.k8s-sigs.io/v1alpha1"
+NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+CONFLICT_RETRIES = 5
+
+
+class NodeFeatureApi(Protocol):
+    def get_nodefeature(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def create_nodefeature(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def replace_nodefeature(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def delete_nodefeature(self, namespace: str, name: str) -> bool: ...
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
+
+
+def object_name(node: str) -> str:
+    return f"nvidia-features-for-{node}"
+
+
+def owner_references(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """The DaemonSet that controls the pod, as an ownerReference; never the pod itself."""
+    for ref in pod.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("kind") == "DaemonSet" and ref.get("apiVersion", "").startswith("apps/"):
+            return [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ref["name"],
+                     "uid": ref["uid"], "controller": True, "blockOwnerDeletion": False}]
+    return []
+
+
+def build(node: str, namespace: str, labels: dict[str, str],
+          owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """The NodeFeature object for these labels (pure)."""
+    metadata: dict[str, Any] = {"name": object_name(node), "namespace": namespace,
+                                "labels": {NODE_NAME_LABEL: node}}
+    if owners:
+        metadata["ownerReferences"] = owners
+    return {"apiVersion": API_VERSION, "kind": "NodeFeature", "metadata": metadata,
+            "spec": {"features": {}, "labels": dict(sorted(labels.items()))}}
+
+
+def _in_sync(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    meta, want = current.get("metadata", {}), wanted["metadata"]
+    return bool(
+        (current.get("spec") or {}).get("labels") == wanted["spec"]["labels"]
+        and (meta.get("labels") or {}).get(NODE_NAME_LABEL) == want["labels"][NODE_NAME_LABEL]
+        and (meta.get("ownerReferences") or []) == want.get("ownerReferences", [])
+    )
+
+
+@dataclass(slots=True)
+class NodeFeatureSink:
+    api: NodeFeatureApi
+    node: str
+    namespace: str = "default"
+    pod_name: str = ""
+    resync_interval: float = 3600.0
+    clock: Callable[[], float] = time.monotonic
+    retry: Retry = field(default_factory=Retry)
+    name: str = "nodefeature"
+    _owners: list[dict[str, Any]] | None = field(default=None, init=False)
+    _labels: dict[str, str] | None = field(default=None, init=False)
+    _version: str = field(default="", init=False)
+    _synced_at: float = field(default=0.0, init=False)
+
+    def _resolve_owners(self) -> list[dict[str, Any]]:
+        if self._owners is None:
+            owners: list[dict[str, Any]] = []
+            if not self.pod_name:
+                log.warning("POD_NAME is not set: the NodeFeature gets no owner and stays after "
+                            "an uninstall (set POD_NAME from the downward API)")
+            else:
+                try:
+                    pod = self.retry.run(lambda: self.api.get_pod(self.namespace, self.pod_name))
+                    owners = owner_references(pod)
+                    if not owners:
+                        log.warning("pod %s is not owned by a DaemonSet: NodeFeature left "
+                                    "without an owner", self.pod_name)
+                except PublishError as exc:
+                    log.warning("cannot look up pod %s for the NodeFeature owner: %s",
+                                self.pod_name, exc)
+            self._owners = owners
+        return self._owners
+
+    def _read(self) -> dict[str, Any] | None:
+        return self.retry.run(
+            lambda: self.api.get_nodefeature(self.namespace, object_name(self.node)))
+
+    def published(self) -> dict[str, str]:
+        current = self._read()
+        return dict(((current or {}).get("spec") or {}).get("labels") or {})
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        now = self.clock()
+        resync_due = now - self._synced_at >= self.resync_interval
+        if self._labels == labels and not resync_due:
+            return PublishResult(written=False)
+        owners = self._resolve_owners()
+        wanted = build(self.node, self.namespace, labels, owners)
+        known_version = self._version if (self._labels is not None and not resync_due) else ""
+        requests = 0
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                if known_version:
+                    old = dict(self._labels or {})
+                    body = dict(wanted, metadata=dict(wanted["metadata"],
+                                                      resourceVersion=known_version))
+                    stored = self.retry.run(partial(self.api.replace_nodefeature,
+                                                    self.namespace, body))
+                    requests += 1
+                    return self._done(labels, stored, diff(old, labels), requests, now)
+                current = self._read()
+                requests += 1
+                if current is None:
+                    stored = self.retry.run(lambda: self.api.create_nodefeature(
+                        self.namespace, wanted))
+                    requests += 1
+                    return self._done(labels, stored, diff({}, labels), requests, now)
+                old = dict((current.get("spec") or {}).get("labels") or {})
+                if _in_sync(current, wanted):
+                    self._remember(labels, current, now)
+                    return PublishResult(written=False, change=diff(old, labels),
+                                         requests=requests)
+                known_version = str(current["metadata"].get("resourceVersion", ""))
+                self._labels = old
+            except KubeError as exc:
+                if exc.status not in (409,):
+                    raise
+                log.debug("NodeFeature conflict (%s): re-reading", exc.reason)
+                known_version = ""
+                requests += 1
+        raise PublishError(f"NodeFeature {self.namespace}/{object_name(self.node)}: still "
+                           f"conflicting after {CONFLICT_RETRIES} attempts")
+
+    def _remember(self, labels: dict[str, str], stored: dict[str, Any], now: float) -> None:
+        self._labels = dict(labels)
+        self._version = str(stored.get("metadata", {}).get("resourceVersion", ""))
+        self._synced_at = now
+
+    def _done(self, labels: dict[str, str], stored: dict[str, Any], change: Change, requests: int,
+              now: float) -> PublishResult:
+        self._remember(labels, stored, now)
+        return PublishResult(written=True, change=change, requests=requests)
+
+    def prune(self) -> PublishResult:
+        old = self.published()
+        removed = self.retry.run(lambda: self.api.delete_nodefeature(
+            self.namespace, object_name(self.node)))
+        self._labels = None
+        return PublishResult(written=removed, change=diff(old, {}))
