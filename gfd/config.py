@@ -8,6 +8,7 @@ here combines them.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -85,28 +86,29 @@ class Settings:
 
 SETTING_NAMES = frozenset(f.name for f in fields(Settings))
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
+_MAX_NANOS = 2**63 - 1
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_duration(text: str | int | float, *, what: str = "duration") -> float | None:
-    """A Go duration (``10s``, ``1m30s``, ``500ms``), a bare number of nanoseconds as GFD's
-    config accepts, or ``infinite`` (returns None). Seconds as a float."""
+    """A Go duration (``10s``, ``1m30s``, ``500ms``), ``infinite`` (returns None), or, as GFD's
+    config file allows, a JSON number of nanoseconds. Seconds as a float.
+
+    As in Go, a string needs a unit: ``"60"`` is an error (only ``"0"`` may omit it)."""
     if isinstance(text, bool):
         raise ConfigError(f"{what}: expected a duration such as 60s, got {text!r}")
     if isinstance(text, int | float):
-        if text < 0:
-            raise ConfigError(f"{what}: must not be negative, got {text!r}")
+        if (isinstance(text, float) and not math.isfinite(text)) or not 0 <= text <= _MAX_NANOS:
+            raise ConfigError(f"{what}: must be a non-negative number of nanoseconds, got {text!r}")
         return float(text) / 1e9
     value = text.strip()
     if value == "infinite":
         return None
-    if value in ("0", ""):
-        if value == "":
-            raise ConfigError(f"{what}: empty duration (use e.g. 60s or infinite)")
+    if value == "0":
         return 0.0
-    if value.isdigit():
-        return int(value) / 1e9
+    if re.fullmatch(r"[0-9]+", value):
+        raise ConfigError(f"{what}: {text!r} has no unit (write e.g. {value}s)")
     pos, total = 0, 0.0
     for match in _DURATION_PART.finditer(value):
         if match.start() != pos:
@@ -118,6 +120,8 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float 
             f"{what}: {text!r} is not a duration (use Go syntax such as 10s, 1m30s, 1h, "
             "or infinite)"
         )
+    if not math.isfinite(total) or total > _MAX_NANOS / 1e9:
+        raise ConfigError(f"{what}: {text!r} is too long (Go durations end near 292 years)")
     return total
 
 

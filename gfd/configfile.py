@@ -1,0 +1,623 @@
+"""The device-plugin config file (v1): the same YAML/JSON file NVIDIA's device plugin reads.
+
+One ConfigMap serves both daemons (reference §6). This module turns the file into
+``FileConfig``: the settings it sets (keyed by ``gfd.config.Settings`` field names, so
+``gfd.config.resolve`` can apply GFD's precedence), the normalised sharing section, and
+warnings. ``ConfigSource`` re-reads the file each cycle and on SIGHUP.
+
+Decisions (where GFD's Go loader is lenient, odd, or silent):
+
+* Unknown fields are errors at every level except inside ``flags.plugin`` (plugin-only
+  settings gfd never reads). GFD ignores unknown fields silently, so a typo such as
+  ``sleepIntervall`` would otherwise be lost. Field names are case-sensitive.
+* Booleans must be real YAML/JSON booleans. YAML 1.1 spellings (``yes``/``no``/``on``/
+  ``off``) are booleans, as in GFD's loader; quoted strings (``"true"``) are rejected,
+  as GFD's loader rejects them (a JSON string does not unmarshal into a Go bool).
+* ``flags.gfd.sleepInterval``: a Go duration string (``60s``, ``1m30s``), ``infinite``,
+  or a bare number, which -- as in GFD -- counts *nanoseconds*; a bare number below
+  one millisecond gets a warning because it is almost always meant as seconds.
+* ``devices`` is validated as GFD validates it (``"all"``, a count > 0, or a list of GPU
+  indices, ``<gpu>:<mig>`` MIG indices and GPU/MIG UUIDs); anything other than ``all``
+  is then treated as ``all`` with a warning, as GFD does. A custom ``rename`` likewise.
+* ``null`` values mean "not set", like a nil pointer in the Go structs.
+* An empty file (the Helm chart's ``/dev/null`` fallback) is a valid, empty config.
+* A key given twice in one mapping is an error (YAML and JSON would silently keep the
+  last one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import reprlib
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from gfd.config import DISCOVERY_STRATEGIES, parse_duration
+from gfd.errors import ConfigError
+from gfd.labelers.options import MIG_STRATEGIES, SharedResource, Sharing
+
+VERSION = "v1"
+RESOURCE_PREFIX = "nvidia.com"
+MAX_RESOURCE_NAME_LENGTH = 63
+MAX_FILE_BYTES = 4 * 1024 * 1024
+"""Refuse larger files (a ConfigMap holds at most 1 MiB; guards against /dev/zero)."""
+
+_TOP = ("version", "flags", "resources", "sharing", "imex")
+_FLAGS = (
+    "migStrategy", "failOnInitError", "useNodeFeatureAPI", "deviceDiscoveryStrategy",
+    "mpsRoot", "nvidiaDriverRoot", "nvidiaDevRoot", "gdrcopyEnabled", "gdsEnabled",
+    "mofedEnabled", "restartOnDeviceUnhealthy", "plugin", "gfd",
+)
+_PLUGIN_ONLY_STRINGS = ("mpsRoot", "nvidiaDriverRoot", "nvidiaDevRoot")
+_PLUGIN_ONLY_BOOLS = ("gdrcopyEnabled", "gdsEnabled", "mofedEnabled", "restartOnDeviceUnhealthy")
+_GFD_FLAGS = ("oneshot", "noTimestamp", "sleepInterval", "outputFile", "machineTypeFile")
+_RESOURCES = ("gpus", "mig")
+_RESOURCE = ("pattern", "name")
+_SHARING = ("timeSlicing", "mps")
+_REPLICATED = ("renameByDefault", "failRequestsGreaterThanOne", "resources")
+_REPLICATED_RESOURCE = ("name", "rename", "devices", "replicas")
+_IMEX = ("channelIDs", "required")
+
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_HEX32 = re.compile(r"[0-9a-fA-F]{32}")
+_UUID36 = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_DEVICES_RULE = ('must be "all", a count > 0, or a list of GPU indices, MIG indices '
+                 "(<gpu>:<mig>) or GPU/MIG UUIDs")
+_SUB_MILLISECOND = 1e-3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileConfig:
+    """One parsed, checked config file."""
+
+    path: str
+    values: dict[str, Any] = field(default_factory=dict)
+    """Settings the file sets, keyed by ``gfd.config.Settings`` field names; only keys
+    present in the file (``sleep_interval`` in seconds, None meaning ``infinite``)."""
+    sharing: Sharing = field(default_factory=Sharing)
+    """Normalised per GFD (reference §6.4); ``Sharing()`` without a sharing section."""
+    warnings: tuple[str, ...] = ()
+    """One-line messages for settings accepted but ignored or suspicious."""
+    digest: str = ""
+    """sha256 (hex) of the raw bytes, for change detection."""
+
+
+def load_config_file(path: str) -> FileConfig:
+    """Read and parse the config file at ``path``; ConfigError (one line) when it fails."""
+    raw = _read(path)
+    return _parse_bytes(raw, path=path, digest=hashlib.sha256(raw).hexdigest())
+
+
+def parse_config(text: str, *, path: str) -> FileConfig:
+    """Parse config-file text (no I/O); ``path`` only names the file in messages."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return _Parser(path).parse(text, digest=digest)
+
+
+class ConfigSource:
+    """Watches one config file: poll() returns a new FileConfig when the content changed
+    (or force=True, e.g. on SIGHUP), None when unchanged; raises ConfigError when the new
+    content is invalid -- the caller keeps the last good config. A missing file after a
+    good one is an error too (reported, last good kept)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._current: FileConfig | None = None
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def current(self) -> FileConfig | None:
+        """The last good config, None before the first successful poll."""
+        return self._current
+
+    def poll(self, *, force: bool = False) -> FileConfig | None:
+        raw = _read(self._path)
+        digest = hashlib.sha256(raw).hexdigest()
+        if not force and self._current is not None and self._current.digest == digest:
+            return None
+        config = _parse_bytes(raw, path=self._path, digest=digest)
+        self._current = config
+        return config
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def _label(path: str) -> str:
+    shown = path if path.isprintable() else repr(path)
+    return f"config file {shown}"
+
+
+def _read(path: str) -> bytes:
+    where = _label(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: not found (check --config-file / CONFIG_FILE)") from None
+    except PermissionError:
+        raise ConfigError(f"{where}: permission denied (check the file's mode and the user "
+                          "gfd runs as, or --config-file / CONFIG_FILE)") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: is a directory, not a file "
+                          "(check --config-file / CONFIG_FILE)") from None
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{where}: cannot be read: {_one_line(reason)}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(f"{where}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; "
+                          "not a device-plugin config (check --config-file / CONFIG_FILE)")
+    return raw
+
+
+def _parse_bytes(raw: bytes, *, path: str, digest: str) -> FileConfig:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{_label(path)}: not valid UTF-8 text (byte {exc.start})") from None
+    return _Parser(path).parse(text, digest=digest)
+
+
+# --- YAML / JSON loading -----------------------------------------------------------------
+
+
+class _DuplicateKeyError(Exception):
+    def __init__(self, key: object, line: int | None) -> None:
+        super().__init__(key, line)
+        self.key = key
+        self.line = line
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (merge keys excepted)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[object] = set()
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                if not isinstance(key, Hashable):
+                    continue
+                if key in seen:
+                    raise _DuplicateKeyError(key, key_node.start_mark.line + 1)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKeyError(key, None)
+        result[key] = value
+    return result
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """PyYAML's message without its multi-line source excerpt."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        context = f"{exc.context}: " if exc.context else ""
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        return _one_line(f"{context}{exc.problem}{where}")
+    return _one_line(str(exc))
+
+
+def _load_document(text: str, where: str) -> object:
+    body = text.lstrip("\ufeff \t\r\n")
+    json_error: str | None = None
+    if body.startswith("{"):
+        try:
+            return json.loads(body, object_pairs_hook=_json_pairs)
+        except _DuplicateKeyError as exc:
+            raise ConfigError(f"{where}: duplicate key {_show(exc.key)} "
+                              "(the later value would silently win)") from None
+        except ValueError as exc:
+            json_error = _one_line(str(exc))  # maybe YAML flow style: try YAML next
+        except RecursionError:
+            json_error = "nested too deeply"
+    try:
+        return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader subclass
+    except _DuplicateKeyError as exc:
+        raise ConfigError(f"{where}: line {exc.line}: duplicate key {_show(exc.key)} "
+                          "(the later value would silently win)") from None
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        detail = json_error if json_error is not None else _yaml_problem(exc)
+        raise ConfigError(f"{where}: not valid YAML or JSON: {detail or type(exc).__name__}") \
+            from None
+
+
+# --- checking -----------------------------------------------------------------------------
+
+
+def _show(value: object) -> str:
+    """A short, one-line rendering of a value from the file."""
+    shortener = reprlib.Repr()
+    shortener.maxstring = 80
+    shortener.maxother = 80
+    shortener.maxlevel = 3
+    shortener.maxlist = shortener.maxdict = shortener.maxtuple = 6
+    try:
+        shown = shortener.repr(value)
+    except (RecursionError, ValueError):
+        shown = f"<{type(value).__name__}>"
+    return _one_line(shown) if "\n" in shown or "\r" in shown else shown
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    return f"a {type(value).__name__}"
+
+
+def _key_text(key: object) -> str:
+    if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
+        return key
+    return _show(key)
+
+
+def _join(where: str, key: object) -> str:
+    text = _key_text(key)
+    return f"{where}.{text}" if where else text
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_uuid(text: str) -> bool:
+    if len(text) == 45 and text[:9].lower() == "urn:uuid:":
+        text = text[9:]
+    elif len(text) == 38 and text.startswith("{") and text.endswith("}"):
+        text = text[1:-1]
+    elif len(text) == 32:
+        return bool(_HEX32.fullmatch(text))
+    return bool(_UUID36.fullmatch(text))
+
+
+def _is_index(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _is_device_ref(text: str) -> bool:
+    """GFD's ReplicatedDeviceRef: GPU index, MIG index ``<gpu>:<mig>``, GPU or MIG UUID."""
+    if _is_index(text):
+        return True
+    gpu, sep, mig = text.partition(":")
+    if sep and _is_index(gpu) and _is_index(mig):
+        return True
+    if text.startswith("GPU-"):
+        return _is_uuid(text[4:])
+    if text.startswith("MIG-"):
+        suffix = text[4:]
+        if _is_uuid(suffix):
+            return True
+        parts = suffix.split("/", 2)
+        return (len(parts) == 3 and parts[0].startswith("GPU-") and _is_uuid(parts[0][4:])
+                and _is_index(parts[1]) and _is_index(parts[2]))
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    rename_by_default: bool
+    resources: tuple[SharedResource, ...]
+
+
+class _Parser:
+    """Checks one document; collects warnings; raises ConfigError on the first problem."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.where = _label(path)
+        self.warnings: list[str] = []
+
+    def fail(self, field_path: str, rule: str) -> ConfigError:
+        prefix = f"{self.where}: {field_path}: " if field_path else f"{self.where}: "
+        return ConfigError(prefix + rule)
+
+    def warn(self, field_path: str, message: str) -> None:
+        self.warnings.append(f"{self.where}: {field_path}: {message}")
+
+    # generic shapes
+
+    def mapping(self, value: object, where: str, known: tuple[str, ...]) -> dict[str, Any]:
+        """The mapping's set (non-null) fields; unknown fields are errors."""
+        if not isinstance(value, dict):
+            raise self.fail(where, f"must be a mapping, got {_kind(value)}: {_show(value)}")
+        result: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or key not in known:
+                raise self.fail(_join(where, key),
+                                f"unknown field (known: {', '.join(sorted(known))})")
+            if item is not None:
+                result[key] = item
+        return result
+
+    def boolean(self, value: object, where: str) -> bool:
+        if isinstance(value, bool):
+            return value
+        hint = ""
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no"):
+            hint = " (write true or false without quotes)"
+        raise self.fail(where, f"must be a boolean, got {_show(value)}{hint}")
+
+    def string(self, value: object, where: str) -> str:
+        if isinstance(value, str):
+            return value
+        raise self.fail(where, f"must be a string, got {_kind(value)}: {_show(value)}")
+
+    def choice(self, value: object, where: str, choices: tuple[str, ...]) -> str:
+        if isinstance(value, str) and value in choices:
+            return value
+        raise self.fail(where, f"must be one of {', '.join(choices)}, got {_show(value)}")
+
+    def sequence(self, value: object, where: str) -> list[Any]:
+        if isinstance(value, list):
+            return value
+        raise self.fail(where, f"must be a list, got {_kind(value)}: {_show(value)}")
+
+    # the document
+
+    def parse(self, text: str, *, digest: str) -> FileConfig:
+        document = _load_document(text, self.where)
+        if document is None:
+            document = {}
+        if not isinstance(document, dict):
+            raise self.fail("", f"expected a mapping at the top level, got {_kind(document)}")
+        top = self.mapping(document, "", _TOP)
+        version = top.get("version", "")
+        if version not in ("", VERSION):
+            raise self.fail("version", f"must be {VERSION}, got {_show(version)}")
+        values: dict[str, Any] = {}
+        if "flags" in top:
+            self.flags(top["flags"], values)
+        if "resources" in top:
+            self.resources(top["resources"])
+        sharing = self.sharing(top["sharing"]) if "sharing" in top else Sharing()
+        if "imex" in top:
+            self.imex(top["imex"])
+        return FileConfig(path=self.path, values=values, sharing=sharing,
+                          warnings=tuple(self.warnings), digest=digest)
+
+    def flags(self, value: object, values: dict[str, Any]) -> None:
+        flags = self.mapping(value, "flags", _FLAGS)
+        if "migStrategy" in flags:
+            values["mig_strategy"] = self.choice(flags["migStrategy"], "flags.migStrategy",
+                                                 MIG_STRATEGIES)
+        if "failOnInitError" in flags:
+            values["fail_on_init_error"] = self.boolean(flags["failOnInitError"],
+                                                        "flags.failOnInitError")
+        if "useNodeFeatureAPI" in flags:
+            values["use_node_feature_api"] = self.boolean(flags["useNodeFeatureAPI"],
+                                                          "flags.useNodeFeatureAPI")
+        if "deviceDiscoveryStrategy" in flags:
+            values["device_discovery_strategy"] = self.choice(
+                flags["deviceDiscoveryStrategy"], "flags.deviceDiscoveryStrategy",
+                DISCOVERY_STRATEGIES)
+        # Device-plugin settings gfd does not use: checked for type only, then ignored.
+        for name in _PLUGIN_ONLY_STRINGS:
+            if name in flags:
+                self.string(flags[name], f"flags.{name}")
+        for name in _PLUGIN_ONLY_BOOLS:
+            if name in flags:
+                self.boolean(flags[name], f"flags.{name}")
+        if "plugin" in flags and not isinstance(flags["plugin"], dict):
+            raise self.fail("flags.plugin", f"must be a mapping, got {_kind(flags['plugin'])}: "
+                                            f"{_show(flags['plugin'])}")
+        if "gfd" in flags:
+            self.gfd_flags(flags["gfd"], values)
+
+    def gfd_flags(self, value: object, values: dict[str, Any]) -> None:
+        gfd = self.mapping(value, "flags.gfd", _GFD_FLAGS)
+        if "oneshot" in gfd:
+            values["oneshot"] = self.boolean(gfd["oneshot"], "flags.gfd.oneshot")
+        if "noTimestamp" in gfd:
+            values["no_timestamp"] = self.boolean(gfd["noTimestamp"], "flags.gfd.noTimestamp")
+        if "sleepInterval" in gfd:
+            values["sleep_interval"] = self.duration(gfd["sleepInterval"],
+                                                     "flags.gfd.sleepInterval")
+        if "outputFile" in gfd:
+            output = self.string(gfd["outputFile"], "flags.gfd.outputFile")
+            values["output_file"] = output or "-"
+        if "machineTypeFile" in gfd:
+            values["machine_type_file"] = self.string(gfd["machineTypeFile"],
+                                                      "flags.gfd.machineTypeFile")
+
+    def duration(self, value: object, where: str) -> float | None:
+        rule = ("must be a duration such as 60s or 1m30s, a number of nanoseconds, "
+                "or infinite")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self.fail(where, f"{rule}, got {_show(value)}")
+        if not isinstance(value, str):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise self.fail(where, f"{rule}, got {_show(value)}")
+            if value < 0:
+                raise self.fail(where, f"must not be negative, got {_show(value)}")
+        try:
+            seconds = parse_duration(value, what=f"{self.where}: {where}")
+        except (ValueError, OverflowError):
+            raise self.fail(where, f"{rule}, got {_show(value)}") from None
+        if seconds is not None and not math.isfinite(seconds):
+            raise self.fail(where, f"{rule}, got {_show(value)}")
+        bare = not isinstance(value, str) or _is_index(value.strip())
+        if bare and seconds is not None and 0 < seconds < _SUB_MILLISECOND:
+            self.warn(where, f"{_show(value)} is read as {seconds * 1e9:g} nanoseconds, as GFD "
+                             f"reads it; write e.g. '{value}s' if seconds were meant")
+        if seconds == 0:
+            self.warn(where, "0 means no pause between labelling cycles")
+        return seconds
+
+    def resource_name(self, value: object, where: str) -> str:
+        name = self.string(value, where)
+        full = name if name.startswith(RESOURCE_PREFIX + "/") else f"{RESOURCE_PREFIX}/{name}"
+        if len(full) > MAX_RESOURCE_NAME_LENGTH:
+            raise self.fail(where, f"{_show(full)} is too long: a full resource name must be at "
+                                   f"most {MAX_RESOURCE_NAME_LENGTH} characters, got {len(full)}")
+        _, _, short = full.partition("/")
+        if not (len(short) <= 253 and _DNS_SUBDOMAIN.fullmatch(short)):
+            raise self.fail(where, f"{_show(name)} is not a valid resource name: the part after "
+                                   f"'{RESOURCE_PREFIX}/' must be a DNS subdomain (lowercase "
+                                   "letters, digits, '-' and '.', starting and ending with a "
+                                   "letter or digit)")
+        return full
+
+    def resources(self, value: object) -> None:
+        section = self.mapping(value, "resources", _RESOURCES)
+        customised = False
+        for kind in _RESOURCES:
+            if kind not in section:
+                continue
+            where = f"resources.{kind}"
+            for index, entry in enumerate(self.sequence(section[kind], where)):
+                entry_where = f"{where}[{index}]"
+                fields = self.mapping(entry, entry_where, _RESOURCE)
+                for required in _RESOURCE:
+                    if required not in fields:
+                        raise self.fail(f"{entry_where}.{required}", "required")
+                self.string(fields["pattern"], f"{entry_where}.pattern")
+                self.resource_name(fields["name"], f"{entry_where}.name")
+                customised = True
+        if customised:
+            self.warn("resources", "customizing the 'resources' field is not supported; ignored")
+
+    def sharing(self, value: object) -> Sharing:
+        sharing = self.mapping(value, "sharing", _SHARING)
+        sections = {key: self.replicated(sharing[key], f"sharing.{key}")
+                    for key in _SHARING if key in sharing}
+        mps = sections.get("mps")
+        time_slicing = sections.get("timeSlicing")
+        if mps is not None:
+            supplier_key, supplier = "mps", mps
+            if time_slicing is not None:
+                self.warn("sharing.timeSlicing", "ignored because sharing.mps is present "
+                                                 "(replicas come from the MPS section)")
+        elif time_slicing is not None:
+            supplier_key, supplier = "timeSlicing", time_slicing
+        else:
+            return Sharing()
+        if mps is not None and any(r.replicas > 1 for r in mps.resources):
+            strategy = "mps"
+        elif time_slicing is not None and any(r.replicas > 1 for r in time_slicing.resources):
+            strategy = "time-slicing"
+        else:
+            strategy = "none"
+        return Sharing(strategy=strategy, rename_by_default=supplier.rename_by_default,
+                       resources=supplier.resources,
+                       source=f"{self.where}: sharing.{supplier_key}")
+
+    def replicated(self, value: object, where: str) -> _Section:
+        section = self.mapping(value, where, _REPLICATED)
+        rename_by_default = False
+        if "renameByDefault" in section:
+            rename_by_default = self.boolean(section["renameByDefault"],
+                                             f"{where}.renameByDefault")
+        if "failRequestsGreaterThanOne" in section:
+            self.boolean(section["failRequestsGreaterThanOne"],
+                         f"{where}.failRequestsGreaterThanOne")
+        if "resources" not in section:
+            raise self.fail(f"{where}.resources",
+                            "required: a non-empty list of {name, replicas}")
+        entries = self.sequence(section["resources"], f"{where}.resources")
+        if not entries:
+            raise self.fail(f"{where}.resources", "must be a non-empty list, got []")
+        resources: list[SharedResource] = []
+        first: dict[str, int] = {}
+        for index, entry in enumerate(entries):
+            entry_where = f"{where}.resources[{index}]"
+            resource = self.replicated_resource(entry, entry_where, rename_by_default)
+            if resource.name in first:
+                self.warn(f"{entry_where}.name",
+                          f"{resource.name} is also resources[{first[resource.name]}]; "
+                          "the first entry is used")
+            else:
+                first[resource.name] = index
+            resources.append(resource)
+        return _Section(rename_by_default=rename_by_default, resources=tuple(resources))
+
+    def replicated_resource(self, value: object, where: str,
+                            rename_by_default: bool) -> SharedResource:
+        fields = self.mapping(value, where, _REPLICATED_RESOURCE)
+        if "name" not in fields:
+            raise self.fail(f"{where}.name", "required")
+        name = self.resource_name(fields["name"], f"{where}.name")
+        if "replicas" not in fields:
+            raise self.fail(f"{where}.replicas", "required: an integer >= 2")
+        replicas = fields["replicas"]
+        if not _is_int(replicas):
+            raise self.fail(f"{where}.replicas",
+                            f"must be an integer >= 2, got {_kind(replicas)}: {_show(replicas)}")
+        if replicas < 2:
+            raise self.fail(f"{where}.replicas", f"must be >= 2, got {replicas}")
+        if "rename" in fields and fields["rename"] != "":
+            rename = self.resource_name(fields["rename"], f"{where}.rename")
+            expected = f"{name}.shared" if rename_by_default else ""
+            if rename != expected:
+                effect = (f"renameByDefault: true renames it to {name}.shared"
+                          if rename_by_default else "renameByDefault: false keeps its name")
+                self.warn(f"{where}.rename",
+                          f"custom renames are not supported; ignored ({effect})")
+        if "devices" in fields:
+            self.devices(fields["devices"], f"{where}.devices")
+        return SharedResource(name=name, replicas=replicas)
+
+    def devices(self, value: object, where: str) -> None:
+        if isinstance(value, str):
+            if value == "all":
+                return
+            raise self.fail(where, f"{_DEVICES_RULE}, got {_show(value)}")
+        if _is_int(value):
+            assert isinstance(value, int)
+            if value <= 0:
+                raise self.fail(where, f"a count of devices must be > 0, got {value}")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                ok = (_is_int(item) and item >= 0) or (isinstance(item, str)
+                                                       and _is_device_ref(item))
+                if not ok:
+                    raise self.fail(f"{where}[{index}]",
+                                    "must be a GPU index, a MIG index <gpu>:<mig>, or a GPU/MIG "
+                                    f"UUID, got {_show(item)}")
+        else:
+            raise self.fail(where, f"{_DEVICES_RULE}, got {_kind(value)}: {_show(value)}")
+        self.warn(where, f"{_show(value)} is treated as \"all\" (selecting devices is not "
+                         "supported; ignored as GFD does)")
+
+    def imex(self, value: object) -> None:
+        imex = self.mapping(value, "imex", _IMEX)
+        if "channelIDs" in imex:
+            for index, item in enumerate(self.sequence(imex["channelIDs"], "imex.channelIDs")):
+                if not (_is_int(item) and item >= 0):
+                    raise self.fail(f"imex.channelIDs[{index}]",
+                                    f"must be a non-negative integer, got {_show(item)}")
+        if "required" in imex:
+            self.boolean(imex["required"], "imex.required")
