@@ -1,0 +1,1 @@
+"""Readers: each turns one source (NVML, nvidia-smi, host files, simulations) into snapshot data."""

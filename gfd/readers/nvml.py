@@ -1,0 +1,528 @@
+"""The NVML reader: the only module that talks to the NVIDIA driver (through pynvml).
+
+``NvmlReader.read()`` returns the NVML part of a Snapshot: driver and CUDA versions
+and, per GPU, the identity, memory, compute capability, MIG state and devices,
+NVLink and fabric facts. Host facts (machine type, vGPU, PCI class) and the
+nvidia-smi timeslice are left None for the other readers to fill in.
+
+Conventions:
+
+- NOT_SUPPORTED and FUNCTION_NOT_FOUND (an older driver without the symbol) always
+  mean "feature absent": the field is None/False, never an exception.
+- A GPU that is lost (or answers another fatal per-device error) becomes
+  ``Gpu(index=i, error=...)``; the other GPUs are still read.
+- Any other unexpected NVML error fails the whole read with a one-line
+  DiscoveryError naming the call and the GPU, and ends the NVML session so the
+  next read starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid as uuidlib
+from collections.abc import Callable
+from ctypes import byref
+from types import MappingProxyType
+from typing import Any
+
+import pynvml
+
+from gfd.errors import DiscoveryError, NvmlInitError
+from gfd.snapshot import COMPUTE_MODES, FABRIC_STATES, Fabric, Gpu, MigDevice, Snapshot
+
+log = logging.getLogger(__name__)
+
+_ABSENT = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND})
+"""Errors that mean the driver or the GPU does not have the feature."""
+
+_EMPTY_SLOT = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
+"""nvmlDeviceGetMigDeviceHandleByIndex on a slot without a MIG device (as go-nvlib skips)."""
+
+_NO_SUCH_PROFILE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
+"""A MIG profile index this GPU (or GPU instance) does not offer."""
+
+_VERSION_MISMATCH = pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+"""A versioned struct the driver does not know (treated like an absent call)."""
+
+_FATAL = frozenset(
+    {
+        pynvml.NVML_ERROR_GPU_IS_LOST,
+        pynvml.NVML_ERROR_UNKNOWN,
+        pynvml.NVML_ERROR_RESET_REQUIRED,
+        pynvml.NVML_ERROR_IRQ_ISSUE,
+        pynvml.NVML_ERROR_INSUFFICIENT_POWER,
+        pynvml.NVML_ERROR_CORRUPTED_INFOROM,
+    }
+)
+"""Per-device errors that make one GPU unhealthy rather than failing the read."""
+
+_ARCH_NAMES = (
+    ("KEPLER", "kepler"),
+    ("MAXWELL", "maxwell"),
+    ("PASCAL", "pascal"),
+    ("VOLTA", "volta"),
+    ("TURING", "turing"),
+    ("AMPERE", "ampere"),
+    ("ADA", "ada"),
+    ("HOPPER", "hopper"),
+    ("BLACKWELL", "blackwell"),
+    ("RUBIN", "rubin"),
+)
+_ARCHITECTURES: MappingProxyType[int, str] = MappingProxyType(
+    {
+        int(getattr(pynvml, f"NVML_DEVICE_ARCH_{const}")): name
+        for const, name in _ARCH_NAMES
+        if hasattr(pynvml, f"NVML_DEVICE_ARCH_{const}")
+    }
+)
+
+_BRAND_NAMES = (
+    "QUADRO",
+    "TESLA",
+    "NVS",
+    "GRID",
+    "GEFORCE",
+    "TITAN",
+    "NVIDIA_VAPPS",
+    "NVIDIA_VPC",
+    "NVIDIA_VCS",
+    "NVIDIA_VWS",
+    "NVIDIA_CLOUD_GAMING",
+    "QUADRO_RTX",
+    "NVIDIA_RTX",
+    "NVIDIA",
+    "GEFORCE_RTX",
+    "TITAN_RTX",
+)
+_BRANDS: MappingProxyType[int, str] = MappingProxyType(
+    {
+        int(getattr(pynvml, f"NVML_BRAND_{const}")): const.lower().replace("_", "-")
+        for const in _BRAND_NAMES
+        if hasattr(pynvml, f"NVML_BRAND_{const}")
+    }
+)
+
+_INIT_HINTS: MappingProxyType[int, tuple[str, str]] = MappingProxyType(
+    {
+        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
+            "libnvidia-ml.so.1 not found",
+            "is the NVIDIA driver installed and the container run with the NVIDIA runtime, "
+            "NVIDIA_VISIBLE_DEVICES=all?",
+        ),
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED: (
+            "",
+            "load the NVIDIA kernel module (modprobe nvidia) or finish the driver install; "
+            "nvidia-smi on the host should work",
+        ),
+        pynvml.NVML_ERROR_NO_PERMISSION: (
+            "",
+            "the process may not open /dev/nvidia*: run the container with the NVIDIA runtime "
+            "or as a user allowed to use the GPUs",
+        ),
+        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
+            "",
+            "the driver libraries do not match the loaded kernel module: reboot or reload the "
+            "nvidia module after a driver upgrade",
+        ),
+    }
+)
+
+
+class _Failed(Exception):
+    """An NVMLError together with the binding call that raised it (internal)."""
+
+    def __init__(self, call: str, error: BaseException, code: int) -> None:
+        super().__init__(call, code)
+        self.call = call
+        self.error = error
+        self.code = code
+        self.gpu: int | None = None
+
+    @property
+    def message(self) -> str:
+        return _one_line(str(self.error))
+
+    def describe(self) -> str:
+        where = f" for GPU {self.gpu}" if self.gpu is not None else ""
+        return f"NVML {self.call} failed{where}: {self.message}"
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a pynvml binding function; an NVMLError becomes _Failed naming the call."""
+    try:
+        return fn(*args)
+    except pynvml.NVMLError as exc:
+        name = getattr(fn, "__name__", "call")
+        raise _Failed(name, exc, int(exc.value)) from exc
+
+
+def _optional(fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
+    """Like _call, but a feature the driver or GPU lacks gives ``default``."""
+    try:
+        return _call(fn, *args)
+    except _Failed as failed:
+        if failed.code in _ABSENT:
+            return default
+        raise
+
+
+def _binding(name: str) -> Callable[..., Any]:
+    """The pynvml function ``name``; one that behaves like FUNCTION_NOT_FOUND if the
+    installed binding predates it (an old binding is treated like an old driver)."""
+    fn: Callable[..., Any] | None = getattr(pynvml, name, None)
+    if fn is not None:
+        return fn
+
+    def missing(*_: Any) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+    missing.__name__ = name
+    return missing
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _init_message(exc: Any) -> str:
+    code = int(exc.value)
+    what, fix = _INIT_HINTS.get(code, ("", "check the driver with nvidia-smi on the host"))
+    what = what or _one_line(str(exc)).rstrip(".")
+    return f"NVML could not start: {what} ({fix})"
+
+
+class NvmlReader:
+    """Owns the NVML session: initialised on first read, kept between reads,
+    re-initialised after an error. Not thread-safe."""
+
+    def __init__(self) -> None:
+        self._initialised = False
+
+    def __enter__(self) -> NvmlReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def read(self) -> Snapshot:
+        """Read the NVML part of a snapshot (host facts and timeslice stay None)."""
+        if not self._initialised:
+            self._init()
+        try:
+            return self._read()
+        except _Failed as failed:
+            self.close()
+            raise DiscoveryError(failed.describe()) from failed.error
+        except DiscoveryError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """nvmlShutdown if initialised; idempotent, never raises."""
+        if not self._initialised:
+            return
+        self._initialised = False
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError as exc:
+            log.debug("nvmlShutdown failed (ignored): %s", exc)
+
+    # -- session -----------------------------------------------------------------
+
+    def _init(self) -> None:
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            raise NvmlInitError(_init_message(exc)) from exc
+        self._initialised = True
+        log.debug("NVML initialised")
+
+    # -- reading -----------------------------------------------------------------
+
+    def _read(self) -> Snapshot:
+        driver = _text(_call(pynvml.nvmlSystemGetDriverVersion))
+        cuda = int(_call(pynvml.nvmlSystemGetCudaDriverVersion))
+        count = int(_call(pynvml.nvmlDeviceGetCount))
+        gpus = []
+        for index in range(count):
+            try:
+                gpus.append(_read_gpu(index))
+            except _Failed as failed:
+                failed.gpu = index
+                raise
+        log.debug("NVML: driver %s, CUDA %d, %d GPU(s)", driver, cuda, count)
+        return Snapshot(
+            nvml_available=True,
+            driver_version=driver,
+            cuda_driver_version=cuda,
+            gpus=tuple(gpus),
+            source="nvml",
+        )
+
+
+def _read_gpu(index: int) -> Gpu:
+    seen: dict[str, str] = {}
+    try:
+        return _read_gpu_fields(index, seen)
+    except _Failed as failed:
+        if failed.code not in _FATAL:
+            raise
+        log.warning("GPU %d is unhealthy: NVML %s: %s", index, failed.call, failed.message)
+        return Gpu(
+            index=index,
+            uuid=seen.get("uuid", ""),
+            name=seen.get("name", ""),
+            error=failed.message,
+        )
+
+
+def _read_gpu_fields(index: int, seen: dict[str, str]) -> Gpu:
+    handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
+    seen["name"] = name = _text(_call(pynvml.nvmlDeviceGetName, handle))
+    seen["uuid"] = uuid = _text(_call(pynvml.nvmlDeviceGetUUID, handle))
+
+    capability = _optional(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    arch = _optional(_binding("nvmlDeviceGetArchitecture"), handle)
+    brand = _optional(pynvml.nvmlDeviceGetBrand, handle)
+    pci = _optional(pynvml.nvmlDeviceGetPciInfo, handle)
+
+    mig_mode = _optional(_binding("nvmlDeviceGetMigMode"), handle)
+    mig_enabled = mig_mode is not None and int(mig_mode[0]) == pynvml.NVML_DEVICE_MIG_ENABLE
+    mig_pending = None
+    if mig_mode is not None:
+        mig_pending = int(mig_mode[1]) == pynvml.NVML_DEVICE_MIG_ENABLE
+
+    return Gpu(
+        index=index,
+        uuid=uuid,
+        name=name,
+        memory_total_bytes=_memory_total(index, handle),
+        compute_capability=(
+            (int(capability[0]), int(capability[1])) if capability is not None else None
+        ),
+        architecture=_ARCHITECTURES.get(int(arch)) if arch is not None else None,
+        brand=_BRANDS.get(int(brand)) if brand is not None else None,
+        pci_bus_id=_text(pci.busId) if pci is not None else "",
+        mig_capable=mig_mode is not None,
+        mig_enabled=mig_enabled,
+        mig_pending_enabled=mig_pending,
+        compute_mode=_compute_mode(handle),
+        nvlink_active=_nvlink_active(handle),
+        fabric=_fabric(handle),
+        mig_devices=_mig_devices(index, handle) if mig_enabled else (),
+    )
+
+
+def _memory_total(index: int, handle: Any) -> int | None:
+    """Total bytes from the v1 nvmlDeviceGetMemoryInfo (as GFD); None when it fails."""
+    try:
+        info = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+    except _Failed as failed:
+        if failed.code in _FATAL:
+            raise
+        if failed.code not in _ABSENT:
+            log.warning("GPU %d: memory info unavailable: %s", index, failed.describe())
+        return None
+    return int(info.total)
+
+
+def _compute_mode(handle: Any) -> str | None:
+    mode = _optional(pynvml.nvmlDeviceGetComputeMode, handle)
+    if mode is None or not 0 <= int(mode) < len(COMPUTE_MODES):
+        return None
+    return COMPUTE_MODES[int(mode)]
+
+
+def _nvlink_active(handle: Any) -> bool | None:
+    """True if any NVLink is active, False if none, None if NVLink is not supported."""
+    get_state = _binding("nvmlDeviceGetNvLinkState")
+    for link in range(int(pynvml.NVML_NVLINK_MAX_LINKS)):
+        try:
+            state = _call(get_state, handle, link)
+        except _Failed as failed:
+            if link == 0 and failed.code in _ABSENT:
+                return None
+            if failed.code in _ABSENT or failed.code == pynvml.NVML_ERROR_INVALID_ARGUMENT:
+                break  # past the GPU's last link
+            raise
+        if int(state) == pynvml.NVML_FEATURE_ENABLED:
+            return True
+    return False
+
+
+def _fabric(handle: Any) -> Fabric | None:
+    info = _fabric_info(handle)
+    if info is None:
+        return None
+    state = int(info.state) & 0xFF  # a C unsigned char that pynvml declares as c_uint
+    return Fabric(
+        state=FABRIC_STATES[state] if state < len(FABRIC_STATES) else FABRIC_STATES[0],
+        status_ok=int(info.status) == pynvml.NVML_SUCCESS,
+        cluster_uuid=str(uuidlib.UUID(bytes=bytes(info.clusterUuid))),
+        clique_id=int(info.cliqueId),
+    )
+
+
+def _fabric_info(handle: Any) -> Any:
+    """The fabric info struct: the versioned call where binding and driver have it."""
+    struct_v = getattr(pynvml, "c_nvmlGpuFabricInfoV_t", None)
+    if struct_v is not None:
+        info = struct_v()
+        try:
+            _call(_binding("nvmlDeviceGetGpuFabricInfoV"), handle, byref(info))
+            return info
+        except _Failed as failed:
+            if failed.code == pynvml.NVML_ERROR_NOT_SUPPORTED:
+                return None
+            if failed.code not in (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, _VERSION_MISMATCH):
+                raise
+    struct = getattr(pynvml, "c_nvmlGpuFabricInfo_t", None)
+    if struct is None:
+        return None
+    info = struct()
+    if _optional(_binding("nvmlDeviceGetGpuFabricInfo"), handle, byref(info)) is None:
+        return None
+    return info
+
+
+# -- MIG ---------------------------------------------------------------------------
+
+
+def _mig_devices(index: int, handle: Any) -> tuple[MigDevice, ...]:
+    """The MIG devices of a MIG-enabled GPU, by slot; empty slots are skipped."""
+    try:
+        count = int(_optional(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle, default=0))
+        names = _ProfileNames(handle)
+        devices = []
+        for slot in range(count):
+            try:
+                mig = _call(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
+            except _Failed as failed:
+                if failed.code in _EMPTY_SLOT:
+                    continue
+                raise
+            devices.append(_mig_device(slot, mig, names))
+        return tuple(devices)
+    except _Failed as failed:
+        if failed.code == pynvml.NVML_ERROR_NO_PERMISSION:
+            raise DiscoveryError(
+                f"reading MIG devices of GPU {index} was refused (NVML: {failed.message}): "
+                "run the container with NVIDIA_MIG_MONITOR_DEVICES=all and CAP_SYS_ADMIN"
+            ) from failed.error
+        raise
+
+
+def _mig_device(slot: int, mig: Any, names: _ProfileNames) -> MigDevice:
+    uuid = _text(_call(pynvml.nvmlDeviceGetUUID, mig))
+    attrs = _optional(_binding("nvmlDeviceGetAttributes"), mig)
+    gi_id = _optional(pynvml.nvmlDeviceGetGpuInstanceId, mig)
+    ci_id = _optional(pynvml.nvmlDeviceGetComputeInstanceId, mig)
+    profile = ""
+    if gi_id is not None and ci_id is not None:
+        profile = names.name(int(gi_id), int(ci_id))
+
+    def attr(field: str) -> int:
+        return int(getattr(attrs, field)) if attrs is not None else 0
+
+    return MigDevice(
+        index=slot,
+        uuid=uuid,
+        gpu_instance_id=int(gi_id) if gi_id is not None else None,
+        compute_instance_id=int(ci_id) if ci_id is not None else None,
+        profile_name=profile,
+        memory_mib=attr("memorySizeMB"),
+        multiprocessors=attr("multiprocessorCount"),
+        gi_slices=attr("gpuInstanceSliceCount"),
+        ci_slices=attr("computeInstanceSliceCount"),
+        copy_engines=attr("sharedCopyEngineCount"),
+        decoders=attr("sharedDecoderCount"),
+        encoders=attr("sharedEncoderCount"),
+        jpegs=attr("sharedJpegCount"),
+        ofas=attr("sharedOfaCount"),
+    )
+
+
+class _ProfileNames:
+    """NVML's MIG profile names for one parent GPU, with the profile tables cached for one read.
+
+    The name is the GPU-instance profile's (``MIG 1g.10gb+me``) when the compute
+    instance spans the whole GPU instance, else the compute-instance profile's
+    (``MIG 1c.3g.20gb``). Drivers without the named ("V") profile calls give "".
+    """
+
+    def __init__(self, parent: Any) -> None:
+        self._parent = parent
+        self._absent = False
+        self._gi_profiles: dict[int, Any] | None = None
+        self._ci_profiles: dict[int, dict[int, Any]] = {}
+
+    def name(self, gi_id: int, ci_id: int) -> str:
+        if self._absent:
+            return ""
+        try:
+            return self._name(gi_id, ci_id)
+        except _Failed as failed:
+            if failed.code not in _ABSENT and failed.code != _VERSION_MISMATCH:
+                raise
+            log.debug("MIG profile names unavailable: %s", failed.describe())
+            self._absent = True
+            return ""
+
+    def _name(self, gi_id: int, ci_id: int) -> str:
+        gpu_instance = _call(pynvml.nvmlDeviceGetGpuInstanceById, self._parent, gi_id)
+        gi_profile_id = int(_call(pynvml.nvmlGpuInstanceGetInfo, gpu_instance).profileId)
+        gi_profile = self._gi_table().get(gi_profile_id)
+        compute_instance = _call(pynvml.nvmlGpuInstanceGetComputeInstanceById, gpu_instance, ci_id)
+        ci_info = _call(_binding("nvmlComputeInstanceGetInfo"), compute_instance)
+        ci_profile_id = int(ci_info.profileId)
+        ci_profile = self._ci_table(gpu_instance, gi_profile_id).get(ci_profile_id)
+        if gi_profile is None or ci_profile is None:
+            return ""
+        if int(ci_profile.sliceCount) == int(gi_profile.sliceCount):
+            return _text(gi_profile.name)
+        return _text(ci_profile.name)
+
+    def _gi_table(self) -> dict[int, Any]:
+        if self._gi_profiles is None:
+            get_info = _binding("nvmlDeviceGetGpuInstanceProfileInfoV")
+            table: dict[int, Any] = {}
+            for profile_index in range(int(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT)):
+                try:
+                    info = _call(get_info, self._parent, profile_index)
+                except _Failed as failed:
+                    if failed.code in _NO_SUCH_PROFILE:
+                        continue
+                    raise
+                table[int(info.id)] = info
+            self._gi_profiles = table
+        return self._gi_profiles
+
+    def _ci_table(self, gpu_instance: Any, gi_profile_id: int) -> dict[int, Any]:
+        table = self._ci_profiles.get(gi_profile_id)
+        if table is None:
+            get_info = _binding("nvmlGpuInstanceGetComputeInstanceProfileInfoV")
+            table = {}
+            for profile_index in range(int(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT)):
+                try:
+                    info = _call(
+                        get_info,
+                        gpu_instance,
+                        profile_index,
+                        pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                    )
+                except _Failed as failed:
+                    if failed.code in _NO_SUCH_PROFILE:
+                        continue
+                    raise
+                table[int(info.id)] = info
+            self._ci_profiles[gi_profile_id] = table
+        return table
+
+
+__all__ = ["NvmlReader"]

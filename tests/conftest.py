@@ -1,0 +1,57 @@
+"""Shared fixtures. NVML: the fake libnvidia-ml.so.1, built once per session (tests/fakes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes.fakenvml import FakeNvml, Machine, build_library, load_in_process
+
+# ----------------------------------------------------------------------------- fake NVML
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directory holding the fake libnvidia-ml.so.1 (for LD_LIBRARY_PATH in subprocesses)."""
+    return build_library(tmp_path_factory.mktemp("fake-nvml")).parent
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_old_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directory holding the "old driver" variant (no profile-name or fabric symbols)."""
+    return build_library(tmp_path_factory.mktemp("fake-nvml-old"), old_driver=True).parent
+
+
+@pytest.fixture(scope="session")
+def fake_nvml(fake_nvml_lib: Path) -> FakeNvml:
+    """The fake loaded into this process, so pynvml (and NvmlReader) here use it."""
+    return load_in_process(fake_nvml_lib / "libnvidia-ml.so.1")
+
+
+class NvmlMachine:
+    """Callable: ``nvml_machine(machine)`` writes the profile and points the fake at it.
+
+    Call it again (same file) to change the machine under a running NVML session.
+    """
+
+    def __init__(self, fake: FakeNvml, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.fake = fake
+        self.path = path
+        self._monkeypatch = monkeypatch
+
+    def __call__(self, machine: Machine) -> Path:
+        machine.write(self.path)
+        self._monkeypatch.setenv("FAKE_NVML_PROFILE", str(self.path))
+        return self.path
+
+
+@pytest.fixture
+def nvml_machine(
+    fake_nvml: FakeNvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[NvmlMachine]:
+    """Install a Machine in the in-process fake NVML; every session is shut down after."""
+    fake_nvml.shutdown_all()
+    fake_nvml.reset_counts()
+    yield NvmlMachine(fake_nvml, tmp_path / "machine.nvml", monkeypatch)
+    fake_nvml.shutdown_all()

@@ -1,0 +1,548 @@
+"""NvmlReader through the real pynvml binding against the fake libnvidia-ml.so.1."""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pynvml
+import pytest
+from fakes import profiles
+from fakes.fakenvml import CI, GI, Fabric, GpuSpec, Machine, gpu_uuid, mig, subprocess_env
+
+from gfd.errors import DiscoveryError, NvmlInitError
+from gfd.readers.nvml import NvmlReader
+from gfd.snapshot import Fabric as SnapshotFabric
+from gfd.snapshot import Gpu, MigDevice, Snapshot, validate_types
+
+REPO = Path(__file__).resolve().parents[2]
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def read(nvml_machine: Any, machine: Machine) -> Snapshot:
+    nvml_machine(machine)
+    with NvmlReader() as reader:
+        return reader.read()
+
+
+def expected(machine: Machine) -> Snapshot:
+    """What the reader must report for a machine, derived from its description."""
+    gpus = []
+    for index, (spec, res) in enumerate(zip(machine.gpus, machine.resolve(), strict=True)):
+        if spec.fault:
+            error = {"lost": "GPU is lost", "unknown": "Unknown Error"}[spec.fault]
+            gpus.append(Gpu(index=index, error=error))
+            continue
+        enabled = spec.mig_supported and spec.mig_enabled
+        pending = spec.mig_enabled if spec.mig_pending is None else spec.mig_pending
+        fabric = None
+        if spec.fabric is not None:
+            fabric = SnapshotFabric(
+                state=spec.fabric.state,
+                status_ok=spec.fabric.status == "SUCCESS",
+                cluster_uuid=spec.fabric.cluster_uuid,
+                clique_id=spec.fabric.clique_id,
+            )
+        devices = tuple(
+            MigDevice(
+                index=m.slot,
+                uuid=m.uuid,
+                gpu_instance_id=m.gi_id,
+                compute_instance_id=m.ci_id,
+                profile_name=m.profile_name,
+                memory_mib=m.gi_profile.memory_mib,
+                multiprocessors=m.ci_profile.sms,
+                gi_slices=m.gi_profile.slices,
+                ci_slices=m.ci_profile.slices,
+                copy_engines=m.gi_profile.copy_engines,
+                decoders=m.gi_profile.decoders,
+                encoders=m.gi_profile.encoders,
+                jpegs=m.gi_profile.jpegs,
+                ofas=m.gi_profile.ofas,
+            )
+            for m in res.mig
+        )
+        gpus.append(
+            Gpu(
+                index=index,
+                uuid=res.uuid,
+                name=spec.name,
+                memory_total_bytes=spec.memory_bytes,
+                compute_capability=spec.compute,
+                architecture=spec.architecture,
+                brand=spec.brand,
+                pci_bus_id=res.pci_bus_id,
+                mig_capable=spec.mig_supported,
+                mig_enabled=enabled,
+                mig_pending_enabled=pending if spec.mig_supported else None,
+                compute_mode=spec.compute_mode,
+                nvlink_active=None if spec.nvlinks == 0 else spec.nvlinks_active > 0,
+                fabric=fabric,
+                mig_devices=devices if enabled else (),
+            )
+        )
+    return Snapshot(
+        nvml_available=True,
+        driver_version=machine.driver,
+        cuda_driver_version=machine.cuda,
+        gpus=tuple(gpus),
+        source="nvml",
+    )
+
+
+READABLE = sorted(set(profiles.MACHINES) - {"driver_not_loaded", "mig_permission_denied"})
+
+
+@pytest.mark.parametrize("name", READABLE)
+def test_every_named_machine_reads_as_described(nvml_machine: Any, name: str) -> None:
+    machine = profiles.MACHINES[name]()
+    snapshot = read(nvml_machine, machine)
+    assert snapshot == expected(machine)
+    validate_types(snapshot)
+    assert Snapshot.from_json(snapshot.to_json()) == snapshot
+
+
+# ----------------------------------------------------------------------------- literal facts
+
+
+def test_hgx_h100(nvml_machine: Any) -> None:
+    snap = read(nvml_machine, profiles.hgx_h100())
+    assert (snap.driver_version, snap.cuda_driver_version) == ("580.159.04", 13000)
+    assert (snap.machine_type, snap.vgpu, snap.source) == (None, None, "nvml")
+    assert len(snap.gpus) == 8
+    gpu = snap.gpus[0]
+    assert gpu.name == "NVIDIA H100 80GB HBM3"
+    assert gpu.memory_total_bytes == 85520809984
+    assert gpu.memory_mib == 81559
+    assert gpu.compute_capability == (9, 0)
+    assert (gpu.architecture, gpu.brand) == ("hopper", "nvidia")
+    assert gpu.uuid == gpu_uuid("hgx_h100", 0) and gpu.uuid.startswith("GPU-")
+    assert [g.pci_bus_id for g in snap.gpus[:2]] == ["00000000:18:00.0", "00000000:2A:00.0"]
+    assert (gpu.mig_capable, gpu.mig_enabled, gpu.mig_pending_enabled) == (True, False, False)
+    assert gpu.compute_mode == "default"
+    assert gpu.nvlink_active is True
+    assert gpu.fabric == SnapshotFabric(
+        state="completed", status_ok=True, cluster_uuid=ZERO_UUID, clique_id=0
+    )
+    assert (gpu.pci_class, gpu.timeslice, gpu.mig_devices, gpu.error) == (None, None, (), None)
+
+
+def test_t4_has_no_mig_and_no_nvlink(nvml_machine: Any) -> None:
+    snap = read(nvml_machine, profiles.t4x4())
+    assert (snap.driver_version, snap.cuda_driver_version) == ("550.54.15", 12040)
+    assert [g.name for g in snap.gpus] == ["Tesla T4"] * 4
+    gpu = snap.gpus[3]
+    assert (gpu.memory_mib, gpu.compute_capability, gpu.architecture) == (15360, (7, 5), "turing")
+    assert gpu.pci_bus_id == "00000000:00:1E.0"
+    assert (gpu.mig_capable, gpu.mig_enabled, gpu.mig_pending_enabled) == (False, False, None)
+    assert (gpu.nvlink_active, gpu.fabric) == (None, None)
+
+
+def test_mixed_node_and_geforce(nvml_machine: Any) -> None:
+    snap = read(nvml_machine, profiles.a100_a10())
+    a100, _, a10 = snap.gpus
+    assert (a100.name, a100.memory_mib, a100.mig_capable, a100.nvlink_active) == (
+        "NVIDIA A100 80GB PCIe",
+        81920,
+        True,
+        False,
+    )
+    assert (a10.name, a10.compute_capability, a10.mig_capable, a10.nvlink_active) == (
+        "NVIDIA A10",
+        (8, 6),
+        False,
+        None,
+    )
+    (laptop,) = read(nvml_machine, profiles.geforce()).gpus
+    assert laptop.name == "NVIDIA GeForce RTX 3060 Laptop GPU"
+    assert (laptop.memory_total_bytes, laptop.brand, laptop.compute_mode) == (
+        6442450944,
+        "geforce",
+        "default",
+    )
+
+
+def test_no_gpu(nvml_machine: Any) -> None:
+    snap = read(nvml_machine, profiles.no_gpu())
+    assert snap.gpus == () and snap.nvml_available and snap.driver_version == "550.54.15"
+
+
+def test_dgx_a100_layout(nvml_machine: Any) -> None:
+    gpus = read(nvml_machine, profiles.dgx_a100_layout()).gpus
+    names = [[d.profile_name for d in g.mig_devices] for g in gpus]
+    assert names == [
+        ["MIG 1g.5gb"] * 7,
+        ["MIG 3g.20gb", "MIG 2g.10gb", "MIG 1g.5gb"],
+        ["MIG 3g.20gb", "MIG 3g.20gb"],
+        ["MIG 7g.40gb"],
+        [],
+        [],
+        [],
+        [],
+    ]
+    assert [g.mig_enabled for g in gpus] == [True] * 5 + [False] * 3
+    assert gpus[4].mig_devices == ()
+    one = gpus[0].mig_devices[6]
+    assert (one.index, one.gpu_instance_id, one.compute_instance_id) == (6, 13, 0)
+    assert one.uuid.startswith("MIG-")
+    assert (one.memory_mib, one.multiprocessors, one.gi_slices, one.ci_slices) == (4864, 14, 1, 1)
+    assert (one.copy_engines, one.decoders, one.encoders, one.jpegs, one.ofas) == (1, 0, 0, 0, 0)
+    three = gpus[1].mig_devices[0]
+    assert (three.memory_mib, three.multiprocessors, three.gi_slices, three.decoders) == (
+        20096,
+        42,
+        3,
+        2,
+    )
+    full = gpus[3].mig_devices[0]
+    assert (full.memory_mib, full.multiprocessors, full.jpegs, full.ofas) == (40448, 98, 1, 1)
+
+
+def test_h100_and_a30_media_extension_profiles(nvml_machine: Any) -> None:
+    (h100,) = read(nvml_machine, profiles.h100_mig()).gpus
+    assert [d.profile_name for d in h100.mig_devices] == [
+        "MIG 1g.10gb+me",
+        "MIG 1g.20gb",
+        "MIG 3g.40gb",
+    ]
+    me = h100.mig_devices[0]
+    assert (me.memory_mib, me.multiprocessors, me.ofas, me.jpegs) == (9984, 16, 1, 1)
+    (a30,) = read(nvml_machine, profiles.a30_mig()).gpus
+    assert [d.profile_name for d in a30.mig_devices] == [
+        "MIG 2g.12gb",
+        "MIG 1g.6gb",
+        "MIG 1g.6gb+me",
+    ]
+    assert [d.memory_mib for d in a30.mig_devices] == [11968, 5952, 5952]
+
+
+def test_compute_instance_smaller_than_its_gpu_instance(nvml_machine: Any) -> None:
+    (gpu,) = read(nvml_machine, profiles.a100_compute_split()).gpus
+    split, plain = gpu.mig_devices
+    assert split.profile_name == "MIG 1c.3g.20gb"
+    assert (split.gi_slices, split.ci_slices, split.multiprocessors, split.memory_mib) == (
+        3,
+        1,
+        14,
+        20096,
+    )
+    assert plain.profile_name == "MIG 2g.10gb"
+
+
+def test_empty_mig_slots_are_skipped(nvml_machine: Any) -> None:
+    layout = [GI("3g.20gb", cis=[CI(slot=5)]), GI("1g.5gb", cis=[CI(slot=1)])]
+    machine = Machine(gpus=[profiles.a100_40gb(mig_enabled=True, mig_layout=layout)])
+    (gpu,) = read(nvml_machine, machine).gpus
+    assert [(d.index, d.profile_name) for d in gpu.mig_devices] == [
+        (1, "MIG 1g.5gb"),
+        (5, "MIG 3g.20gb"),
+    ]
+
+
+def test_gb200_clique_and_conflict(nvml_machine: Any) -> None:
+    snap = read(nvml_machine, profiles.gb200_clique())
+    fabrics = {g.fabric for g in snap.gpus}
+    assert fabrics == {
+        SnapshotFabric(
+            state="completed", status_ok=True, cluster_uuid=profiles.GB200_CLUSTER, clique_id=1
+        )
+    }
+    assert snap.gpus[0].architecture == "blackwell"
+    conflict = read(nvml_machine, profiles.clique_conflict())
+    assert [g.fabric.clique_id for g in conflict.gpus if g.fabric] == [1, 1, 2, 2]
+
+
+def test_fabric_state_and_failed_status(nvml_machine: Any) -> None:
+    fabric = Fabric(state="in-progress", status="NOT_READY", cluster_uuid=profiles.GB200_CLUSTER)
+    (gpu,) = read(nvml_machine, Machine(gpus=[profiles.gb200(fabric=fabric)])).gpus
+    assert gpu.fabric == SnapshotFabric(
+        state="in-progress", status_ok=False, cluster_uuid=profiles.GB200_CLUSTER, clique_id=0
+    )
+
+
+# ----------------------------------------------------------------------------- absent features
+
+
+def test_not_supported_and_function_not_found_mean_absent(nvml_machine: Any) -> None:
+    spec = GpuSpec(
+        name="NVIDIA Mystery",
+        memory_bytes=1 << 30,
+        compute=(9, 0),
+        architecture="unknown",
+        brand="unknown",
+        compute_mode=None,
+        fail={
+            "nvmlDeviceGetMemoryInfo": "NOT_SUPPORTED",
+            "nvmlDeviceGetCudaComputeCapability": "FUNCTION_NOT_FOUND",
+            "nvmlDeviceGetMigMode": "FUNCTION_NOT_FOUND",
+        },
+    )
+    (gpu,) = read(nvml_machine, Machine(gpus=[spec])).gpus
+    assert gpu.error is None and gpu.name == "NVIDIA Mystery"
+    assert (gpu.memory_total_bytes, gpu.compute_capability) == (None, None)
+    assert (gpu.architecture, gpu.brand, gpu.compute_mode) == (None, None, None)
+    assert (gpu.mig_capable, gpu.mig_enabled, gpu.mig_pending_enabled) == (False, False, None)
+    assert (gpu.nvlink_active, gpu.fabric) == (None, None)
+
+
+def test_memory_error_is_tolerated(nvml_machine: Any, caplog: pytest.LogCaptureFixture) -> None:
+    machine = Machine(gpus=[profiles.h100(fail={"nvmlDeviceGetMemoryInfo": "NO_DATA"})])
+    (gpu,) = read(nvml_machine, machine).gpus
+    assert gpu.memory_total_bytes is None and gpu.error is None
+    assert "nvmlDeviceGetMemoryInfo" in caplog.text
+
+
+def test_pending_mig_mode(nvml_machine: Any) -> None:
+    (gpu,) = read(nvml_machine, Machine(gpus=[profiles.h100(mig_pending=True)])).gpus
+    assert (gpu.mig_enabled, gpu.mig_pending_enabled) == (False, True)
+
+
+def test_old_driver_has_no_profile_names_and_no_fabric(
+    fake_nvml_old_lib: Path, tmp_path: Path
+) -> None:
+    machine = Machine(
+        gpus=[
+            profiles.a100_40gb(mig_enabled=True, mig_layout=mig("3g.20gb", "1g.5gb")),
+            profiles.gb200(fabric=Fabric(cluster_uuid=profiles.GB200_CLUSTER, clique_id=1)),
+        ]
+    )
+    result = run_reader(fake_nvml_old_lib, machine.write(tmp_path / "old.nvml"))
+    snap = Snapshot.from_json(result)
+    a100, gb200 = snap.gpus
+    assert [d.profile_name for d in a100.mig_devices] == ["", ""]
+    assert [d.memory_mib for d in a100.mig_devices] == [20096, 4864]
+    assert gb200.fabric is None and gb200.name == "NVIDIA GB200"
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_driver_not_loaded(nvml_machine: Any) -> None:
+    nvml_machine(profiles.driver_not_loaded())
+    reader = NvmlReader()
+    with pytest.raises(NvmlInitError) as info:
+        reader.read()
+    message = str(info.value)
+    assert message.startswith("NVML could not start: Driver Not Loaded (")
+    assert "modprobe nvidia" in message and "\n" not in message
+    assert isinstance(info.value.__cause__, pynvml.NVMLError_DriverNotLoaded)
+    nvml_machine(profiles.no_gpu())  # the driver comes up: the next read starts NVML
+    assert reader.read().gpus == ()
+    reader.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "text"),
+    [
+        ("NO_PERMISSION", "Insufficient Permissions (the process may not open /dev/nvidia*"),
+        ("LIB_RM_VERSION_MISMATCH", "RM has detected an NVML/RM version mismatch (the driver"),
+        ("UNKNOWN", "Unknown Error (check the driver with nvidia-smi"),
+    ],
+)
+def test_init_errors_name_problem_and_fix(nvml_machine: Any, error: str, text: str) -> None:
+    nvml_machine(Machine(init_error=error))
+    with pytest.raises(NvmlInitError, match=r"^NVML could not start: ") as info:
+        NvmlReader().read()
+    assert text in str(info.value)
+
+
+def test_library_not_found(tmp_path: Path) -> None:
+    if ctypes.util.find_library("nvidia-ml"):
+        pytest.skip("a real NVML library is installed on this machine")
+    result = json.loads(run_reader(None, None))
+    assert result["error"] == "NvmlInitError"
+    assert result["message"].startswith(
+        "NVML could not start: libnvidia-ml.so.1 not found (is the NVIDIA driver installed"
+    )
+
+
+def test_lost_gpu_is_data_not_an_error(nvml_machine: Any) -> None:
+    snap = read(nvml_machine, profiles.one_gpu_lost())
+    assert snap.gpus[3] == Gpu(index=3, error="GPU is lost")
+    assert [g.error for g in snap.gpus] == [None, None, None, "GPU is lost"] + [None] * 4
+    assert snap.gpus[4].name == "NVIDIA H100 80GB HBM3"
+
+
+def test_gpu_lost_midway_keeps_what_was_read(nvml_machine: Any) -> None:
+    machine = Machine(
+        gpus=[
+            profiles.h100(fail={"nvmlDeviceGetPciInfo_v3": "GPU_IS_LOST"}),
+            profiles.h100(fault="unknown"),
+        ],
+        seed="midway",
+    )
+    first, second = read(nvml_machine, machine).gpus
+    assert first == Gpu(
+        index=0, uuid=gpu_uuid("midway", 0), name="NVIDIA H100 80GB HBM3", error="GPU is lost"
+    )
+    assert second == Gpu(index=1, error="Unknown Error")
+
+
+def test_mig_permission_refused(nvml_machine: Any) -> None:
+    nvml_machine(profiles.mig_permission_denied())
+    reader = NvmlReader()
+    with pytest.raises(DiscoveryError) as info:
+        reader.read()
+    assert str(info.value) == (
+        "reading MIG devices of GPU 0 was refused (NVML: Insufficient Permissions): run the "
+        "container with NVIDIA_MIG_MONITOR_DEVICES=all and CAP_SYS_ADMIN"
+    )
+    assert nvml_machine.fake.refcount() == 0  # the session was ended
+
+
+def test_unexpected_error_fails_the_read_and_ends_the_session(nvml_machine: Any) -> None:
+    machine = profiles.hgx_h100()
+    machine.gpus[2].fail["nvmlDeviceGetMigMode"] = "TIMEOUT"
+    nvml_machine(machine)
+    reader = NvmlReader()
+    with pytest.raises(DiscoveryError) as info:
+        reader.read()
+    assert str(info.value) == "NVML nvmlDeviceGetMigMode failed for GPU 2: Timeout"
+    assert not isinstance(info.value, NvmlInitError)
+    assert nvml_machine.fake.refcount() == 0
+    nvml_machine(profiles.hgx_h100())
+    assert len(reader.read().gpus) == 8
+    assert nvml_machine.fake.init_count() == 2  # re-initialised after the error
+    reader.close()
+
+
+def test_system_query_failure(nvml_machine: Any) -> None:
+    nvml_machine(Machine(fail={"nvmlSystemGetCudaDriverVersion": "UNKNOWN"}))
+    reader = NvmlReader()
+    with pytest.raises(DiscoveryError, match=r"^NVML nvmlSystemGetCudaDriverVersion failed: "):
+        reader.read()
+    assert nvml_machine.fake.refcount() == 0
+
+
+# ----------------------------------------------------------------------------- session
+
+
+def test_session_is_kept_between_reads(nvml_machine: Any) -> None:
+    nvml_machine(profiles.dgx_a100_layout())
+    fake = nvml_machine.fake
+    reader = NvmlReader()
+    first = reader.read()
+    assert reader.read() == first
+    assert fake.init_count() == 1 and fake.call_count("nvmlInitWithFlags") == 1
+    assert fake.refcount() == 1
+    reader.close()
+    assert fake.refcount() == 0 and fake.call_count("nvmlShutdown") == 1
+
+
+def test_machine_change_is_seen_without_reinit(nvml_machine: Any) -> None:
+    nvml_machine(profiles.hgx_h100())
+    reader = NvmlReader()
+    assert len(reader.read().gpus) == 8
+    nvml_machine(profiles.t4x4())
+    assert [g.name for g in reader.read().gpus] == ["Tesla T4"] * 4
+    nvml_machine(profiles.dgx_a100_layout())
+    assert reader.read().gpus[1].mig_devices[1].profile_name == "MIG 2g.10gb"
+    assert nvml_machine.fake.init_count() == 1
+    assert nvml_machine.fake.load_count() == 3
+    reader.close()
+
+
+def test_close_is_idempotent(nvml_machine: Any) -> None:
+    nvml_machine(profiles.no_gpu())
+    reader = NvmlReader()
+    reader.close()
+    reader.read()
+    reader.close()
+    reader.close()
+    assert nvml_machine.fake.call_count("nvmlShutdown") == 1
+
+
+def test_close_swallows_shutdown_errors(nvml_machine: Any) -> None:
+    nvml_machine(profiles.no_gpu())
+    reader = NvmlReader()
+    reader.read()
+    nvml_machine.fake.shutdown_all()  # someone else ended the session
+    reader.close()  # nvmlShutdown now answers Uninitialized: ignored
+
+
+def test_delay_slows_the_named_call(nvml_machine: Any) -> None:
+    machine = profiles.t4x4()
+    machine.delay = ("nvmlDeviceGetName", 30)
+    nvml_machine(machine)
+    start = time.monotonic()
+    with NvmlReader() as reader:
+        reader.read()
+    assert time.monotonic() - start >= 4 * 0.03
+
+
+# ----------------------------------------------------------------------------- the fake itself
+
+
+def test_fake_models_nvml_handles_and_lifecycle(nvml_machine: Any) -> None:
+    nvml_machine(profiles.dgx_a100_layout())
+    with pytest.raises(pynvml.NVMLError_Uninitialized):
+        pynvml.nvmlDeviceGetCount()
+    pynvml.nvmlInit()
+    try:
+        gpu = pynvml.nvmlDeviceGetHandleByIndex(1)
+        migdev = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 2)
+        assert pynvml.nvmlDeviceIsMigDeviceHandle(migdev).value == 1
+        assert pynvml.nvmlDeviceIsMigDeviceHandle(gpu).value == 0
+        parent = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migdev)
+        assert pynvml.nvmlDeviceGetUUID(parent) == pynvml.nvmlDeviceGetUUID(gpu)
+        with pytest.raises(pynvml.NVMLError_NotFound):
+            pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 3)
+        with pytest.raises(pynvml.NVMLError_InvalidArgument):
+            pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 7)
+        with pytest.raises(pynvml.NVMLError_InvalidArgument):
+            pynvml.nvmlDeviceGetHandleByIndex(8)
+        with pytest.raises(pynvml.NVMLError_NotFound):
+            pynvml.nvmlDeviceGetGpuInstanceById(gpu, 12)
+        with pytest.raises(pynvml.NVMLError_NotSupported):  # full GPUs have no attributes
+            pynvml.nvmlDeviceGetAttributes(gpu)
+        one_slice = pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE
+        info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(gpu, one_slice)
+        # pynvml decodes char arrays of its printable structs to str
+        assert (info.id, info.memorySizeMB, info.name) == (19, 4864, "MIG 1g.5gb")
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetGpuInstanceProfileInfo(
+                gpu, pynvml.NVML_GPU_INSTANCE_PROFILE_8_SLICE
+            )
+    finally:
+        pynvml.nvmlShutdown()
+    with pytest.raises(pynvml.NVMLError_Uninitialized):
+        pynvml.nvmlShutdown()
+    assert pynvml.nvmlErrorString(pynvml.NVML_ERROR_GPU_IS_LOST) == "GPU is lost"
+    assert str(pynvml.NVMLError(4242)) == "Unknown Error"  # unknown codes ask nvmlErrorString
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+READER_SCRIPT = """
+import json
+from gfd.errors import GfdError
+from gfd.readers.nvml import NvmlReader
+try:
+    snapshot = NvmlReader().read()
+except GfdError as exc:
+    print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+else:
+    print(snapshot.to_json())
+"""
+
+
+def run_reader(lib_dir: Path | None, profile: Path | None) -> str:
+    """Run NvmlReader().read() in a child process (its own pynvml, its own library)."""
+    env = subprocess_env(lib_dir, profile)
+    env["PYTHONPATH"] = str(REPO)
+    result = subprocess.run(
+        [sys.executable, "-c", READER_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
