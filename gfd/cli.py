@@ -3,6 +3,7 @@ configures logging, prints, and maps errors to exit codes (0 ok, 1 runtime, 2 us
 
 from __future__ import annotations
 
+import difflib
 import enum
 import json
 import logging
@@ -28,6 +29,7 @@ from gfd.config import (
 )
 from gfd.discovery import Discovery, read_snapshot_file
 from gfd.errors import ConfigError, GfdError
+from gfd.labelers.catalog import describe
 from gfd.labelers.default import Labelling, compute_labels
 from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions, Sharing
 from gfd.readers.host import HostReader
@@ -39,6 +41,10 @@ log = logging.getLogger("gfd")
 
 F = TypeVar("F", bound=Callable[..., Any])
 _TIMESTAMP = "nvidia.com/gfd.timestamp"
+
+
+class LabelNotFound(GfdError):
+    """``gfd explain`` was asked about a label this machine does not get."""
 
 
 class Exit(enum.IntEnum):
@@ -391,6 +397,71 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
         click.echo(f"- {k}")
     click.echo(f"pruned {len(result.change.removed)} labels at {sink.name}"
                if result.written else f"nothing to prune at {sink.name}", err=True)
+
+
+@cli.command("explain")
+@click.argument("key")
+@options(DISCOVERY_OPTIONS)
+@click.pass_context
+def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
+    """Explain why a label has its value on this machine: source, raw input, rules applied."""
+    settings = build_settings(ctx, params)
+    _configure_logging("error", settings.log_format)
+    _, labelling = label_once(settings, int(time.time()))
+    full = key if "/" in key else f"nvidia.com/{key}"
+    label = labelling.explained.get(full)
+    if label is None:
+        close = difflib.get_close_matches(full, list(labelling.explained), n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        doc = describe(full)
+        why = f"; it is present when: {doc.when}" if doc else ""
+        raise LabelNotFound(f"{full} is not a label on this machine{why}{hint}")
+    rejected = {r.key: r for r in labelling.rejected}
+    click.echo(f"{full}={label.value}")
+    click.echo(f"  source: {label.source or '-'}")
+    if label.raw:
+        click.echo(f"  raw:    {label.raw}")
+    for i, rule in enumerate(label.rules, 1):
+        click.echo(f"  rule {i}: {rule}")
+    doc = describe(full)
+    if doc:
+        where = " or ".join(f"gfd/labelers/{m.strip()}.py" for m in doc.module.split("/"))
+        click.echo(f"  set:    {doc.set} (computed in {where})")
+    if full in rejected:
+        click.echo(f"  NOT PUBLISHED: {rejected[full].message}")
+
+
+@cli.command("selector")
+@click.option("--product", default="", help="GPU model, e.g. H100, A100-80GB, or an exact "
+              "gpu.product value.")
+@click.option("--min-memory", type=int, default=None, help="At least this much GPU memory, MiB.")
+@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb (mixed strategy).")
+@click.option("--shared/--dedicated", default=None, help="A time-sliced/MPS resource, or not.")
+@click.option("--family", default="", help="Architecture, e.g. hopper.")
+@click.option("--min-compute", default="", help="Minimum compute capability, e.g. 8.0.")
+@click.option("--label-set", type=click.Choice(LABEL_SETS), default="extended",
+              help="compat: use only GFD's labels (for clusters labelled by GFD).")
+@click.option("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
+              help="auto: a nodeSelector when exact values suffice, else node affinity.")
+def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool | None,
+                 family: str, min_compute: str, label_set: str, form: str) -> None:
+    """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec."""
+    import yaml
+
+    from gfd.selector import Constraints, stanza
+
+    constraints = Constraints(product=product, min_memory=min_memory, mig_profile=mig_profile,
+                              shared=shared, family=family, min_compute=min_compute,
+                              label_set=label_set)
+    click.echo(yaml.safe_dump(stanza(constraints, form=form), sort_keys=False), nl=False)
+
+
+@cli.command("docs")
+def docs_cmd() -> None:
+    """Print the label reference (docs/labels.md) generated from the code."""
+    from gfd.docs import render
+
+    click.echo(render(), nl=False)
 
 
 def settings_summary(settings: Settings) -> str:
