@@ -22,10 +22,16 @@ def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
         names = ", ".join(f"{g.name} x{len(g.gpus)}" for g in groups)
         warnings = (f"several GPU models on this node ({names}); gpu.* labels describe "
                     f"{primary.name!r} ({PRIMARY_RULE})",)
-    return Result(group_labels(primary, options, several=len(groups) > 1), warnings)
+    # Under single with MIG on, the MIG pass owns gpu.memory (and may mark it INVALID):
+    # a per-replica figure from the full GPUs would contradict it.
+    mig_single = options.mig_strategy == "single" and any(
+        g.mig_enabled for grp in groups for g in grp.gpus)
+    return Result(group_labels(primary, options, several=len(groups) > 1,
+                               per_replica_ok=not mig_single), warnings)
 
 
-def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool) -> dict[str, Label]:
+def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
+                 per_replica_ok: bool = True) -> dict[str, Label]:
     """GFD's full-GPU labels for one model (reference §2.2, §5.2)."""
     # MIG-enabled GPUs get sharing disabled (replicas 0); MIG-disabled GPUs of the same
     # model come later in GFD's merge and win, so any MIG-disabled GPU turns sharing on.
@@ -39,8 +45,7 @@ def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool) -> 
         labels[key("gpu.memory")] = Label(
             value=str(memory), source="nvmlDeviceGetMemoryInfo",
             raw=f"{gpu.memory_total_bytes} bytes", rules=("bytes // 2^20 (MiB)",))
-        mig_in_single = options.mig_strategy == "single" and any(g.mig_enabled for g in group.gpus)
-        if sharing_enabled and not mig_in_single:
+        if sharing_enabled and per_replica_ok:
             labels |= per_replica(GPU_RESOURCE, memory, options)
     cc = gpu.compute_capability
     if cc is not None and cc[0] != 0:

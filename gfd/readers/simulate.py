@@ -126,7 +126,7 @@ def _mixed_a100_a10() -> Simulation:
              nvlink_active=False)
         for i in range(2)
     )
-    a10 = _gpu(2, "NVIDIA A10", 23836033024, (8, 6), "ampere", "nvidia", nvlink_active=None)
+    a10 = _gpu(2, "NVIDIA A10", 24146608128, (8, 6), "ampere", "nvidia", nvlink_active=None)
     return Simulation(Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
                                machine_type="PowerEdge R750xa\n", vgpu=Vgpu(present=False),
                                gpus=(*a100, a10)))
