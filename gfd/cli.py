@@ -213,7 +213,22 @@ def _configure_logging(level: str, fmt: str) -> None:
     configure(level=level, fmt=fmt)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class GfdGroup(click.Group):
+    """Maps gfd's errors to one line on stderr and an exit code, for every command."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            click.echo(f"gfd: error: {exc}", err=True)
+            ctx.exit(Exit.USAGE)
+        except GfdError as exc:
+            click.echo(f"gfd: error: {exc}", err=True)
+            ctx.exit(Exit.FAILURE)
+
+
+@click.group(cls=GfdGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", message="%(version)s")
 def cli() -> None:
     """gfd: GPU feature discovery for Kubernetes (NVIDIA GPU node labels)."""
@@ -492,23 +507,5 @@ def _install_signal_handlers(signals: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and turn errors into one line and an exit code."""
-    try:
-        cli.main(args=argv, prog_name="gfd", standalone_mode=False)
-    except click.exceptions.Abort:
-        sys.exit(Exit.FAILURE)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(Exit.USAGE)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except ConfigError as exc:
-        click.echo(f"gfd: error: {exc}", err=True)
-        sys.exit(Exit.USAGE)
-    except GfdError as exc:
-        click.echo(f"gfd: error: {exc}", err=True)
-        sys.exit(Exit.FAILURE)
-    except KeyboardInterrupt:
-        sys.exit(Exit.FAILURE)
-    sys.exit(Exit.OK)
-
+    """Entry point (console script and ``python -m gfd``)."""
+    cli.main(args=argv, prog_name="gfd")
