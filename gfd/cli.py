@@ -138,7 +138,7 @@ def build_settings(ctx: click.Context, params: dict[str, Any]) -> Settings:
                                         ParameterSource.ENVIRONMENT) else defaults
         target[name] = value
     for table in (explicit, defaults):
-        for name in ("sleep_interval", "expiry", "resync_interval"):
+        for name in ("sleep_interval", "expiry", "resync_interval", "stuck_after"):
             if name in table:
                 table[name] = _duration(table[name], name.replace("_", "-"))
         if table.get("output_file") == "":
@@ -301,6 +301,8 @@ RUN_OPTIONS: list[Callable[[F], F]] = [
                  show_envvar=True, help="Time between cycles (Go duration, or 'infinite')."),
     click.option("--metrics-port", envvar=["GFD_METRICS_PORT"], type=int, default=0,
                  show_envvar=True, help="Serve /metrics, /healthz, /readyz here (0: off)."),
+    click.option("--stuck-after", envvar=["GFD_STUCK_AFTER"], default="2m", show_envvar=True,
+                 help="/healthz fails when a cycle runs longer than this (a hung NVML call)."),
 ]
 
 
@@ -350,7 +352,7 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
 
     interval = settings.sleep_interval
     metrics = Metrics(version=__version__)
-    health = Health(stuck_after=max(120.0, 3 * (interval or 0)))
+    health = Health(stuck_after=settings.stuck_after)
     server = None
     if settings.metrics_port:
         server = MetricsServer(metrics, health, port=settings.metrics_port)

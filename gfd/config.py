@@ -61,6 +61,9 @@ class Settings:
     """Feature-file expiry in seconds; 0 disables the expiry header."""
     resync_interval: float = 3600.0
     """API sinks: seconds between re-reads of the published object that heal drift."""
+    stuck_after: float = 120.0
+    """/healthz fails when one cycle runs longer than this (e.g. a hung NVML call), so the
+    kubelet restarts the container."""
     metrics_port: int = 0
     """Port for /metrics, /healthz, /readyz; 0 disables the server."""
     log_format: str = "text"
@@ -171,6 +174,7 @@ def check(settings: Settings) -> None:
          "sleep-interval: must not be negative")
     need(settings.expiry >= 0, "expiry: must not be negative (0 disables expiry)")
     need(settings.resync_interval > 0, "resync-interval: must be positive")
+    need(settings.stuck_after > 0, "stuck-after: must be positive")
     need(0 <= settings.metrics_port <= 65535,
          f"metrics-port: must be 0..65535, got {settings.metrics_port}")
     need(not (settings.simulate and settings.snapshot),

@@ -1,0 +1,222 @@
+"""`gfd run` as a real process: the loop over the fake NVML, late NVML, a GPU lost mid-run,
+config reload, signals, and the metrics/probe endpoints."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fakes import profiles
+from fakes.fakenvml import Machine, subprocess_env
+from fakes.sysfs import gpu_tree
+
+from gfd.sinks.featurefile import parse
+
+ENV_PREFIXES = ("GFD_", "MIG_STRATEGY", "FAIL_ON_INIT_ERROR", "CONFIG_FILE", "NODE_NAME",
+                "NAMESPACE", "KUBECONFIG", "USE_NODE_FEATURE_API")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def labels_in(path: Path) -> dict[str, str]:
+    try:
+        return parse(path.read_text())[0]
+    except FileNotFoundError:
+        return {}
+
+
+def http(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def metric(text: str, series: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+class Agent:
+    """A running `gfd run` process and the files around it."""
+
+    def __init__(self, tmp: Path, lib: Path | None, machine: Machine | None, *args: str,
+                 env: dict[str, str] | None = None) -> None:
+        self.tmp = tmp
+        self.profile = tmp / "profile.txt"
+        self.out = tmp / "features.d" / "gfd"
+        self.out.parent.mkdir(exist_ok=True)
+        if machine is not None:
+            self.set_machine(machine)
+        base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+        self.log = (tmp / "agent.log").open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gfd", "run", "--output-file", str(self.out),
+             "--sysfs-root", str(gpu_tree(tmp / "sys", [])), "--nvidia-smi",
+             str(tmp / "no-nvidia-smi"), "--machine-type-file", str(tmp / "dmi"), *args],
+            env=subprocess_env(lib, self.profile, base) | (env or {}),
+            stdout=self.log, stderr=subprocess.STDOUT, text=True)
+
+    def set_machine(self, machine: Machine) -> None:
+        machine.write(self.profile)
+
+    def labels(self) -> dict[str, str]:
+        return labels_in(self.out)
+
+    def logs(self) -> str:
+        self.log.flush()
+        return (self.tmp / "agent.log").read_text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=15)
+        self.log.close()
+        return code
+
+
+@pytest.fixture
+def agents() -> Iterator[list[Agent]]:
+    started: list[Agent] = []
+    yield started
+    for agent in started:
+        if agent.proc.poll() is None:
+            agent.proc.kill()
+            agent.proc.wait()
+        if not agent.log.closed:
+            agent.log.close()
+
+
+def test_oneshot_to_stdout_on_a_simulated_machine() -> None:
+    result = subprocess.run([sys.executable, "-m", "gfd", "run", "--oneshot", "--output-file", "-",
+                             "--simulate", "hgx-h100", "--no-timestamp"],
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" in result.stdout.splitlines()
+
+
+def test_nvml_absent_at_start_fails_fast_by_default(tmp_path: Path, fake_nvml_lib: Path,
+                                                    agents: list[Agent]) -> None:
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.driver_not_loaded(), "--sleep-interval",
+                  "100ms")
+    agents.append(agent)
+    assert agent.proc.wait(timeout=15) == 1
+    assert "NVML could not start" in agent.logs()
+    assert not agent.out.exists()
+
+
+def test_late_nvml_is_picked_up_without_a_restart(tmp_path: Path, fake_nvml_lib: Path,
+                                                  agents: list[Agent]) -> None:
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.driver_not_loaded(),
+                  "--fail-on-init-error=false", "--sleep-interval", "200ms")
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/vgpu.present" in agent.labels())
+    assert "nvidia.com/gpu.count" not in agent.labels()
+    assert "nvidia.com/gfd.timestamp" in agent.labels()
+    agent.set_machine(profiles.hgx_h100())
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "8", timeout=5)
+    assert agent.stop() == 0
+    assert agent.labels()["nvidia.com/gpu.count"] == "8", "labels stay after exit"
+
+
+def test_a_gpu_lost_mid_run_updates_count_and_unhealthy(tmp_path: Path, fake_nvml_lib: Path,
+                                                        agents: list[Agent]) -> None:
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "200ms")
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "8")
+    agent.set_machine(profiles.one_gpu_lost())
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.unhealthy") == "1", timeout=5)
+    assert agent.labels()["nvidia.com/gpu.count"] == "7"
+    assert agent.stop() == 0
+
+
+def test_config_change_is_applied_and_a_bad_one_is_refused(tmp_path: Path, fake_nvml_lib: Path,
+                                                           agents: list[Agent]) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--sleep-interval", "200ms",
+                  "--config-file", str(cfg))
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "4")
+    cfg.write_text("sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}")
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "2", timeout=5)
+    cfg.write_text("sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 1}]}}")
+    wait_for(lambda: "keeping the last good config" in agent.logs(), timeout=5)
+    assert agent.labels()["nvidia.com/gpu.replicas"] == "2"
+    assert agent.proc.poll() is None, "a bad config never stops the agent"
+    assert agent.stop() == 0
+
+
+def test_sighup_rereads_the_config(tmp_path: Path, fake_nvml_lib: Path,
+                                   agents: list[Agent]) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("flags: {migStrategy: none}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--sleep-interval",
+                  "infinite", "--config-file", str(cfg))
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    cfg.write_text("flags: {migStrategy: mixed}")
+    agent.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: agent.labels().get("nvidia.com/mig.strategy") == "mixed", timeout=5)
+    assert agent.stop(signal.SIGINT) == 0
+
+
+def test_probes_and_metrics(tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "200ms",
+                  "--metrics-port", str(port))
+    agents.append(agent)
+    wait_for(lambda: http(port, "/readyz")[0] == 200)
+    assert http(port, "/healthz")[0] == 200
+    status, text = http(port, "/metrics")
+    assert status == 200
+    for series in ("gfd_cycles_total{result=\"published\"} 1.0", "gfd_labels_published",
+                   "gfd_label_changes_total{kind=\"added\"}",
+                   "gfd_gpus{model=\"NVIDIA H100 80GB HBM3\"} 8.0", "gfd_nvml_up 1.0",
+                   "gfd_build_info"):
+        assert series in text, series
+    wait_for(lambda: metric(http(port, "/metrics")[1], 'gfd_cycles_total{result="unchanged"}') > 0)
+    assert agent.stop() == 0
+
+
+def test_healthz_fails_when_a_cycle_hangs(tmp_path: Path, fake_nvml_lib: Path,
+                                          agents: list[Agent]) -> None:
+    port = free_port()
+    machine = profiles.hgx_h100()
+    agent = Agent(tmp_path, fake_nvml_lib, machine, "--sleep-interval", "100ms",
+                  "--metrics-port", str(port), "--stuck-after", "1s")
+    agents.append(agent)
+    wait_for(lambda: http(port, "/readyz")[0] == 200)
+    machine.delay = ("nvmlDeviceGetCount_v2", 4000)
+    agent.set_machine(machine)
+    wait_for(lambda: http(port, "/healthz")[0] == 503, timeout=8)
+    assert "cycle running" in http(port, "/healthz")[1]
+    agent.stop(signal.SIGKILL)
