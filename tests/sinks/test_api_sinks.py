@@ -1,0 +1,275 @@
+"""The NodeFeature and Node sinks with the real kubernetes client against the local fake API
+server: startup cost, zero requests in steady state, one write per change, conflicts, faults,
+other owners' labels untouched, drift healed on resync, prune."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes.apiserver import FakeApiServer
+
+from gfd.errors import PublishError
+from gfd.kube import Kube, KubeError
+from gfd.sinks.api import Retry
+from gfd.sinks.node import NodeSink
+from gfd.sinks.nodefeature import NodeFeatureSink, object_name
+
+NODE = "gpu-node-1"
+NS = "gfd"
+LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+          "nvidia.com/cuda.driver.rev": ""}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Sleeps(list[float]):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as srv:
+        srv.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
+        srv.add_pod(NS, "gfd-abcde", owner_daemonset="gfd", node_name=NODE)
+        yield srv
+
+
+@pytest.fixture
+def kube(server: FakeApiServer, tmp_path: Path) -> Iterator[Kube]:
+    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+    yield api
+    api.close()
+
+
+def node_sink(kube: Kube, clock: Clock, sleeps: Sleeps | None = None) -> NodeSink:
+    return NodeSink(kube, NODE, clock=clock,
+                    retry=Retry(sleep=Sleeps() if sleeps is None else sleeps))
+
+
+def nf_sink(kube: Kube, clock: Clock, sleeps: Sleeps | None = None, pod: str = "gfd-abcde",
+            ) -> NodeFeatureSink:
+    return NodeFeatureSink(kube, NODE, namespace=NS, pod_name=pod, clock=clock,
+                           retry=Retry(sleep=Sleeps() if sleeps is None else sleeps))
+
+
+def nf_labels(server: FakeApiServer) -> dict[str, str]:
+    obj = server.nodefeature(NS, object_name(NODE))
+    assert obj is not None
+    return dict(obj["spec"]["labels"])
+
+
+# ----------------------------------------------------------------------------- Node sink
+
+
+def test_node_sink_steady_state_makes_no_request(server: FakeApiServer, kube: Kube) -> None:
+    clock = Clock()
+    sink = node_sink(kube, clock)
+    first = sink.publish(LABELS)
+    assert first.written and set(first.change.added) == set(LABELS)
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"
+    server.clear_log()
+    for _ in range(100):
+        clock.now += 10
+        assert not sink.publish(dict(LABELS)).written
+    assert server.requests == [] or server.count() == 0
+
+
+def test_node_sink_one_write_per_change(server: FakeApiServer, kube: Kube) -> None:
+    clock = Clock()
+    sink = node_sink(kube, clock)
+    sink.publish(LABELS)
+    server.clear_log()
+    result = sink.publish({**LABELS, "nvidia.com/gpu.count": "7"})
+    assert result.change.changed == ("nvidia.com/gpu.count",)
+    assert server.count() == 1 and server.count("PATCH") == 1
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "7"
+
+
+def test_node_sink_removes_only_its_own_dropped_labels(server: FakeApiServer,
+                                                       kube: Kube) -> None:
+    clock = Clock()
+    sink = node_sink(kube, clock)
+    sink.publish(LABELS)
+    server.set_label(NODE, "nvidia.com/gpu.deploy.driver", "true")  # the GPU Operator's
+    server.set_label(NODE, "team", "ml")
+    result = sink.publish({k: v for k, v in LABELS.items() if k != "nvidia.com/gpu.count"})
+    assert result.change.removed == ("nvidia.com/gpu.count",)
+    labels = server.labels(NODE)
+    assert "nvidia.com/gpu.count" not in labels
+    assert labels["nvidia.com/gpu.deploy.driver"] == "true"
+    assert labels["team"] == "ml" and labels["kubernetes.io/hostname"] == NODE
+
+
+def test_node_sink_heals_drift_at_resync(server: FakeApiServer, kube: Kube) -> None:
+    clock = Clock()
+    sink = NodeSink(kube, NODE, clock=clock, resync_interval=3600, retry=Retry(sleep=Sleeps()))
+    sink.publish(LABELS)
+    server.remove_label(NODE, "nvidia.com/gpu.count")
+    server.set_label(NODE, "nvidia.com/gpu.product", "hand-edited")
+    clock.now += 3599
+    assert not sink.publish(LABELS).written
+    clock.now += 2
+    server.clear_log()
+    assert sink.publish(LABELS).written
+    assert server.count() == 1
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"
+    assert server.labels(NODE)["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+
+
+def test_node_sink_retries_5xx_and_honours_retry_after(server: FakeApiServer,
+                                                       kube: Kube) -> None:
+    sleeps = Sleeps()
+    sink = node_sink(kube, Clock(), sleeps)
+    server.inject(500, 1, method="PATCH")
+    server.inject(429, 1, method="PATCH", retry_after=3)
+    assert sink.publish(LABELS).written
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"
+    assert len(sleeps) == 2 and sleeps[1] == 3.0 and 0.25 <= sleeps[0] <= 0.5
+
+
+def test_node_sink_api_down_loses_nothing_and_converges(server: FakeApiServer,
+                                                        kube: Kube) -> None:
+    clock = Clock()
+    sink = node_sink(kube, clock)
+    sink.publish(LABELS)
+    server.set_down(True)
+    changed = {**LABELS, "nvidia.com/gpu.count": "7"}
+    for _ in range(5):
+        with pytest.raises(PublishError, match="cannot reach the API server"):
+            sink.publish(changed)
+    server.set_down(False)
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8", "nothing removed meanwhile"
+    assert sink.publish(changed).written
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "7"
+
+
+def test_node_sink_403_names_the_permission(server: FakeApiServer, kube: Kube) -> None:
+    server.forbid("patch", "nodes")
+    with pytest.raises(KubeError) as err:
+        node_sink(kube, Clock()).publish(LABELS)
+    assert err.value.status == 403
+    message = str(err.value)
+    assert 'cannot patch resource "nodes"' in message and "ServiceAccount" in message
+
+
+def test_node_sink_422_drops_only_the_named_label(server: FakeApiServer, kube: Kube) -> None:
+    bad = "nvidia.com/gpu.product"
+    server.inject(422, 1, method="PATCH", body={
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
+        "code": 422, "message": f'Node "{NODE}" is invalid: metadata.labels: Invalid value: '
+                                f'"{bad}": name part must be no more than 63 characters',
+        "details": {"causes": [{"reason": "FieldValueInvalid", "field": "metadata.labels",
+                                "message": f'Invalid value: "{bad}"'}]}})
+    assert node_sink(kube, Clock()).publish(LABELS).written
+    labels = server.labels(NODE)
+    assert labels["nvidia.com/gpu.count"] == "8" and bad not in labels
+
+
+def test_node_prune_removes_gfds_labels_only(server: FakeApiServer, kube: Kube) -> None:
+    sink = node_sink(kube, Clock())
+    sink.publish(LABELS)
+    server.set_label(NODE, "team", "ml")
+    result = node_sink(kube, Clock()).prune()
+    assert set(result.change.removed) == set(LABELS)
+    assert server.labels(NODE) == {"kubernetes.io/hostname": NODE, "team": "ml"}
+
+
+def test_node_sink_restart_reports_no_change_and_writes_once(server: FakeApiServer,
+                                                             kube: Kube) -> None:
+    node_sink(kube, Clock()).publish(LABELS)
+    server.clear_log()
+    again = node_sink(kube, Clock()).publish(LABELS)
+    assert again.change.empty
+    assert server.count() == 2  # startup: read own labels, apply once
+
+
+# ----------------------------------------------------------------------------- NodeFeature
+
+
+def test_nodefeature_created_owned_by_the_daemonset(server: FakeApiServer, kube: Kube) -> None:
+    nf_sink(kube, Clock()).publish(LABELS)
+    obj = server.nodefeature(NS, object_name(NODE))
+    assert obj is not None
+    assert obj["metadata"]["labels"] == {"nfd.node.kubernetes.io/node-name": NODE}
+    assert obj["spec"]["labels"] == LABELS
+    owners = obj["metadata"]["ownerReferences"]
+    assert [o["kind"] for o in owners] == ["DaemonSet"] and owners[0]["name"] == "gfd"
+    assert owners[0]["controller"] is True and owners[0]["blockOwnerDeletion"] is False
+
+
+def test_nodefeature_steady_state_is_free_and_a_change_is_one_put(server: FakeApiServer,
+                                                                  kube: Kube) -> None:
+    clock = Clock()
+    sink = nf_sink(kube, clock)
+    sink.publish(LABELS)
+    server.clear_log()
+    for _ in range(100):
+        clock.now += 10
+        sink.publish(dict(LABELS))
+    assert server.count() == 0
+    sink.publish({**LABELS, "nvidia.com/gpu.count": "4"})
+    assert server.count() == 1 and server.count("PUT") == 1
+    assert nf_labels(server)["nvidia.com/gpu.count"] == "4"
+
+
+def test_nodefeature_restart_keeps_owner_references_byte_identical(server: FakeApiServer,
+                                                                   kube: Kube) -> None:
+    nf_sink(kube, Clock()).publish(LABELS)
+    before = server.nodefeature(NS, object_name(NODE))
+    server.add_pod(NS, "gfd-fghij", owner_daemonset="gfd", node_name=NODE)
+    server.clear_log()
+    result = nf_sink(kube, Clock(), pod="gfd-fghij").publish(LABELS)
+    assert not result.written
+    assert server.count("PUT") == 0
+    assert server.nodefeature(NS, object_name(NODE)) == before
+
+
+def test_nodefeature_conflict_is_reread_and_retried(server: FakeApiServer, kube: Kube) -> None:
+    clock = Clock()
+    sink = nf_sink(kube, clock)
+    sink.publish(LABELS)
+    server.inject(409, 2, method="PUT")
+    assert sink.publish({**LABELS, "nvidia.com/gpu.count": "4"}).written
+    assert nf_labels(server)["nvidia.com/gpu.count"] == "4"
+
+
+def test_nodefeature_concurrent_edit_is_overwritten_safely(server: FakeApiServer,
+                                                           kube: Kube) -> None:
+    clock = Clock()
+    sink = nf_sink(kube, clock)
+    sink.publish(LABELS)
+    obj = kube.get_nodefeature(NS, object_name(NODE))
+    assert obj is not None
+    obj["spec"]["labels"]["someone"] = "else"
+    kube.replace_nodefeature(NS, obj)  # another writer: gfd's cached resourceVersion is stale
+    assert sink.publish({**LABELS, "nvidia.com/gpu.count": "4"}).written
+    assert server.nodefeature(NS, object_name(NODE))["spec"]["labels"] == {
+        **LABELS, "nvidia.com/gpu.count": "4"}
+
+
+def test_nodefeature_crd_missing_is_one_clear_error(server: FakeApiServer, kube: Kube) -> None:
+    server.set_crd_installed(False)
+    with pytest.raises(KubeError) as err:
+        nf_sink(kube, Clock()).publish(LABELS)
+    assert "Node Feature Discovery" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_nodefeature_without_pod_name_has_no_owner(server: FakeApiServer, kube: Kube) -> None:
+    nf_sink(kube, Clock(), pod="").publish(LABELS)
+    assert "ownerReferences" not in server.nodefeature(NS, object_name(NODE))["metadata"]
+
+
+def test_nodefeature_prune_deletes_the_object(server: FakeApiServer, kube: Kube) -> None:
+    nf_sink(kube, Clock()).publish(LABELS)
+    result = nf_sink(kube, Clock()).prune()
+    assert result.written and set(result.change.removed) == set(LABELS)
+    assert server.nodefeature(NS, object_name(NODE)) is None
