@@ -306,7 +306,8 @@ RUN_OPTIONS: list[Callable[[F], F]] = [
 ]
 
 
-def make_sink(settings: Settings, *, write: Callable[[str], None]) -> Sink:
+def make_sink(settings: Settings, *, write: Callable[[str], None],
+              on_request: Callable[[str, str], None] | None = None) -> Sink:
     """The sink the settings select; the Kubernetes client is imported only for API sinks."""
     kind = settings.effective_sink
     if kind == "file":
@@ -315,7 +316,7 @@ def make_sink(settings: Settings, *, write: Callable[[str], None]) -> Sink:
         return FeatureFileSink(settings.output_file, expiry=settings.expiry)
     from gfd.sinks.api import make_api_sink
 
-    return make_api_sink(settings)
+    return make_api_sink(settings, on_request=on_request)
 
 
 class ConfigReloader:
@@ -345,13 +346,14 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     log.info("gfd %s starting: %s", __version__, settings_summary(settings))
     discovery, sim_sharing = make_discovery(settings)
     settings = effective_settings(settings, sim_sharing)
-    sink = make_sink(settings, write=lambda text: click.echo(text, nl=False))
-    reloader = ConfigReloader(ctx, params, started) if settings.config_file else None
     from gfd.daemon import Agent, Signals
     from gfd.metrics import Health, Metrics, MetricsServer
 
-    interval = settings.sleep_interval
     metrics = Metrics(version=__version__)
+    sink = make_sink(settings, write=lambda text: click.echo(text, nl=False),
+                     on_request=metrics.api_request)
+    reloader = ConfigReloader(ctx, params, started) if settings.config_file else None
+    interval = settings.sleep_interval
     health = Health(stuck_after=settings.stuck_after)
     server = None
     if settings.metrics_port:
@@ -401,11 +403,12 @@ def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
 
 
 @cli.command("prune")
-@options([*PUBLISH_OPTIONS, DISCOVERY_OPTIONS[-2], DISCOVERY_OPTIONS[-1]])
+@options(DISCOVERY_OPTIONS + PUBLISH_OPTIONS + RUN_OPTIONS)
 @click.pass_context
 def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Remove what gfd published at the chosen sink (its feature file, its NodeFeature, or the
-    Node labels it set) and nothing else: for uninstalling or switching sinks."""
+    Node labels it set) and nothing else: for uninstalling or switching sinks. Takes the same
+    flags as `gfd run`, so an uninstall Job can reuse the agent's arguments."""
     settings = build_settings(ctx, params)
     _configure_logging(settings.log_level, settings.log_format)
     sink = make_sink(settings, write=lambda text: None)

@@ -93,6 +93,7 @@ class Agent:
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
     _last_error: str = field(default="", init=False)
+    _warnings: frozenset[str] = field(default=frozenset(), init=False)
     _cycles: int = field(default=0, init=False)
     failures: int = field(default=0, init=False)
 
@@ -175,6 +176,10 @@ class Agent:
         if self._last_error:
             log.info("recovered: labels published again")
             self._last_error = ""
+        current = frozenset(labelling.warnings) | {r.message for r in labelling.rejected}
+        for warning in sorted(current - self._warnings):
+            log.warning("%s", warning)
+        self._warnings = current
         self.failures = 0
         change = result.change
         if not change.empty:

@@ -94,12 +94,13 @@ def test_labels_match_the_golden_file(filename: str, fake_nvml_lib: Path, tmp_pa
 
 
 def test_driver_not_loaded_fails_with_one_clear_line(fake_nvml_lib: Path, tmp_path: Path) -> None:
-    _, profile, sysfs, dmi = node(tmp_path, "driver_not_loaded")
+    _, profile, sysfs, _ = node(tmp_path, "driver_not_loaded")
     result = gfd(fake_nvml_lib, profile, "labels", "--sysfs-root", str(sysfs))
     assert result.returncode == 1
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "NVML could not start" in lines[0] and "Driver Not Loaded" in lines[0]
+    assert len(lines) == 1
+    assert "NVML could not start" in lines[0] and "Driver Not Loaded" in lines[0]
 
 
 def test_library_not_found_fails_with_one_clear_line(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gfd.snapshot import Vgpu
 
@@ -35,12 +35,21 @@ def sysfs_bus_id(nvml_bus_id: str) -> str:
     return f"{domain}{sep}{rest}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HostReader:
-    """Reads host files under configurable roots; every failure is data, not an exception."""
+    """Reads host files under configurable roots; every failure is data, not an exception.
+
+    Read every cycle, so each distinct problem is logged once, not every cycle."""
 
     machine_type_file: str = "/sys/class/dmi/id/product_name"
     sysfs_root: str = "/sys"
+    _reported: set[str] = field(default_factory=set, init=False, repr=False)
+
+    def _warn_once(self, message: str, *args: object) -> None:
+        text = message % args
+        if text not in self._reported:
+            self._reported.add(text)
+            log.warning("%s", text)
 
     def machine_type(self) -> str | None:
         """The machine-type file's content; None when unset or unreadable (GFD: 'unknown')."""
@@ -50,7 +59,8 @@ class HostReader:
             with open(self.machine_type_file, encoding="utf-8", errors="replace") as f:
                 return f.read()
         except OSError as exc:
-            log.warning("machine type: cannot read %s: %s", self.machine_type_file, exc.strerror)
+            self._warn_once("machine type: cannot read %s: %s", self.machine_type_file,
+                            exc.strerror)
             return None
 
     def pci_class(self, nvml_bus_id: str) -> str | None:
@@ -62,7 +72,7 @@ class HostReader:
             with open(path, encoding="ascii", errors="replace") as f:
                 return f.read().strip().lower()
         except OSError as exc:
-            log.warning("gpu.mode: cannot read PCI class %s: %s", path, exc.strerror)
+            self._warn_once("gpu.mode: cannot read PCI class %s: %s", path, exc.strerror)
             return None
 
     def vgpu(self) -> Vgpu | None:
@@ -70,7 +80,7 @@ class HostReader:
         try:
             return scan_vgpu(os.path.join(self.sysfs_root, "bus/pci/devices"))
         except VgpuScanError as exc:
-            log.warning("vgpu: %s; no vgpu labels", exc)
+            self._warn_once("vgpu: %s; no vgpu labels", exc)
             return None
 
 

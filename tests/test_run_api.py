@@ -1,0 +1,111 @@
+"""`gfd run` with the API sinks as a real process against the local fake API server:
+startup cost, no request in steady state, exactly one write per change, `gfd diff`/`prune`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes import profiles
+from fakes.apiserver import FakeApiServer
+from fakes.fakenvml import subprocess_env
+from fakes.sysfs import gpu_tree
+from test_run import ENV_PREFIXES, free_port, http, metric, wait_for
+
+NODE = "gpu-node-1"
+NS = "gfd"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as srv:
+        srv.add_node(NODE, labels={"team": "ml"})
+        srv.add_pod(NS, "gfd-abcde", owner_daemonset="gfd", node_name=NODE)
+        yield srv
+
+
+def command(tmp: Path, server: FakeApiServer, lib: Path, *args: str) -> tuple[list[str],
+                                                                               dict[str, str]]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    env = subprocess_env(lib, tmp / "profile.txt", base) | {
+        "NODE_NAME": NODE, "NAMESPACE": NS, "POD_NAME": "gfd-abcde",
+        "KUBECONFIG": str(server.write_kubeconfig(tmp / "kubeconfig"))}
+    argv = [sys.executable, "-m", "gfd", *args, "--sysfs-root", str(gpu_tree(tmp / "sys", [])),
+            "--nvidia-smi", str(tmp / "none"), "--machine-type-file", str(tmp / "dmi")]
+    return argv, env
+
+
+@pytest.mark.parametrize("sink", ["node", "nodefeature"])
+def test_steady_state_is_free_and_a_change_is_one_write(sink: str, tmp_path: Path,
+                                                        server: FakeApiServer,
+                                                        fake_nvml_lib: Path) -> None:
+    profiles.hgx_h100().write(tmp_path / "profile.txt")
+    port = free_port()
+    argv, env = command(tmp_path, server, fake_nvml_lib, "run", "--sink", sink,
+                        "--sleep-interval", "20ms", "--metrics-port", str(port))
+    log = (tmp_path / "agent.log").open("w")
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: http(port, "/readyz")[0] == 200)
+        startup = server.count()
+        assert startup <= 3, [(r.method, r.path) for r in server.requests]
+        server.clear_log()
+        wait_for(lambda: metric(http(port, "/metrics")[1],
+                                'gfd_cycles_total{result="unchanged"}') >= 100, timeout=20)
+        assert server.count() == 0, "no request in steady state"
+        profiles.one_gpu_lost().write(tmp_path / "profile.txt")
+        wait_for(lambda: server.count() > 0, timeout=10)
+        wait_for(lambda: metric(http(port, "/metrics")[1],
+                                'gfd_cycles_total{result="unchanged"}') >= 110, timeout=10)
+        writes = [(r.method, r.path) for r in server.requests]
+        assert len(writes) == 1 and writes[0][0] in ("PATCH", "PUT"), writes
+        text = http(port, "/metrics")[1]
+        assert metric(text, 'gfd_api_requests_total{code="200",verb="patch"}') + metric(
+            text, 'gfd_api_requests_total{code="200",verb="update"}') >= 1
+    finally:
+        proc.terminate()
+        code = proc.wait(timeout=15)
+        log.close()
+    assert code == 0
+    if sink == "node":
+        labels = server.labels(NODE)
+        assert labels["nvidia.com/gpu.count"] == "7" and labels["team"] == "ml"
+    else:
+        obj = server.nodefeature(NS, f"nvidia-features-for-{NODE}")
+        assert obj is not None and obj["spec"]["labels"]["nvidia.com/gpu.count"] == "7"
+
+
+def test_diff_and_prune_with_the_node_sink(tmp_path: Path, server: FakeApiServer,
+                                           fake_nvml_lib: Path) -> None:
+    profiles.hgx_h100().write(tmp_path / "profile.txt")
+
+    def gfd(*args: str) -> subprocess.CompletedProcess[str]:
+        argv, env = command(tmp_path, server, fake_nvml_lib, *args)
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
+                              check=False)
+
+    assert gfd("diff", "--sink", "node").returncode == 1
+    assert gfd("run", "--sink", "node", "--oneshot").returncode == 0
+    in_sync = gfd("diff", "--sink", "node")
+    assert in_sync.returncode == 0, in_sync.stdout + in_sync.stderr
+    profiles.t4x4().write(tmp_path / "profile.txt")
+    changed = gfd("diff", "--sink", "node")
+    assert changed.returncode == 1 and "~ nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3 -> " \
+        "Tesla-T4" in changed.stdout
+    assert gfd("prune", "--sink", "node").returncode == 0
+    assert server.labels(NODE) == {"team": "ml"}
+
+
+def test_api_sinks_need_a_node_name(tmp_path: Path, server: FakeApiServer,
+                                    fake_nvml_lib: Path) -> None:
+    profiles.hgx_h100().write(tmp_path / "profile.txt")
+    argv, env = command(tmp_path, server, fake_nvml_lib, "run", "--oneshot",
+                        "--use-node-feature-api")
+    env.pop("NODE_NAME")
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 2 and "NODE_NAME" in result.stderr
