@@ -1,0 +1,747 @@
+"""The fake API server behaves like the real one, as seen through the real client."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from .apiserver import (
+    APPLY_PATCH,
+    JSON_PATCH,
+    MERGE_PATCH,
+    NFD_API_VERSION,
+    STRATEGIC_MERGE_PATCH,
+    FakeApiServer,
+    json_patch,
+    label_value_errors,
+    qualified_name_errors,
+)
+
+GROUP, VERSION, PLURAL, NS = "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", "gfd"
+
+ClientFactory = Callable[..., client.ApiClient]
+# The generated API classes and models are typed Optional everywhere; the tests
+# assert shapes at run time, so the API objects are handled as Any here.
+Api = Any
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        server.add_node("n1", labels={"kubernetes.io/hostname": "n1"})
+        yield server
+        assert server.errors == []
+
+
+@pytest.fixture
+def kubeconfig(api: FakeApiServer, tmp_path: Path) -> Path:
+    return api.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def make_client(kubeconfig: Path) -> Iterator[ClientFactory]:
+    """ApiClients built from the kubeconfig, never the global default configuration."""
+    made: list[client.ApiClient] = []
+
+    def make(*, retries: Any = 0, token: str | None = None) -> client.ApiClient:
+        cfg = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig), client_configuration=cfg
+        )
+        cfg.retries = retries  # 0: no urllib3 retries, so faults surface at once
+        if token is not None:
+            cfg.refresh_api_key_hook = None  # the kubeconfig loader re-sets the token
+            cfg.api_key["BearerToken"] = f"Bearer {token}"
+        api_client = client.ApiClient(cfg)
+        made.append(api_client)
+        return api_client
+
+    yield make
+    for api_client in made:
+        api_client.close()  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture
+def core(make_client: ClientFactory) -> Api:
+    return client.CoreV1Api(make_client())
+
+
+@pytest.fixture
+def custom(make_client: ClientFactory) -> Api:
+    return client.CustomObjectsApi(make_client())
+
+
+def status_of(err: ApiException) -> dict[str, Any]:
+    body = json.loads(err.body or "")
+    assert body["kind"] == "Status" and body["apiVersion"] == "v1"
+    assert body["status"] == "Failure" and body["code"] == err.status
+    assert body["metadata"] == {}
+    return body  # type: ignore[no-any-return]
+
+
+def labels(api: FakeApiServer, node: str = "n1") -> dict[str, str]:
+    return api.labels(node)
+
+
+def rv(api: FakeApiServer, node: str = "n1") -> str:
+    return str(api.node(node)["metadata"]["resourceVersion"])
+
+
+# ----------------------------------------------------------------------------- basics
+
+
+def test_get_node_through_kubeconfig(api: FakeApiServer, core: Api) -> None:
+    node = core.read_node("n1")
+    assert node.metadata.name == "n1"
+    assert node.metadata.labels == {"kubernetes.io/hostname": "n1"}
+    assert node.metadata.uid and node.metadata.creation_timestamp is not None
+    assert node.metadata.resource_version == rv(api)
+    assert [(m.manager, m.operation) for m in node.metadata.managed_fields] == [
+        ("kubelet", "Update")
+    ]
+    [record] = api.requests
+    assert (record.method, record.path, record.status) == ("GET", "/api/v1/nodes/n1", 200)
+
+
+def test_wrong_token_is_unauthorized(make_client: ClientFactory) -> None:
+    core = client.CoreV1Api(make_client(token="wrong"))
+    with pytest.raises(ApiException) as exc:
+        core.read_node("n1")
+    assert exc.value.status == 401
+    assert status_of(exc.value)["reason"] == "Unauthorized"
+
+
+def test_missing_node_is_404(core: Api) -> None:
+    with pytest.raises(ApiException) as exc:
+        core.read_node("nope")
+    body = status_of(exc.value)
+    assert exc.value.status == 404
+    assert body["reason"] == "NotFound"
+    assert body["message"] == 'nodes "nope" not found'
+    assert body["details"] == {"name": "nope", "kind": "nodes"}
+    with pytest.raises(ApiException) as exc:
+        core.patch_node("nope", {"metadata": {"labels": {"a": "b"}}})
+    assert exc.value.status == 404
+
+
+def test_list_nodes_with_label_selector(api: FakeApiServer, core: Api) -> None:
+    api.add_node("n2", labels={"gpu": "true", "zone": "a"})
+    api.add_node("n3", labels={"gpu": "false"})
+
+    def names(selector: str) -> list[str]:
+        return [n.metadata.name for n in core.list_node(label_selector=selector).items]
+
+    assert names("gpu=true") == ["n2"]
+    assert names("gpu!=true") == ["n1", "n3"]
+    assert names("gpu in (true,false),!zone") == ["n3"]
+    assert names("kubernetes.io/hostname") == ["n1"]
+    assert core.list_node().metadata.resource_version == api.resource_version
+
+
+# ----------------------------------------------------------------------------- patches
+
+
+def test_merge_patch_merges_and_null_deletes(api: FakeApiServer, core: Api) -> None:
+    api.set_label("n1", "old", "x")
+    before = rv(api)
+    api.clear_log()
+    body = {"metadata": {"labels": {"new": "1", "old": None, "never-there": None}}}
+    node = core.patch_node("n1", body, _content_type=MERGE_PATCH)
+    assert node.metadata.labels == {"kubernetes.io/hostname": "n1", "new": "1"}
+    assert labels(api) == node.metadata.labels
+    assert int(rv(api)) > int(before)
+    [record] = api.requests
+    assert (record.method, record.content_type, record.status) == ("PATCH", MERGE_PATCH, 200)
+    assert record.json() == body
+
+
+def test_dict_patch_defaults_to_strategic_merge(api: FakeApiServer, core: Api) -> None:
+    core.patch_node("n1", {"metadata": {"labels": {"a": "1"}, "annotations": {"x/y": "z"}}})
+    core.patch_node("n1", {"metadata": {"labels": {"a": None, "b": "2"}}})
+    assert labels(api) == {"kubernetes.io/hostname": "n1", "b": "2"}
+    assert api.node("n1")["metadata"]["annotations"] == {"x/y": "z"}
+    assert {r.content_type for r in api.requests} == {STRATEGIC_MERGE_PATCH}
+
+
+def test_noop_write_does_not_bump_resource_version(api: FakeApiServer, core: Api) -> None:
+    core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}}, _content_type=MERGE_PATCH)
+    before = rv(api)
+    core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}}, _content_type=MERGE_PATCH)
+    assert rv(api) == before
+    assert api.count("PATCH") == 2
+
+
+def test_json_patch_unescapes_pointer_tokens(api: FakeApiServer, core: Api) -> None:
+    ops = [
+        {"op": "add", "path": "/metadata/labels/nvidia.com~1gpu.product", "value": "A100"},
+        {"op": "add", "path": "/metadata/annotations", "value": {}},
+        {"op": "add", "path": "/metadata/annotations/example.com~1a", "value": "v"},
+        {"op": "test", "path": "/metadata/labels/kubernetes.io~1hostname", "value": "n1"},
+        {"op": "replace", "path": "/metadata/labels/kubernetes.io~1hostname", "value": "h"},
+    ]
+    core.patch_node("n1", ops)  # a list body: the client picks json-patch
+    assert labels(api) == {"kubernetes.io/hostname": "h", "nvidia.com/gpu.product": "A100"}
+    assert api.node("n1")["metadata"]["annotations"] == {"example.com/a": "v"}
+    assert api.requests[-1].content_type == JSON_PATCH
+    core.patch_node(
+        "n1",
+        [{"op": "remove", "path": "/metadata/labels/nvidia.com~1gpu.product"}],
+        _content_type=JSON_PATCH,
+    )
+    assert labels(api) == {"kubernetes.io/hostname": "h"}
+
+
+@pytest.mark.parametrize(
+    "bad_op",
+    [
+        {"op": "remove", "path": "/metadata/labels/missing"},
+        {"op": "replace", "path": "/metadata/labels/missing", "value": "x"},
+        {"op": "test", "path": "/metadata/labels/kubernetes.io~1hostname", "value": "other"},
+        {"op": "add", "path": "/metadata/annotations/a", "value": "x"},  # no annotations map
+    ],
+    ids=["remove-missing", "replace-missing", "test-mismatch", "add-without-parent"],
+)
+def test_json_patch_failure_is_atomic(
+    api: FakeApiServer, core: Api, bad_op: dict[str, Any]
+) -> None:
+    before, before_labels = rv(api), labels(api)
+    ops = [{"op": "add", "path": "/metadata/labels/first", "value": "1"}, bad_op]
+    with pytest.raises(ApiException) as exc:
+        core.patch_node("n1", ops, _content_type=JSON_PATCH)
+    body = status_of(exc.value)
+    assert exc.value.status == 422
+    assert body["reason"] == "Invalid"
+    assert body["message"] == "the server rejected our request due to an error in our request"
+    assert (rv(api), labels(api)) == (before, before_labels)
+
+
+def test_dry_run_validates_but_does_not_persist(api: FakeApiServer, core: Api) -> None:
+    before = rv(api)
+    node = core.patch_node(
+        "n1", {"metadata": {"labels": {"a": "1"}}}, dry_run="All", _content_type=MERGE_PATCH
+    )
+    assert node.metadata.labels["a"] == "1"
+    assert (rv(api), "a" in labels(api)) == (before, False)
+
+
+# ----------------------------------------------------------------------------- apply
+
+
+def apply(core: Api, manager: str, node_labels: dict[str, str], force: bool | None = None) -> Any:
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": node_labels}}
+    return core.patch_node(
+        "n1", body, field_manager=manager, force=force, _content_type=APPLY_PATCH
+    )
+
+
+def managers(api: FakeApiServer) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for entry in api.node("n1")["metadata"].get("managedFields", []):
+        owned = entry["fieldsV1"]["f:metadata"].get("f:labels", {})
+        out[f"{entry['manager']}/{entry['operation']}"] = sorted(k[2:] for k in owned)
+    return out
+
+
+def test_apply_tracks_ownership_per_manager(api: FakeApiServer, core: Api) -> None:
+    apply(core, "gfd", {"a": "1", "shared": "s"})
+    apply(core, "other", {"b": "2", "shared": "s"})  # same value: co-owned, no conflict
+    assert managers(api) == {
+        "kubelet/Update": ["kubernetes.io/hostname"],
+        "gfd/Apply": ["a", "shared"],
+        "other/Apply": ["b", "shared"],
+    }
+    apply(core, "gfd", {"shared": "s"})  # omitting "a" deletes it: nobody else owns it
+    assert labels(api) == {"kubernetes.io/hostname": "n1", "b": "2", "shared": "s"}
+    apply(core, "gfd", {})  # "shared" survives: "other" still owns it
+    assert labels(api) == {"kubernetes.io/hostname": "n1", "b": "2", "shared": "s"}
+    assert "gfd/Apply" not in managers(api)
+    apply(core, "other", {})
+    assert labels(api) == {"kubernetes.io/hostname": "n1"}
+    assert [r.query["fieldManager"] for r in api.requests] == [
+        "gfd",
+        "other",
+        "gfd",
+        "gfd",
+        "other",
+    ]
+    assert {r.content_type for r in api.requests} == {APPLY_PATCH}
+
+
+def test_apply_conflict_and_force(api: FakeApiServer, core: Api) -> None:
+    apply(core, "other", {"b": "2"})
+    before = rv(api)
+    with pytest.raises(ApiException) as exc:
+        apply(core, "gfd", {"b": "3", "kubernetes.io/hostname": "x"})
+    body = status_of(exc.value)
+    assert exc.value.status == 409
+    assert body["reason"] == "Conflict"
+    assert body["message"].startswith("Apply failed with 2 conflicts")
+    causes = {(c["field"], c["message"]) for c in body["details"]["causes"]}
+    assert causes == {
+        (".metadata.labels.b", 'conflict with "other"'),
+        (".metadata.labels.kubernetes.io/hostname", 'conflict with "kubelet" using v1'),
+    }
+    assert rv(api) == before and labels(api)["b"] == "2"
+
+    apply(core, "gfd", {"b": "3"}, force=True)
+    assert labels(api)["b"] == "3"
+    assert managers(api)["gfd/Apply"] == ["b"] and "other/Apply" not in managers(api)
+    apply(core, "other", {})  # "other" lost "b": its later applies cannot remove it
+    assert labels(api)["b"] == "3"
+    assert api.requests[-2].query == {"fieldManager": "gfd", "force": "true"}
+
+
+def test_apply_requires_field_manager(core: Api) -> None:
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {}}}
+    with pytest.raises(ApiException) as exc:
+        core.patch_node("n1", body, _content_type=APPLY_PATCH)
+    assert exc.value.status == 400
+    assert status_of(exc.value)["reason"] == "BadRequest"
+
+
+def test_apply_accepts_yaml_text(api: FakeApiServer) -> None:
+    """The generated client only sends dicts (as JSON); kubectl-style YAML works too."""
+    body = b"apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    y: 'yes'\n"
+    request = urllib.request.Request(
+        f"{api.url}/api/v1/nodes/n1?fieldManager=kubectl",
+        data=body,
+        method="PATCH",
+        headers={"Authorization": "Bearer fake-token", "Content-Type": APPLY_PATCH},
+    )
+    with urllib.request.urlopen(request) as response:
+        assert response.status == 200
+        assert json.load(response)["metadata"]["labels"]["y"] == "yes"
+    assert managers(api)["kubectl/Apply"] == ["y"]
+
+
+def test_json_patch_pointer_unescaping_order() -> None:
+    """``~01`` is a literal ``~1`` (RFC 6901: ``~1`` is replaced before ``~0``)."""
+    doc: dict[str, Any] = {"m": {}}
+    ops = [
+        {"op": "add", "path": "/m/a~01b", "value": 1},
+        {"op": "add", "path": "/m/c~1d", "value": 2},
+        {"op": "add", "path": "/m/e~0f", "value": 3},
+    ]
+    assert json_patch(doc, ops) == {"m": {"a~1b": 1, "c/d": 2, "e~f": 3}}
+    assert doc == {"m": {}}
+
+
+def test_update_takes_ownership_from_appliers(api: FakeApiServer, core: Api) -> None:
+    apply(core, "gfd", {"a": "1"})
+    api.set_label("n1", "a", "changed", manager="someone")  # a non-apply write never conflicts
+    assert managers(api)["someone/Update"] == ["a"] and "gfd/Apply" not in managers(api)
+    apply(core, "gfd", {})  # gfd no longer owns "a": it stays
+    assert labels(api)["a"] == "changed"
+
+
+# ----------------------------------------------------------------------------- concurrency
+
+
+def test_stale_resource_version_conflicts(api: FakeApiServer, core: Api) -> None:
+    node = core.read_node("n1")
+    stale = node.metadata.resource_version
+    api.set_label("n1", "other", "actor")  # another writer bumps resourceVersion
+    assert rv(api) != stale
+    patch = {"metadata": {"resourceVersion": stale, "labels": {"a": "1"}}}
+    with pytest.raises(ApiException) as exc:
+        core.patch_node("n1", patch, _content_type=MERGE_PATCH)
+    body = status_of(exc.value)
+    assert exc.value.status == 409
+    assert body["reason"] == "Conflict"
+    assert body["message"] == (
+        'Operation cannot be fulfilled on nodes "n1": the object has been modified; '
+        "please apply your changes to the latest version and try again"
+    )
+    assert body["details"] == {"name": "n1", "kind": "nodes"}
+    with pytest.raises(ApiException) as exc:
+        core.replace_node("n1", node)  # PUT with the stale object
+    assert exc.value.status == 409
+    assert "a" not in labels(api)
+
+    fresh = core.read_node("n1")
+    fresh.metadata.labels["a"] = "1"
+    del fresh.metadata.labels["other"]
+    core.replace_node("n1", fresh)
+    assert labels(api) == {"kubernetes.io/hostname": "n1", "a": "1"}
+    patch["metadata"]["resourceVersion"] = rv(api)
+    core.patch_node("n1", patch, _content_type=MERGE_PATCH)
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("NVIDIA-A100-SXM4-40GB", True),
+        ("1g.5gb", True),
+        ("", True),
+        ("x" * 63, True),
+        ("NVIDIA-TITAN-X-(Pascal)", False),
+        ("A100-", False),
+        ("-A100", False),
+        ("x" * 64, False),
+        ("abc\n", False),
+        ("caf\u00e9", False),
+    ],
+)
+def test_label_value_rules(value: str, valid: bool) -> None:
+    assert (label_value_errors(value) == []) is valid
+
+
+@pytest.mark.parametrize(
+    ("key", "valid"),
+    [
+        ("nvidia.com/gpu.product", True),
+        ("Plain_Name.1", True),
+        ("a" * 63, True),
+        ("a" * 64, False),
+        ("example.com/" + "a" * 64, False),
+        ("a/b/c", False),
+        ("/x", False),
+        ("x/", False),
+        ("Example.com/x", False),
+        ("under_score.com/x", False),
+        ("-x", False),
+        ("x\n", False),
+        ("a" * 254 + "/x", False),
+    ],
+)
+def test_label_key_rules(key: str, valid: bool) -> None:
+    assert (qualified_name_errors(key) == []) is valid
+
+
+def test_invalid_label_is_422_and_nothing_changes(api: FakeApiServer, core: Api) -> None:
+    before, before_labels = rv(api), labels(api)
+    patch = {"metadata": {"labels": {"ok": "1", "bad/key/x": "v", "k": "NVIDIA-TITAN-X-(Pascal)"}}}
+    with pytest.raises(ApiException) as exc:
+        core.patch_node("n1", patch, _content_type=MERGE_PATCH)
+    body = status_of(exc.value)
+    assert exc.value.status == 422
+    assert body["reason"] == "Invalid"
+    assert body["message"].startswith('Node "n1" is invalid: [metadata.labels: Invalid value: ')
+    assert '"bad/key/x"' in body["message"] and '"NVIDIA-TITAN-X-(Pascal)"' in body["message"]
+    causes = body["details"]["causes"]
+    assert len(causes) == 2
+    assert {c["field"] for c in causes} == {"metadata.labels"}
+    assert {c["reason"] for c in causes} == {"FieldValueInvalid"}
+    assert (body["details"]["name"], body["details"]["kind"]) == ("n1", "Node")
+    assert (rv(api), labels(api)) == (before, before_labels)
+    with pytest.raises(ApiException) as exc:  # apply and JSON patch are validated too
+        apply(core, "gfd", {"bad/key/x": "v"})
+    assert exc.value.status == 422
+    with pytest.raises(ApiException) as exc:
+        core.patch_node("n1", [{"op": "add", "path": "/metadata/labels/a", "value": "-"}])
+    assert exc.value.status == 422
+    assert (rv(api), labels(api)) == (before, before_labels)
+
+
+def test_helpers_validate_too(api: FakeApiServer) -> None:
+    with pytest.raises(ValueError, match="is invalid"):
+        api.set_label("n1", "k", "bad value")
+
+
+# ----------------------------------------------------------------------------- authorisation
+
+
+def test_forbid_rule(api: FakeApiServer, core: Api) -> None:
+    api.forbid("patch", "nodes")
+    with pytest.raises(ApiException) as exc:
+        core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}})
+    body = status_of(exc.value)
+    assert exc.value.status == 403
+    assert body["reason"] == "Forbidden"
+    assert body["message"] == (
+        'nodes "n1" is forbidden: User "system:serviceaccount:gfd:gfd" cannot patch '
+        'resource "nodes" in API group "" at the cluster scope'
+    )
+    core.read_node("n1")  # other verbs are still allowed
+    api.allow_all()
+    core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}})
+
+    api.forbid("get", "nodefeatures", "only-this")
+    custom = client.CustomObjectsApi(core.api_client)
+    with pytest.raises(ApiException) as exc:
+        custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "only-this")
+    assert status_of(exc.value)["message"] == (
+        'nodefeatures.nfd.k8s-sigs.io "only-this" is forbidden: User '
+        '"system:serviceaccount:gfd:gfd" cannot get resource "nodefeatures" in API group '
+        '"nfd.k8s-sigs.io" in the namespace "gfd"'
+    )
+    with pytest.raises(ApiException) as exc:  # another name: allowed, and absent
+        custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "other")
+    assert exc.value.status == 404
+
+
+def test_pod_to_owning_daemonset(api: FakeApiServer, make_client: ClientFactory) -> None:
+    pod = api.add_pod(NS, "gfd-x7k2p", owner_daemonset="gfd", node_name="n1")
+    api_client = make_client()
+    read: Any = client.CoreV1Api(api_client).read_namespaced_pod("gfd-x7k2p", NS)
+    assert read.metadata.uid == pod["metadata"]["uid"]
+    [owner] = read.metadata.owner_references
+    assert (owner.kind, owner.name, owner.controller) == ("DaemonSet", "gfd", True)
+    ds: Any = client.AppsV1Api(api_client).read_namespaced_daemon_set(owner.name, NS)
+    assert ds.metadata.uid == owner.uid
+    api.forbid("get", "daemonsets")
+    with pytest.raises(ApiException) as exc:
+        client.AppsV1Api(api_client).read_namespaced_daemon_set("gfd", NS)
+    assert exc.value.status == 403
+    assert 'cannot get resource "daemonsets" in API group "apps"' in status_of(exc.value)["message"]
+
+
+# ----------------------------------------------------------------------------- NodeFeature
+
+
+def nodefeature(name: str = "nvidia-features-for-n1", **spec_labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": NFD_API_VERSION,
+        "kind": "NodeFeature",
+        "metadata": {"name": name, "labels": {"nfd.node.kubernetes.io/node-name": "n1"}},
+        "spec": {"labels": dict(spec_labels)},
+    }
+
+
+def test_nodefeature_lifecycle(api: FakeApiServer, custom: Api) -> None:
+    name = "nvidia-features-for-n1"
+    created = custom.create_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, nodefeature(**{"nvidia.com/gpu.count": "8"})
+    )
+    assert created["metadata"]["uid"] and created["metadata"]["namespace"] == NS
+    assert api.requests[-1].status == 201
+    got = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    assert got["spec"]["labels"] == {"nvidia.com/gpu.count": "8"}
+    assert api.nodefeature(NS, name) == got
+
+    with pytest.raises(ApiException) as exc:
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodefeature())
+    body = status_of(exc.value)
+    assert (exc.value.status, body["reason"]) == (409, "AlreadyExists")
+    assert body["message"] == f'nodefeatures.nfd.k8s-sigs.io "{name}" already exists'
+
+    got["spec"]["labels"]["nvidia.com/gpu.count"] = "4"
+    replaced = custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, got)
+    assert int(replaced["metadata"]["resourceVersion"]) > int(got["metadata"]["resourceVersion"])
+    assert replaced["metadata"]["generation"] == 2
+    with pytest.raises(ApiException) as exc:  # the same (now stale) object again
+        custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, got)
+    assert (exc.value.status, status_of(exc.value)["reason"]) == (409, "Conflict")
+    del got["metadata"]["resourceVersion"]
+    with pytest.raises(ApiException) as exc:  # CRs refuse unconditional updates
+        custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, got)
+    assert (exc.value.status, status_of(exc.value)["reason"]) == (422, "Invalid")
+
+    patched = custom.patch_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, name, {"spec": {"labels": {"extra": "1"}}}
+    )
+    assert patched["spec"]["labels"] == {"nvidia.com/gpu.count": "4", "extra": "1"}
+    assert api.requests[-1].content_type == MERGE_PATCH
+
+    listed = custom.list_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, label_selector="nfd.node.kubernetes.io/node-name=n1"
+    )
+    assert [i["metadata"]["name"] for i in listed["items"]] == [name]
+
+    deleted = custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    assert deleted["status"] == "Success"
+    assert api.nodefeature(NS, name) is None
+    for call in (custom.get_namespaced_custom_object, custom.delete_namespaced_custom_object):
+        with pytest.raises(ApiException) as exc:
+            call(GROUP, VERSION, NS, PLURAL, name)
+        assert exc.value.status == 404
+        assert status_of(exc.value)["details"] == {
+            "name": name,
+            "group": GROUP,
+            "kind": PLURAL,
+        }
+    with pytest.raises(ApiException) as exc:
+        custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, nodefeature())
+    assert exc.value.status == 404
+
+
+def test_nodefeature_404_without_crd(api: FakeApiServer, custom: Api) -> None:
+    api.set_crd_installed(False)
+    calls: list[Callable[[], Any]] = [
+        lambda: custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodefeature()),
+        lambda: custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "x"),
+        lambda: custom.list_cluster_custom_object(GROUP, VERSION, PLURAL),
+    ]
+    for call in calls:
+        with pytest.raises(ApiException) as exc:
+            call()
+        body = status_of(exc.value)
+        assert exc.value.status == 404
+        assert body["reason"] == "NotFound"
+        assert body["message"] == "the server could not find the requested resource"
+    api.set_crd_installed(True)
+    custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodefeature())
+
+
+def test_nodefeature_rejects_strategic_merge(api: FakeApiServer, custom: Api) -> None:
+    api.add_nodefeature(NS, nodefeature())
+    with pytest.raises(ApiException) as exc:
+        custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            NS,
+            PLURAL,
+            "nvidia-features-for-n1",
+            {"spec": {"labels": {"a": "b"}}},
+            _content_type=STRATEGIC_MERGE_PATCH,
+        )
+    assert exc.value.status == 415
+    assert status_of(exc.value)["reason"] == "UnsupportedMediaType"
+
+
+def test_nodefeature_validates_metadata_labels_not_spec_labels(
+    api: FakeApiServer, custom: Api
+) -> None:
+    odd = nodefeature(**{"Bad Key!": "bad value?"})  # spec.labels: only strings required
+    custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, odd)
+    bad = nodefeature("other")
+    bad["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"] = "not valid!"
+    with pytest.raises(ApiException) as exc:
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, bad)
+    body = status_of(exc.value)
+    assert exc.value.status == 422
+    assert body["message"].startswith('NodeFeature.nfd.k8s-sigs.io "other" is invalid: ')
+    assert api.nodefeature(NS, "other") is None
+
+
+# ----------------------------------------------------------------------------- faults
+
+
+def test_injected_500(api: FakeApiServer, core: Api) -> None:
+    api.inject(500, method="PATCH")
+    with pytest.raises(ApiException) as exc:
+        core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}})
+    assert (exc.value.status, status_of(exc.value)["reason"]) == (500, "InternalError")
+    assert "a" not in labels(api)
+    core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}})  # count=1: the next one works
+    assert [r.status for r in api.requests] == [500, 200]
+
+
+def test_injected_429_with_retry_after(api: FakeApiServer, core: Api) -> None:
+    api.inject(429, retry_after=7, path_contains="/nodes/n1")
+    with pytest.raises(ApiException) as exc:
+        core.read_node("n1")
+    assert exc.value.status == 429
+    assert exc.value.headers is not None and exc.value.headers["Retry-After"] == "7"
+    body = status_of(exc.value)
+    assert body["reason"] == "TooManyRequests"
+    assert body["details"] == {"retryAfterSeconds": 7}
+
+
+def test_default_client_retries_429_on_get_but_not_on_patch(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    """urllib3's default Retry(3) honours Retry-After for GET/PUT/DELETE, silently."""
+    core: Api = client.CoreV1Api(make_client(retries=None))
+    api.inject(429, count=2, retry_after=0)
+    assert core.read_node("n1").metadata.name == "n1"
+    assert [r.status for r in api.requests] == [429, 429, 200]
+    api.clear_log()
+    api.inject(429, retry_after=0)
+    with pytest.raises(ApiException) as exc:
+        core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}})
+    assert exc.value.status == 429
+    assert api.count() == 1
+
+
+def test_set_down_gives_connection_errors(api: FakeApiServer, core: Api) -> None:
+    core.read_node("n1")  # leave a keep-alive connection in the pool
+    api.set_down(True)
+    with pytest.raises(urllib3.exceptions.MaxRetryError) as exc:
+        core.read_node("n1")
+    assert isinstance(exc.value.reason, urllib3.exceptions.ProtocolError)
+    with pytest.raises(urllib3.exceptions.ProtocolError):  # PATCH is never retried
+        core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}})
+    assert [(r.method, r.status) for r in api.requests[1:]] == [("GET", 0), ("PATCH", 0)]
+    assert "a" not in labels(api)
+    api.set_down(False)
+    core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}})
+    assert labels(api)["a"] == "1"
+
+
+def test_latency(api: FakeApiServer, core: Api) -> None:
+    api.set_latency(0.15)
+    start = time.monotonic()
+    core.read_node("n1")
+    assert time.monotonic() - start >= 0.15
+
+
+# ----------------------------------------------------------------------------- request log
+
+
+def test_request_log_is_exact(api: FakeApiServer, core: Api) -> None:
+    assert api.requests == []  # helpers (add_node in the fixture) are not requests
+    core.read_node("n1")
+    core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}}, field_manager="gfd")
+    core.list_node(label_selector="a=1")
+    get, patch, lst = api.requests
+    assert (get.method, get.path, get.query, get.content_type) == (
+        "GET",
+        "/api/v1/nodes/n1",
+        {},
+        None,
+    )
+    assert get.request_bytes == 0 and get.response_bytes > 0
+    assert (patch.method, patch.query, patch.status) == ("PATCH", {"fieldManager": "gfd"}, 200)
+    assert patch.request_bytes == len(b'{"metadata": {"labels": {"a": "1"}}}')
+    assert lst.path == "/api/v1/nodes" and lst.query == {"labelSelector": "a=1"}
+    assert get.timestamp <= patch.timestamp <= lst.timestamp
+    assert api.count() == 3
+    assert api.count("PATCH") == 1
+    assert api.count("get", "/nodes/n1") == 1
+    assert api.count(path_contains="/api/v1/nodes") == 3
+    api.clear_log()
+    assert api.count() == 0 and api.requests == []
+
+
+def test_usable_from_another_process(api: FakeApiServer, kubeconfig: Path) -> None:
+    script = (
+        "import json, sys, urllib.request, yaml\n"
+        "cfg = yaml.safe_load(open(sys.argv[1]))\n"
+        "url = cfg['clusters'][0]['cluster']['server'] + '/api/v1/nodes/n1'\n"
+        "token = cfg['users'][0]['user']['token']\n"
+        "req = urllib.request.Request(url, headers={'Authorization': 'Bearer ' + token})\n"
+        "print(json.load(urllib.request.urlopen(req))['metadata']['name'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=20,
+    )
+    assert out.stdout.strip() == "n1"
+    assert api.count("GET", "/api/v1/nodes/n1") == 1
+
+
+def test_concurrent_writers_are_serialised(api: FakeApiServer, make_client: ClientFactory) -> None:
+    before = int(rv(api))
+
+    def writer(index: int) -> None:
+        core: Api = client.CoreV1Api(make_client())
+        for j in range(5):
+            core.patch_node("n1", {"metadata": {"labels": {f"w{index}-{j}": "1"}}})
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(labels(api)) == 1 + 6 * 5
+    assert int(rv(api)) == before + 6 * 5
+    assert api.count("PATCH") == 30
