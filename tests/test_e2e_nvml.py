@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import profiles
@@ -156,3 +157,47 @@ def test_vgpu_guest_gets_host_driver_labels(fake_nvml_lib: Path, tmp_path: Path)
     assert "nvidia.com/vgpu.present=true" in lines
     assert "nvidia.com/vgpu.host-driver-version=550.54.16" in lines
     assert "nvidia.com/vgpu.host-driver-branch=r550_40" in lines
+
+
+def mig_resources(stdout: str) -> list[str]:
+    return sorted(line.split("=")[0].removesuffix(".count").removeprefix("nvidia.com/")
+                  for line in stdout.splitlines()
+                  if line.startswith("nvidia.com/mig-") and ".count=" in line)
+
+
+# The device plugin names MIG resources from the same NVML profile: "MIG 1g.10gb+me" ->
+# nvidia.com/mig-1g.10gb.me (go-nvlib's profile string with '+' -> '.'), compute-instance
+# splits as <C>c.<G>g.<GB>gb (reference §5.6). The labels must use exactly those names.
+@pytest.mark.parametrize("machine, names", [
+    (profiles.h100_mig, ["mig-1g.10gb.me", "mig-1g.20gb", "mig-3g.40gb"]),
+    (profiles.a30_mig, ["mig-1g.6gb", "mig-1g.6gb.me", "mig-2g.12gb"]),
+    (profiles.a100_compute_split, ["mig-1c.3g.20gb", "mig-2g.10gb"]),
+    (profiles.dgx_a100_layout, ["mig-1g.5gb", "mig-2g.10gb", "mig-3g.20gb", "mig-7g.40gb"]),
+], ids=["h100", "a30", "compute-split", "dgx-a100"])
+def test_mig_resource_names_equal_the_device_plugins(machine: Any, names: list[str],
+                                                     fake_nvml_lib: Path, tmp_path: Path) -> None:
+    profile = machine().write(tmp_path / "profile.txt")
+    result = gfd(fake_nvml_lib, profile, "labels", "--mig-strategy", "mixed", "--sysfs-root",
+                 str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert mig_resources(result.stdout) == names
+
+
+def test_old_driver_without_profile_names_falls_back_to_the_eighths_rule(
+        fake_nvml_old_lib: Path, tmp_path: Path) -> None:
+    profile = profiles.a100_compute_split().write(tmp_path / "profile.txt")
+    result = gfd(fake_nvml_old_lib, profile, "labels", "--mig-strategy", "mixed",
+                 "--sysfs-root", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert mig_resources(result.stdout) == ["mig-1c.3g.20gb", "mig-2g.10gb"]
+
+
+def test_fabric_clique_label_and_its_conflict(fake_nvml_lib: Path, tmp_path: Path) -> None:
+    profile = profiles.gb200_clique().write(tmp_path / "profile.txt")
+    result = gfd(fake_nvml_lib, profile, "labels", "--sysfs-root", str(tmp_path))
+    assert f"nvidia.com/gpu.clique={profiles.GB200_CLUSTER}.1" in result.stdout.splitlines()
+    profile = profiles.clique_conflict().write(tmp_path / "profile.txt")
+    result = gfd(fake_nvml_lib, profile, "labels", "--sysfs-root", str(tmp_path))
+    assert result.returncode == 0
+    assert "gpu.clique" not in result.stdout
+    assert "different fabric cliques" in result.stderr
