@@ -93,6 +93,7 @@ class Agent:
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
     _last_error: str = field(default="", init=False)
+    _config_error: str = field(default="", init=False)
     _warnings: frozenset[str] = field(default=frozenset(), init=False)
     _cycles: int = field(default=0, init=False)
     failures: int = field(default=0, init=False)
@@ -107,13 +108,21 @@ class Agent:
         if self.observer:
             self.observer.error(kind)
 
+    def _config_refused(self, message: str) -> None:
+        """A refused config keeps the last good one; reported once until the config changes."""
+        if message != self._config_error:
+            log.error("%s", message)
+            self._config_error = message
+        if self.observer:
+            self.observer.error("config")
+
     def _candidate_options(self, force: bool) -> LabelOptions | None:
         if self.reloader is None:
             return None
         try:
             return self.reloader.poll(force=force)
         except ConfigError as exc:
-            self._report_error("config", ConfigError(f"{exc}; keeping the last good config"))
+            self._config_refused(f"{exc}; keeping the last good config")
             return None
 
     def label(self, snapshot: Snapshot, candidate: LabelOptions | None) -> Labelling:
@@ -122,10 +131,10 @@ class Agent:
             try:
                 labelling = compute_labels(snapshot, candidate)
             except ConfigError as exc:
-                self._report_error(
-                    "config", ConfigError(f"new config refused: {exc}; keeping the last good one"))
+                self._config_refused(f"new config refused: {exc}; keeping the last good one")
             else:
                 log.info("config reloaded")
+                self._config_error = ""
                 self.options = candidate
                 return labelling
         return compute_labels(snapshot, self.options)

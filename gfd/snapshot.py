@@ -161,7 +161,7 @@ class Snapshot:
     def from_json(cls, text: str) -> Snapshot:
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise DiscoveryError(f"snapshot: not valid JSON: {exc}") from exc
         return cls.from_dict(data)
 
@@ -183,7 +183,7 @@ def _from_plain(cls: type[_T], data: Any, where: str) -> _T:
     known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(known))
     if unknown:
-        raise DiscoveryError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        raise DiscoveryError(f"{where}: unknown field(s) {', '.join(ascii(u) for u in unknown)}")
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         kwargs[name] = _convert(cls, name, value, f"{where}.{name}")

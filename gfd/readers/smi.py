@@ -31,7 +31,7 @@ _KILL_WAIT = 1.0
 """Seconds to wait for a killed nvidia-smi to go away (one stuck in the driver may not)."""
 
 _BOX = "|│┃"
-_ROW = re.compile(r"^\s*(\d+)\s+timeslice\s+([a-z]+)\s*$", re.IGNORECASE)
+_ROW = re.compile(r"^\s*([0-9]{1,6})\s+timeslice\s+([a-z]+)\s*$", re.IGNORECASE)
 _NOT_SUPPORTED = re.compile(r"not\s+supported", re.IGNORECASE)
 
 

@@ -127,8 +127,23 @@ class FeatureFileSink:
             return expires is None
         return expires is not None and expires - now > self.expiry / 2
 
+    def _remove_stale_temporaries(self) -> None:
+        """Dot-files a killed gfd left behind (nfd-worker ignores them; they just pile up)."""
+        directory = os.path.dirname(os.path.abspath(self.path))
+        prefix = f".{os.path.basename(self.path)}-"
+        try:
+            names = [n for n in os.listdir(directory) if n.startswith(prefix)]
+        except OSError:
+            return
+        for name in names:
+            try:
+                os.unlink(os.path.join(directory, name))
+            except OSError as exc:
+                log.debug("cannot remove stale %s: %s", name, exc.strerror)
+
     def publish(self, labels: dict[str, str]) -> PublishResult:
         if self._state is None:
+            self._remove_stale_temporaries()
             self._state = self._load() or ({}, None)
         old, expires = self._state
         now = self.clock()

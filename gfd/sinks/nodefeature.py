@@ -80,22 +80,27 @@ class NodeFeatureSink:
     _synced_at: float = field(default=0.0, init=False)
 
     def _resolve_owners(self) -> list[dict[str, Any]]:
-        if self._owners is None:
-            owners: list[dict[str, Any]] = []
-            if not self.pod_name:
-                log.warning("POD_NAME is not set: the NodeFeature gets no owner and stays after "
-                            "an uninstall (set POD_NAME from the downward API)")
-            else:
-                try:
-                    pod = self.retry.run(lambda: self.api.get_pod(self.namespace, self.pod_name))
-                    owners = owner_references(pod)
-                    if not owners:
-                        log.warning("pod %s is not owned by a DaemonSet: NodeFeature left "
-                                    "without an owner", self.pod_name)
-                except PublishError as exc:
-                    log.warning("cannot look up pod %s for the NodeFeature owner: %s",
-                                self.pod_name, exc)
-            self._owners = owners
+        """The DaemonSet owner, looked up once; a failed lookup is retried next time."""
+        if self._owners is not None:
+            return self._owners
+        if not self.pod_name:
+            log.warning("POD_NAME is not set: the NodeFeature gets no owner and stays after "
+                        "an uninstall (set POD_NAME from the downward API)")
+            self._owners = []
+            return self._owners
+        try:
+            pod = self.retry.run(lambda: self.api.get_pod(self.namespace, self.pod_name))
+        except KubeError as exc:
+            if exc.status not in (403, 404):
+                raise  # transient: publish nothing now, look again next cycle
+            log.warning("cannot look up pod %s for the NodeFeature owner: %s", self.pod_name,
+                        exc)
+            self._owners = []
+            return self._owners
+        self._owners = owner_references(pod)
+        if not self._owners:
+            log.warning("pod %s is not owned by a DaemonSet: NodeFeature left without an owner",
+                        self.pod_name)
         return self._owners
 
     def _read(self) -> dict[str, Any] | None:

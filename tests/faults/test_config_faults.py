@@ -1,0 +1,75 @@
+"""An invalid device-plugin config file appearing under a running `gfd run`.
+
+Promises: SPEC §5 ("config changes are picked up without a restart ... when the config file's
+content changes"; "errors in a cycle are logged once per distinct error, counted"), SPEC §2.1.5
+(labels stay), SPEC §7 (messages are one line naming the problem and the fix).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakes import profiles
+from test_run import Agent, free_port, http, metric, wait_for
+
+GOOD_4 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}\n"
+GOOD_2 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}\n"
+# Valid YAML, invalid config: a typo'd field name (GFD would silently ignore it).
+BAD = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicaz: 2}]}}\n"
+KEPT = "keeping the last good config"
+UNCHANGED = 'gfd_cycles_total{result="unchanged"}'
+CYCLES_WHILE_BAD = 8
+
+
+def _start(tmp_path: Path, lib: Path, agents: list[Agent], port: int) -> tuple[Agent, Path]:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(GOOD_4)
+    agent = Agent(tmp_path, lib, profiles.t4x4(), "--sleep-interval", "100ms",
+                  "--config-file", str(cfg), "--metrics-port", str(port), "--no-timestamp")
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "4")
+    return agent, cfg
+
+
+def _cycles(port: int) -> float:
+    return metric(http(port, "/metrics")[1], UNCHANGED)
+
+
+def test_invalid_config_at_reload_keeps_the_last_good_one_then_applies_a_valid_one(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """SPEC §5 reload + §2.1.5: an invalid config written over a good one is refused with a
+    one-line error naming the field; for many cycles the labels stay exactly those of the last
+    good config and the agent keeps cycling; a valid config written next is applied."""
+    port = free_port()
+    agent, cfg = _start(tmp_path, fake_nvml_lib, agents, port)
+    good = agent.labels()
+    cfg.write_text(BAD)
+    wait_for(lambda: KEPT in agent.logs(), timeout=5)
+    start = _cycles(port)
+    wait_for(lambda: _cycles(port) >= start + CYCLES_WHILE_BAD, timeout=10)
+    assert agent.labels() == good, "the last good config keeps labelling"
+    assert agent.proc.poll() is None
+    line = next(ln for ln in agent.logs().splitlines() if KEPT in ln)
+    assert "replicaz" in line and str(cfg) in line, line
+
+    cfg.write_text(GOOD_2)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "2", timeout=5)
+    assert "config reloaded" in agent.logs()
+    assert agent.stop() == 0
+
+
+def test_invalid_config_error_is_logged_once_not_every_cycle(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """SPEC §5 ("errors in a cycle are logged once per distinct error"): while the same invalid
+    config stays in place for 8+ cycles, its error appears once in the log, and no
+    'recovered' line claims the problem went away."""
+    port = free_port()
+    agent, cfg = _start(tmp_path, fake_nvml_lib, agents, port)
+    cfg.write_text(BAD)
+    wait_for(lambda: KEPT in agent.logs(), timeout=5)
+    start = _cycles(port)
+    wait_for(lambda: _cycles(port) >= start + CYCLES_WHILE_BAD, timeout=10)
+    logs = agent.logs()
+    agent.stop()
+    assert logs.count(KEPT) == 1, f"logged {logs.count(KEPT)} times"
+    assert "recovered" not in logs

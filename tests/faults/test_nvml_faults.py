@@ -1,0 +1,135 @@
+"""NVML going wrong under a running `gfd run` (a real process over the fake libnvidia-ml.so.1).
+
+Promises: SPEC §2.2 (``gpu.unhealthy``: GPUs that answered "GPU is lost" or similar fatal
+errors), SPEC §2.1.5 ("a failed read never removes labels": nothing is published that cycle,
+the last published labels stay), SPEC §5 (NVML is re-initialised after an error; the process
+does not crash-loop on a transient error), SPEC §6 (``/healthz``: "the loop is alive, not
+wedged in a hung NVML call").
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from fakes import profiles
+from test_run import Agent, free_port, http, metric, wait_for
+
+ERROR_CYCLES = 'gfd_cycles_total{result="error"}'
+
+
+def test_gpu_lost_then_unknown_mid_run_marks_unhealthy_and_removes_nothing(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """SPEC §2.2 gpu.unhealthy + §2.1.5: GPU 3 answers GPU_IS_LOST, then GPUs 3 and 5 answer
+    UNKNOWN. Each time the labels update (gpu.unhealthy counts them, the healthy count drops)
+    and no key is removed; the process keeps running and exits 0 on SIGTERM."""
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "100ms",
+                  "--no-timestamp")
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "8")
+    healthy = agent.labels()
+    assert "nvidia.com/gpu.unhealthy" not in healthy
+
+    lost = profiles.hgx_h100()
+    lost.gpus[3].fault = "lost"
+    agent.set_machine(lost)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.unhealthy") == "1", timeout=5)
+    after_lost = agent.labels()
+    assert set(healthy) <= set(after_lost), f"removed: {set(healthy) - set(after_lost)}"
+    assert set(after_lost) - set(healthy) == {"nvidia.com/gpu.unhealthy"}
+    assert after_lost["nvidia.com/gpu.count"] == "7"
+    assert after_lost["nvidia.com/gpu.product"] == healthy["nvidia.com/gpu.product"]
+    assert agent.proc.poll() is None
+
+    unknown = profiles.hgx_h100()
+    unknown.gpus[3].fault = "unknown"
+    unknown.gpus[5].fault = "unknown"
+    agent.set_machine(unknown)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.unhealthy") == "2", timeout=5)
+    after_unknown = agent.labels()
+    assert set(after_unknown) == set(after_lost), "only values changed"
+    assert after_unknown["nvidia.com/gpu.count"] == "6"
+    assert agent.proc.poll() is None, "fatal per-GPU errors never stop the agent"
+
+    agent.set_machine(profiles.hgx_h100())
+    wait_for(lambda: "nvidia.com/gpu.unhealthy" not in agent.labels(), timeout=5)
+    assert agent.labels() == healthy, "back to the healthy label set"
+    assert agent.stop() == 0
+
+
+def test_hung_nvml_call_turns_healthz_503_and_back_to_200_when_it_returns(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """SPEC §6 /healthz. What gfd does about a hung NVML call -- decided and documented here:
+
+    gfd does NOT try to recover from a hung NVML call by itself. The call is in the driver (C):
+    Python can neither interrupt nor time it out safely, and a second NVML session from
+    another thread would hang the same way. Instead the loop records when each cycle starts;
+    once a cycle has run longer than ``--stuck-after``, ``/healthz`` answers 503 ("cycle
+    running for Ns"), so the kubelet's liveness probe restarts the container -- a fresh
+    process, a fresh NVML session. Published labels are untouched meanwhile (a restart never
+    deletes them, SPEC §2.1.4). Should the call return before the kubelet acts, the cycle
+    completes and /healthz is 200 again.
+
+    Here: --stuck-after 1s and a 3 s hang in nvmlDeviceGetCount_v2; /healthz goes 503 while it
+    hangs (the process stays up, the feature file is unchanged) and back to 200 after.
+    """
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "100ms",
+                  "--metrics-port", str(port), "--stuck-after", "1s", "--no-timestamp")
+    agents.append(agent)
+    wait_for(lambda: http(port, "/readyz")[0] == 200)
+    assert http(port, "/healthz")[0] == 200
+    before = agent.out.read_bytes()
+
+    hung = profiles.hgx_h100()
+    hung.delay = ("nvmlDeviceGetCount_v2", 3000)
+    agent.set_machine(hung)
+    wait_for(lambda: http(port, "/healthz")[0] == 503, timeout=5)
+    hung_at = time.monotonic()
+    status, body = http(port, "/healthz")
+    assert status == 503 and "cycle running" in body, body
+    # The hung call still returns after its delay; from then on calls are quick again.
+    agent.set_machine(profiles.hgx_h100())
+    assert http(port, "/readyz")[0] == 200, "readiness is not affected by a slow cycle"
+    assert agent.proc.poll() is None
+    assert agent.out.read_bytes() == before
+
+    wait_for(lambda: http(port, "/healthz")[0] == 200, timeout=8)
+    assert time.monotonic() - hung_at < 6
+    assert agent.out.read_bytes() == before
+    assert agent.stop() == 0
+
+
+def test_nvml_non_init_error_mid_run_publishes_nothing_then_recovers(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """SPEC §2.1.5 + §5: nvmlSystemGetDriverVersion starts answering UNKNOWN under a running
+    agent. Cycles fail (counted as errors, logged once), the feature file stays byte-identical
+    (same inode: never rewritten), the process keeps running; when NVML answers again the
+    agent re-initialises and publishes the new state."""
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "100ms",
+                  "--metrics-port", str(port), "--no-timestamp")
+    agents.append(agent)
+    wait_for(lambda: http(port, "/readyz")[0] == 200)
+    before = agent.out.read_bytes()
+    inode = agent.out.stat().st_ino
+
+    broken = profiles.hgx_h100()
+    broken.fail = {"nvmlSystemGetDriverVersion": "UNKNOWN"}
+    agent.set_machine(broken)
+    wait_for(lambda: metric(http(port, "/metrics")[1], ERROR_CYCLES) >= 4, timeout=8)
+    assert agent.proc.poll() is None
+    assert agent.out.read_bytes() == before
+    assert agent.out.stat().st_ino == inode
+    logs = agent.logs()
+    assert logs.count("nvmlSystemGetDriverVersion") == 1, "logged once, not every cycle"
+
+    fixed = profiles.hgx_h100()
+    fixed.driver = "580.159.05"  # a visible change to prove the next publish happens
+    agent.set_machine(fixed)
+    wait_for(lambda: agent.labels().get("nvidia.com/cuda.driver.rev") == "05", timeout=5)
+    labels = agent.labels()
+    assert labels["nvidia.com/gpu.count"] == "8"
+    assert "recovered" in agent.logs()
+    assert agent.stop(signal.SIGTERM) == 0
