@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gfd.backoff import backoff
 from gfd.errors import ConfigError, GfdError, NvmlInitError, PublishError
@@ -33,6 +33,13 @@ class SnapshotSource(Protocol):
     def read(self) -> Snapshot: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Refreshable(Protocol):
+    def refresh(self) -> None:
+        """Re-read slowly changing facts at the next read (on SIGHUP)."""
+        ...
 
 
 class OptionsSource(Protocol):
@@ -146,6 +153,8 @@ class Agent:
         start = self.clock()
         if self.health:
             self.health.cycle_started()
+        if force_reload and isinstance(self.source, Refreshable):
+            self.source.refresh()
         try:
             candidate = self._candidate_options(force_reload)
             snapshot = self.source.read()
@@ -222,13 +231,16 @@ class Agent:
             while True:
                 force = signals.reload
                 signals.reload = False
+                started = self.clock()
                 ok = self.cycle(force_reload=force)
                 if oneshot:
                     return 0 if ok else 1
                 if signals.stop:
                     return 0
                 if ok:
-                    delay = interval
+                    # start to start: a change waits at most one interval, whatever a cycle took
+                    delay = None if interval is None else max(
+                        0.0, interval - (self.clock() - started))
                 else:
                     delay = backoff(self.failures, interval if interval else BACKOFF_CAP)
                     log.debug("retrying in %.1fs", delay)

@@ -4,13 +4,15 @@ into one Snapshot per cycle, with GFD's --fail-on-init-error semantics."""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from gfd.errors import DiscoveryError, NvmlInitError
 from gfd.labelers.options import Sharing
 from gfd.readers.host import HostReader
-from gfd.snapshot import Snapshot, load_snapshot
+from gfd.snapshot import Snapshot, Vgpu, load_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,19 @@ class Discovery:
     fixed_sharing: Sharing | None = None
     """A simulation's own sharing config (used when no config file gives one)."""
     fail_on_init_error: bool = True
+    slow_refresh: float = 300.0
+    """Seconds between reads of the facts that only an admin changes (the compute timeslice
+    policy via nvidia-smi, the vGPU scan of every PCI device): they are read at start, on
+    refresh() (SIGHUP), when the set of GPUs changes, and at this interval — not every cycle."""
+    clock: Callable[[], float] = time.monotonic
     _last_init_error: str = field(default="", init=False)
+    _slow: tuple[dict[int, str] | None, Vgpu | None] | None = field(default=None, init=False)
+    _slow_key: tuple[str, ...] = field(default=(), init=False)
+    _slow_at: float = field(default=0.0, init=False)
+
+    def refresh(self) -> None:
+        """Re-read the slow facts at the next read (SIGHUP)."""
+        self._slow = None
 
     def read(self) -> Snapshot:
         if self.fixed is not None:
@@ -62,8 +76,17 @@ class Discovery:
                 self._last_init_error = ""
         return self._with_host(snap)
 
+    def _slow_facts(self, snap: Snapshot) -> tuple[dict[int, str] | None, Vgpu | None]:
+        key = tuple(f"{g.index}:{g.uuid}:{g.error is None}" for g in snap.gpus)
+        now = self.clock()
+        if self._slow is None or key != self._slow_key or now - self._slow_at >= self.slow_refresh:
+            timeslices = self.smi.timeslices() if (self.smi and snap.gpus) else None
+            self._slow = (timeslices, self.host.vgpu())
+            self._slow_key, self._slow_at = key, now
+        return self._slow
+
     def _with_host(self, snap: Snapshot) -> Snapshot:
-        timeslices = self.smi.timeslices() if (self.smi and snap.gpus) else None
+        timeslices, vgpu = self._slow_facts(snap)
         gpus = tuple(
             replace(
                 g,
@@ -73,7 +96,7 @@ class Discovery:
             for g in snap.gpus
         )
         machine_type = self.host.machine_type() if snap.gpus else None
-        return replace(snap, gpus=gpus, machine_type=machine_type, vgpu=self.host.vgpu())
+        return replace(snap, gpus=gpus, machine_type=machine_type, vgpu=vgpu)
 
     def close(self) -> None:
         if self.gpus is not None:
