@@ -638,7 +638,7 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
          "met": idle["percent_of_one_core_with_children"] < 0.5,
          "measured": f"{idle['percent_of_one_core']:.3f} % ({idle['cpu_seconds_per_hour']:.1f} "
                      f"CPU-s/h); {idle['percent_of_one_core_with_children']:.3f} % with the "
-                     f"nvidia-smi stub it starts each cycle", "command": command},
+                     f"nvidia-smi stub it runs", "command": command},
         {"id": "start", "target": "Start to first publish (`gfd run --oneshot`, file sink, "
          "simulated DGX A100): <= 0.5 s wall", "value": oneshot, "limit": 0.5,
          "met": oneshot <= 0.5,
