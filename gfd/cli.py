@@ -10,7 +10,6 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -115,15 +114,6 @@ def options(decorators: list[Callable[[F], F]]) -> Callable[[F], F]:
         return func
 
     return apply
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What a command gets: the resolved settings and the config file's sharing section."""
-
-    settings: Settings
-    started: int
-    """Unix time the process started (gfd.timestamp)."""
 
 
 def build_settings(ctx: click.Context, params: dict[str, Any]) -> Settings:
