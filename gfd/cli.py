@@ -10,6 +10,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
@@ -33,7 +34,7 @@ from gfd.labelers.default import Labelling, compute_labels
 from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions, Sharing
 from gfd.readers.host import HostReader
 from gfd.sinks.base import Sink, diff
-from gfd.sinks.featurefile import FeatureFileSink, StdoutSink
+from gfd.sinks.featurefile import FeatureFileSink, StdoutSink, render
 from gfd.snapshot import Snapshot
 
 log = logging.getLogger("gfd")
@@ -147,17 +148,20 @@ def build_settings(ctx: click.Context, params: dict[str, Any]) -> Settings:
     return resolve(explicit, defaults, file_values, sharing=sharing)
 
 
-def make_discovery(settings: Settings) -> tuple[Discovery, Sharing | None]:
-    """The readers for these settings; the simulation's own sharing config, if any."""
+def make_discovery(settings: Settings) -> tuple[Discovery, Settings]:
+    """The readers for these settings, and the settings with a simulation's own sharing
+    config applied (a simulated node brings one unless a config file gave one)."""
     host = HostReader(machine_type_file=settings.machine_type_file,
                       sysfs_root=settings.sysfs_root)
     if settings.simulate:
         from gfd.readers.simulate import simulate
 
         sim = simulate(settings.simulate)
-        return Discovery(None, host, fixed=sim.snapshot), sim.sharing
+        if sim.sharing is not None and not settings.config_file:
+            settings = replace(settings, sharing=sim.sharing)
+        return Discovery(None, host, fixed=sim.snapshot), settings
     if settings.snapshot:
-        return Discovery(None, host, fixed=read_snapshot_file(settings.snapshot)), None
+        return Discovery(None, host, fixed=read_snapshot_file(settings.snapshot)), settings
     from gfd.readers.nvml import NvmlReader
 
     smi = None
@@ -166,35 +170,26 @@ def make_discovery(settings: Settings) -> tuple[Discovery, Sharing | None]:
 
         smi = SmiReader(settings.nvidia_smi)
     return Discovery(NvmlReader(), host, smi=smi,
-                     fail_on_init_error=settings.fail_on_init_error), None
+                     fail_on_init_error=settings.fail_on_init_error), settings
 
 
-def effective_settings(settings: Settings, sim_sharing: Sharing | None) -> Settings:
-    """A simulation brings its own sharing config unless a config file gave one."""
-    if sim_sharing is not None and not settings.config_file:
-        from dataclasses import replace
-
-        return replace(settings, sharing=sim_sharing)
-    return settings
+def read_once(settings: Settings) -> tuple[Snapshot, Settings]:
+    """One snapshot (NVML started and shut down again) for the one-shot commands."""
+    discovery, settings = make_discovery(settings)
+    try:
+        return discovery.read(), settings
+    finally:
+        discovery.close()
 
 
 def label_once(settings: Settings, started: int) -> tuple[Snapshot, Labelling]:
-    discovery, sim_sharing = make_discovery(settings)
-    try:
-        snapshot = discovery.read()
-    finally:
-        discovery.close()
-    settings = effective_settings(settings, sim_sharing)
+    snapshot, settings = read_once(settings)
     labelling = compute_labels(snapshot, settings.label_options(timestamp=started))
     for warning in labelling.warnings:
         log.warning("%s", warning)
     for rejection in labelling.rejected:
         log.warning("dropped invalid label: %s", rejection.message)
     return snapshot, labelling
-
-
-def render_text(labels: dict[str, str]) -> str:
-    return "".join(f"{k}={labels[k]}\n" for k in sorted(labels))
 
 
 def _configure_logging(level: str, fmt: str) -> None:
@@ -238,7 +233,7 @@ def labels_cmd(ctx: click.Context, /, **params: Any) -> None:
     if params["output_format"] == "json":
         click.echo(json.dumps(labelling.labels, indent=2, sort_keys=True))
     else:
-        click.echo(render_text(labelling.labels), nl=False)
+        click.echo(render(labelling.labels, expires=None), nl=False)
 
 
 @cli.command("snapshot")
@@ -248,11 +243,7 @@ def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Print the raw GPU snapshot as JSON (attach it to bug reports; replay with --snapshot)."""
     settings = build_settings(ctx, params)
     _configure_logging("warning", settings.log_format)
-    discovery, _ = make_discovery(settings)
-    try:
-        snapshot = discovery.read()
-    finally:
-        discovery.close()
+    snapshot, _ = read_once(settings)
     click.echo(snapshot.to_json(), nl=False)
 
 
@@ -334,8 +325,7 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     settings = build_settings(ctx, params)
     _configure_logging(settings.log_level, settings.log_format)
     log.info("gfd %s starting: %s", __version__, settings_summary(settings))
-    discovery, sim_sharing = make_discovery(settings)
-    settings = effective_settings(settings, sim_sharing)
+    discovery, settings = make_discovery(settings)
     from gfd.daemon import Agent, Signals
     from gfd.metrics import Health, Metrics, MetricsServer
 
@@ -372,7 +362,6 @@ def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
     settings = build_settings(ctx, params)
     _configure_logging("warning", settings.log_format)
     _, labelling = label_once(settings, int(time.time()))
-    settings = effective_settings(settings, None)
     sink = make_sink(settings, write=lambda text: None)
     current = sink.published()
     wanted = labelling.labels

@@ -119,11 +119,11 @@ class NodeFeatureSink:
         owners = self._resolve_owners()
         wanted = build(self.node, self.namespace, labels, owners)
         known_version = self._version if (self._labels is not None and not resync_due) else ""
+        old = dict(self._labels or {})  # what the object holds, as far as gfd knows
         requests = 0
         for _ in range(CONFLICT_RETRIES):
             try:
                 if known_version:
-                    old = dict(self._labels or {})
                     body = dict(wanted, metadata=dict(wanted["metadata"],
                                                       resourceVersion=known_version))
                     stored = self.retry.run(partial(self.api.replace_nodefeature,
@@ -143,7 +143,6 @@ class NodeFeatureSink:
                     return PublishResult(written=False, change=diff(old, labels),
                                          requests=requests)
                 known_version = str(current["metadata"].get("resourceVersion", ""))
-                self._labels = old
             except KubeError as exc:
                 if exc.status not in (409,):
                     raise
