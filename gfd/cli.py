@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -36,6 +36,9 @@ from gfd.readers.host import HostReader
 from gfd.sinks.base import Sink, diff
 from gfd.sinks.featurefile import FeatureFileSink, StdoutSink, render
 from gfd.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from gfd.configfile import FileConfig
 
 log = logging.getLogger("gfd")
 
@@ -117,8 +120,10 @@ def options(decorators: list[Callable[[F], F]]) -> Callable[[F], F]:
     return apply
 
 
-def build_settings(ctx: click.Context, params: dict[str, Any]) -> Settings:
-    """Flags and env (explicit ones win) > config file > defaults."""
+def build_settings(ctx: click.Context, params: dict[str, Any],
+                   loaded: FileConfig | None = None) -> Settings:
+    """Flags and env (explicit ones win) > config file > defaults. ``loaded``: the config
+    file already parsed (on reload), so it is not read a second time."""
     explicit: dict[str, Any] = {}
     defaults: dict[str, Any] = {}
     for name, value in params.items():
@@ -138,9 +143,10 @@ def build_settings(ctx: click.Context, params: dict[str, Any]) -> Settings:
     sharing: Sharing | None = None
     config_file = explicit.get("config_file") or ""
     if config_file:
-        from gfd.configfile import load_config_file
+        if loaded is None:
+            from gfd.configfile import load_config_file
 
-        loaded = load_config_file(config_file)
+            loaded = load_config_file(config_file)
         file_values = loaded.values
         sharing = loaded.sharing
         for warning in loaded.warnings:
@@ -303,17 +309,20 @@ def make_sink(settings: Settings, *, write: Callable[[str], None],
 class ConfigReloader:
     """Re-reads the config file when its content changes or on SIGHUP (daemon.OptionsSource)."""
 
-    def __init__(self, ctx: click.Context, params: dict[str, Any], started: int) -> None:
+    def __init__(self, ctx: click.Context, params: dict[str, Any], started: int,
+                 config_file: str) -> None:
         from gfd.configfile import ConfigSource
 
         self._ctx, self._params, self._started = ctx, params, started
-        self._source = ConfigSource(build_settings(ctx, params).config_file)
+        self._source = ConfigSource(config_file)
         self._source.poll()
 
     def poll(self, *, force: bool) -> LabelOptions | None:
-        if self._source.poll(force=force) is None:
+        loaded = self._source.poll(force=force)
+        if loaded is None:
             return None
-        return build_settings(self._ctx, self._params).label_options(timestamp=self._started)
+        settings = build_settings(self._ctx, self._params, loaded)
+        return settings.label_options(timestamp=self._started)
 
 
 @cli.command("run")
@@ -332,7 +341,8 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     metrics = Metrics(version=__version__)
     sink = make_sink(settings, write=lambda text: click.echo(text, nl=False),
                      on_request=metrics.api_request)
-    reloader = ConfigReloader(ctx, params, started) if settings.config_file else None
+    reloader = (ConfigReloader(ctx, params, started, settings.config_file)
+                if settings.config_file else None)
     interval = settings.sleep_interval
     health = Health(stuck_after=settings.stuck_after)
     server = None
