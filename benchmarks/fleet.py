@@ -47,8 +47,9 @@ from fakes.apiserver import FakeApiServer, RequestRecord  # noqa: E402
 from benchmarks.agent import machine_info, write_report  # noqa: E402
 from gfd.kube import Kube  # noqa: E402
 from gfd.labelers.default import compute_labels  # noqa: E402
-from gfd.labelers.options import LabelOptions, Sharing  # noqa: E402
+from gfd.labelers.options import LabelOptions  # noqa: E402
 from gfd.readers.simulate import simulate  # noqa: E402
+from gfd.sharing import Sharing  # noqa: E402
 from gfd.sinks.api import Retry  # noqa: E402
 from gfd.sinks.node import NodeSink  # noqa: E402
 from gfd.sinks.nodefeature import (  # noqa: E402

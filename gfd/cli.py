@@ -31,8 +31,9 @@ from gfd.discovery import Discovery, read_snapshot_file
 from gfd.errors import ConfigError, GfdError
 from gfd.labelers.catalog import describe
 from gfd.labelers.default import Labelling, compute_labels
-from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions, Sharing
+from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
 from gfd.readers.host import HostReader
+from gfd.sharing import Sharing
 from gfd.sinks.base import Sink, diff
 from gfd.sinks.featurefile import FeatureFileSink, StdoutSink, render
 from gfd.snapshot import Snapshot

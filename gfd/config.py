@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gfd.errors import ConfigError
-from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions, Sharing
+from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
+from gfd.sharing import Sharing
 
 DEFAULT_OUTPUT_FILE = "/etc/kubernetes/node-feature-discovery/features.d/gfd"
 DEFAULT_MACHINE_TYPE_FILE = "/sys/class/dmi/id/product_name"

@@ -40,7 +40,8 @@ import yaml
 
 from gfd.config import DISCOVERY_STRATEGIES, parse_duration
 from gfd.errors import ConfigError
-from gfd.labelers.options import MIG_STRATEGIES, SharedResource, Sharing
+from gfd.labelers.options import MIG_STRATEGIES
+from gfd.sharing import SharedResource, Sharing
 
 VERSION = "v1"
 RESOURCE_PREFIX = "nvidia.com"

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from gfd.errors import DiscoveryError, NvmlInitError
-from gfd.labelers.options import Sharing
 from gfd.readers.host import HostReader
+from gfd.sharing import Sharing
 from gfd.snapshot import Snapshot, Vgpu, load_snapshot
 
 log = logging.getLogger(__name__)

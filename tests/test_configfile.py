@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from gfd.config import resolve
 from gfd.configfile import ConfigSource, FileConfig, load_config_file, parse_config
 from gfd.errors import ConfigError
-from gfd.labelers.options import SharedResource, Sharing
+from gfd.sharing import SharedResource, Sharing
 
 P = "/etc/gfd/config.yaml"
 PREFIX = f"config file {P}: "

@@ -10,8 +10,9 @@ import pytest
 
 from gfd.daemon import Agent, Signals, backoff
 from gfd.errors import ConfigError, DiscoveryError, NvmlInitError
-from gfd.labelers.options import LabelOptions, SharedResource, Sharing
+from gfd.labelers.options import LabelOptions
 from gfd.readers.simulate import simulate
+from gfd.sharing import SharedResource, Sharing
 from gfd.sinks.featurefile import FeatureFileSink, parse
 from gfd.snapshot import Snapshot
 

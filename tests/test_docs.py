@@ -11,8 +11,9 @@ from gfd.cli import cli
 from gfd.docs import render
 from gfd.labelers.catalog import LABELS, describe
 from gfd.labelers.default import compute_labels
-from gfd.labelers.options import LabelOptions, SharedResource, Sharing
+from gfd.labelers.options import LabelOptions
 from gfd.readers.simulate import SIMULATIONS, simulate
+from gfd.sharing import SharedResource, Sharing
 
 DOC = Path(__file__).parent.parent / "docs" / "labels.md"
 

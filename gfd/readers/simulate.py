@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from gfd.errors import ConfigError
-from gfd.labelers.options import SharedResource, Sharing
+from gfd.sharing import SharedResource, Sharing
 from gfd.snapshot import Fabric, Gpu, MigDevice, Snapshot, Vgpu
 
 

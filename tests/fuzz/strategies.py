@@ -13,7 +13,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions, SharedResource, Sharing
+from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
+from gfd.sharing import SharedResource, Sharing
 from gfd.snapshot import COMPUTE_MODES, FABRIC_STATES, Fabric, Gpu, MigDevice, Snapshot, Vgpu
 
 

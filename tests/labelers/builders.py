@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gfd.labelers.default import Labelling, compute_labels
-from gfd.labelers.options import LabelOptions, SharedResource, Sharing
+from gfd.labelers.options import LabelOptions
+from gfd.sharing import SharedResource, Sharing
 from gfd.snapshot import Fabric, Gpu, MigDevice, Snapshot, Vgpu
 
 P = "nvidia.com/"
