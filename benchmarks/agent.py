@@ -72,7 +72,7 @@ PROFILE_TABLE_CALLS = ("nvmlDeviceGetGpuInstanceProfileInfoV",
                        "nvmlGpuInstanceGetComputeInstanceProfileInfoV")
 """MIG profile tables: the same answers every cycle for a given GPU model."""
 WARM_IMPORTS = ("gfd.cli", "gfd.daemon", "gfd.discovery", "gfd.logs", "gfd.metrics",
-                "gfd.readers.nvml", "gfd.readers.smi", "gfd.sinks.api", "gfd.sinks.node",
+                "gfd.readers.nvml", "gfd.readers.smi", "gfd.sinks.retry", "gfd.sinks.node",
                 "gfd.sinks.nodefeature", "gfd.kube", "kubernetes.client.api.core_v1_api",
                 "kubernetes.client.api.custom_objects_api")
 """Modules compiled into the children's bytecode cache before anything is measured."""
@@ -328,7 +328,7 @@ def label_cycles(fake: FakeNvml, profile: Path, workdir: Path, options: LabelOpt
     from gfd.sinks.featurefile import FeatureFileSink
 
     layout, other = profiles.dgx_a100_layout(), profiles.dgx_a100_all_1g5gb()
-    sink = FeatureFileSink(str(workdir / "features.d" / "gfd"))
+    sink = FeatureFileSink(str(workdir / "features.d" / "gfd"), expiry=3600)
     stages: dict[str, list[float]] = {"read": [], "label": [], "publish": [], "cycle": []}
     labels: dict[str, str] = {}
     with NvmlReader() as reader:
@@ -367,7 +367,8 @@ def label_cycles(fake: FakeNvml, profile: Path, workdir: Path, options: LabelOpt
 def agent_cycles(node: Node, workdir: Path, options: LabelOptions,
                  cycles: int) -> dict[str, Any]:
     """``Agent.cycle()`` with the readers, sink and observer that ``gfd run`` builds."""
-    from gfd.daemon import Agent
+    from gfd.config import Settings
+    from gfd.daemon import Agent, Parts
     from gfd.discovery import Discovery
     from gfd.metrics import Metrics
     from gfd.readers.host import HostReader
@@ -378,8 +379,9 @@ def agent_cycles(node: Node, workdir: Path, options: LabelOptions,
     discovery = Discovery(NvmlReader(), HostReader(machine_type_file=str(node.dmi),
                                                    sysfs_root=str(node.sysfs)),
                           smi=SmiReader(str(node.smi)))
-    agent = Agent(discovery, FeatureFileSink(str(workdir / "features.d" / "agent")), options,
-                  observer=Metrics(version="benchmark"))
+    sink = FeatureFileSink(str(workdir / "features.d" / "agent"), expiry=3600)
+    parts = Parts(settings=Settings(), discovery=discovery, sink=sink, options=options)
+    agent = Agent(parts, observer=Metrics(version="benchmark"))
     own: list[float] = []
     try:
         for _ in range(10):  # warm-up

@@ -50,7 +50,6 @@ from gfd.labelers.default import compute_labels  # noqa: E402
 from gfd.labelers.options import LabelOptions  # noqa: E402
 from gfd.readers.simulate import simulate  # noqa: E402
 from gfd.sharing import Sharing  # noqa: E402
-from gfd.sinks.api import Retry  # noqa: E402
 from gfd.sinks.node import NodeSink  # noqa: E402
 from gfd.sinks.nodefeature import (  # noqa: E402
     API_VERSION,
@@ -58,6 +57,7 @@ from gfd.sinks.nodefeature import (  # noqa: E402
     NodeFeatureSink,
     object_name,
 )
+from gfd.sinks.retry import Retry  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "fleet.json"
 NAMESPACE = "gfd"
@@ -224,6 +224,8 @@ class Fleet:
     nodefeature_sinks: list[NodeFeatureSink]
     baselines: list[GfdStyleBaseline]
     kubes: list[Kube]
+    resync_due: float = 0.0
+    """gfd run's resync duty (every --resync-interval, 1 h): every node started at t=0."""
 
     def close(self) -> None:
         for kube in self.kubes:
@@ -236,6 +238,11 @@ class Fleet:
         wall = dict.fromkeys(KINDS, 0.0)
         for now in ticks:
             self.clock.now = now
+            if now >= self.resync_due:
+                if self.resync_due:  # the scheduler's resync duty, what gfd run does
+                    for sink in (*self.node_sinks, *self.nodefeature_sinks):
+                        sink.refresh()
+                self.resync_due = now + HOUR
             started = time.perf_counter()
             for i, sink in enumerate(self.node_sinks):
                 sink.publish(labels_for(i, now))
@@ -268,10 +275,10 @@ def build_fleet(server: FakeApiServer, kubeconfig: Path, nodes: int) -> Fleet:
         server=server,
         clock=clock,
         names=names,
-        node_sinks=[NodeSink(node_kube, name, clock=clock, retry=retry) for name in names],
+        node_sinks=[NodeSink(node_kube, name, retry=retry) for name in names],
         nodefeature_sinks=[
             NodeFeatureSink(nodefeature_kube, name, namespace=NAMESPACE,
-                            pod_name=f"{DAEMONSET}-{name}", clock=clock, retry=retry)
+                            pod_name=f"{DAEMONSET}-{name}", retry=retry)
             for name in names
         ],
         baselines=[GfdStyleBaseline(baseline_kube, name, BASELINE_NAMESPACE,

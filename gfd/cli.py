@@ -1,5 +1,9 @@
-"""The command line: the only reader of argv and the environment; builds the object graph,
-configures logging, prints, and maps errors to exit codes (0 ok, 1 runtime, 2 usage/config)."""
+"""The command line: options (generated from the settings table), the commands, their
+output, signals, and the mapping of errors to exit codes (0 ok, 1 runtime, 2 usage/config).
+
+Building the objects a command needs is ``app``'s job; this module only parses, prints
+and decides the exit status.
+"""
 
 from __future__ import annotations
 
@@ -10,33 +14,15 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from click.core import ParameterSource
 
 from gfd import __version__
-from gfd.config import (
-    DEFAULT_MACHINE_TYPE_FILE,
-    DEFAULT_OUTPUT_FILE,
-    DISCOVERY_STRATEGIES,
-    LOG_FORMATS,
-    SINKS,
-    Settings,
-    parse_duration,
-    resolve,
-)
-from gfd.discovery import Discovery, read_snapshot_file
+from gfd.config import BY_NAME, Bool, Entry, Group, Settings, ValueProblem, entries
 from gfd.errors import ConfigError, GfdError
 from gfd.labelers.catalog import describe
-from gfd.labelers.default import Labelling, compute_labels
-from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
-from gfd.readers.host import HostReader
-from gfd.sharing import Sharing
-from gfd.sinks.base import Sink, diff
-from gfd.sinks.featurefile import FeatureFileSink, StdoutSink, render
-from gfd.snapshot import Snapshot
+from gfd.labelers.options import LABEL_SETS
 
 if TYPE_CHECKING:
     from gfd.configfile import FileConfig
@@ -57,146 +43,75 @@ class Exit(enum.IntEnum):
     USAGE = 2
 
 
-def _bool_option(*decls: str, envvar: list[str], default: bool, help: str) -> Callable[[F], F]:
-    """A GFD-style boolean: ``--x``, ``--x=true|false`` and its environment variables."""
-    return click.option(*decls, type=click.BOOL, is_flag=False, flag_value=True,
-                        default=default, envvar=envvar, show_envvar=True, help=help)
+# --------------------------------------------------------------------------- options
 
 
-def _duration(value: Any, what: str) -> float | None:
-    return parse_duration(value, what=what) if isinstance(value, str) else value
+class _SettingType(click.ParamType[Any]):
+    """A click type that parses a setting's text with its kind from the settings table."""
+
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+        self.name = entry.spec.kind.metavar.lower()
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return self.entry.spec.kind.metavar
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value  # a valueless boolean flag: its flag_value
+        try:
+            return self.entry.spec.kind.from_text(value)
+        except ValueProblem as exc:
+            self.fail(str(exc), param, ctx)
 
 
-# Discovery options: shared by every command that reads GPUs.
-DISCOVERY_OPTIONS: list[Callable[[F], F]] = [
-    click.option("--mig-strategy", envvar=["GFD_MIG_STRATEGY", "MIG_STRATEGY"],
-                 type=click.Choice(MIG_STRATEGIES), default="none", show_envvar=True,
-                 help="How MIG devices are labelled."),
-    _bool_option("--fail-on-init-error", envvar=["GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"],
-                 default=True, help="Fail when NVML cannot start (false: label without it)."),
-    _bool_option("--no-timestamp", envvar=["GFD_NO_TIMESTAMP"], default=False,
-                 help="Do not write the gfd.timestamp label."),
-    click.option("--machine-type-file", envvar=["GFD_MACHINE_TYPE_FILE"],
-                 default=DEFAULT_MACHINE_TYPE_FILE, show_envvar=True,
-                 help="File holding the machine type (DMI product name)."),
-    click.option("--sysfs-root", envvar=["GFD_SYSFS_ROOT"], default="/sys", show_envvar=True,
-                 help="Root of sysfs, for PCI class and vGPU detection."),
-    click.option("--nvidia-smi", "nvidia_smi", envvar=["GFD_NVIDIA_SMI"], default="nvidia-smi",
-                 show_envvar=True, help="nvidia-smi to run for the compute timeslice policy."),
-    click.option("--config-file", envvar=["GFD_CONFIG_FILE", "CONFIG_FILE"], default="",
-                 show_envvar=True, help="The device plugin's config file (YAML or JSON)."),
-    click.option("--label-set", envvar=["GFD_LABEL_SET"], type=click.Choice(LABEL_SETS),
-                 default="extended", show_envvar=True,
-                 help="compat: exactly GFD's labels; extended: plus gfd's own."),
-    click.option("--accelerator-label", envvar=["GFD_ACCELERATOR_LABEL"], default="",
-                 show_envvar=True, help="Also write gpu.accelerator under this key."),
-    click.option("--device-discovery-strategy", envvar=["DEVICE_DISCOVERY_STRATEGY"],
-                 type=click.Choice(DISCOVERY_STRATEGIES), default="auto", show_envvar=True,
-                 help="Accepted for GFD compatibility; gfd reads GPUs through NVML."),
-    click.option("--driver-root-ctr-path", "--container-driver-root", "driver_root_ctr_path",
-                 envvar=["DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"],
-                 default="/driver-root", show_envvar=True,
-                 help="Accepted for GFD compatibility; unused."),
-    click.option("--simulate", envvar=["GFD_SIMULATE"], default="", show_envvar=True,
-                 help="Label a built-in simulated machine instead of this one."),
-    click.option("--snapshot", envvar=["GFD_SNAPSHOT"], default="", show_envvar=True,
-                 help="Label a recorded snapshot (gfd snapshot output) instead of this machine."),
-    click.option("--log-format", envvar=["GFD_LOG_FORMAT"], type=click.Choice(LOG_FORMATS),
-                 default="text", show_envvar=True, help="Log line format."),
-    click.option("--log-level", envvar=["GFD_LOG_LEVEL"],
-                 type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-                 show_envvar=True, help="Log verbosity."),
-]
+class _SettingOption(click.Option):
+    """An option whose default lives in the settings table: click sees None (so an option
+    not given lets the config file decide), help shows the table's default."""
 
-# Options that name Settings fields but are GFD-compatibility-only or aliases.
-_NOT_SETTINGS = {"driver_root_ctr_path", "output_format"}
+    def __init__(self, *args: Any, entry: Entry, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.entry = entry
+
+    def get_help_extra(self, ctx: click.Context) -> Any:
+        extra = super().get_help_extra(ctx)
+        extra["default"] = self.entry.spec.kind.render(self.entry.default) or '""'
+        return extra
 
 
-def options(decorators: list[Callable[[F], F]]) -> Callable[[F], F]:
+def _option(entry: Entry) -> Callable[[F], F]:
+    spec = entry.spec
+    extra: dict[str, Any] = {}
+    if isinstance(spec.kind, Bool):
+        extra = {"is_flag": False, "flag_value": True}  # --x, --x=true|false, as GFD
+    return click.option(*spec.flags, entry.name, cls=_SettingOption, entry=entry,
+                        type=_SettingType(entry), default=None, envvar=list(spec.env),
+                        show_envvar=bool(spec.env), help=spec.help, **extra)
+
+
+def options(*groups: Group) -> Callable[[F], F]:
+    """The options of the settings in these groups, in table order."""
+
     def apply(func: F) -> F:
-        for decorator in reversed(decorators):
-            func = decorator(func)
+        for entry in reversed(list(entries(*groups))):
+            func = _option(entry)(func)
         return func
 
     return apply
 
 
-def build_settings(ctx: click.Context, params: dict[str, Any],
-                   loaded: FileConfig | None = None) -> Settings:
-    """Flags and env (explicit ones win) > config file > defaults. ``loaded``: the config
-    file already parsed (on reload), so it is not read a second time."""
-    explicit: dict[str, Any] = {}
-    defaults: dict[str, Any] = {}
-    for name, value in params.items():
-        if name in _NOT_SETTINGS:
-            continue
-        source = ctx.get_parameter_source(name)
-        target = explicit if source in (ParameterSource.COMMANDLINE,
-                                        ParameterSource.ENVIRONMENT) else defaults
-        target[name] = value
-    for table in (explicit, defaults):
-        for name in ("sleep_interval", "expiry", "resync_interval", "stuck_after"):
-            if name in table:
-                table[name] = _duration(table[name], name.replace("_", "-"))
-        if table.get("output_file") == "":
-            table["output_file"] = "-"
-    file_values: dict[str, Any] | None = None
-    sharing: Sharing | None = None
-    config_file = explicit.get("config_file") or ""
-    if config_file:
-        if loaded is None:
-            from gfd.configfile import load_config_file
-
-            loaded = load_config_file(config_file)
-        file_values = loaded.values
-        sharing = loaded.sharing
-        for warning in loaded.warnings:
-            log.warning("%s", warning)
-    return resolve(explicit, defaults, file_values, sharing=sharing)
+def _explicit(params: dict[str, Any]) -> dict[str, Any]:
+    """The settings given on the command line or in the environment (click passes None for
+    the others, so the config file and the defaults can fill them)."""
+    return {k: v for k, v in params.items() if k in BY_NAME and v is not None}
 
 
-def make_discovery(settings: Settings) -> tuple[Discovery, Settings]:
-    """The readers for these settings, and the settings with a simulation's own sharing
-    config applied (a simulated node brings one unless a config file gave one)."""
-    host = HostReader(machine_type_file=settings.machine_type_file,
-                      sysfs_root=settings.sysfs_root)
-    if settings.simulate:
-        from gfd.readers.simulate import simulate
+def build_settings(params: dict[str, Any]) -> tuple[Settings, FileConfig | None]:
+    """Settings from this command's options and the config file; also the parsed file."""
+    from gfd.app import load_settings
 
-        sim = simulate(settings.simulate)
-        if sim.sharing is not None and not settings.config_file:
-            settings = replace(settings, sharing=sim.sharing)
-        return Discovery(None, host, fixed=sim.snapshot), settings
-    if settings.snapshot:
-        return Discovery(None, host, fixed=read_snapshot_file(settings.snapshot)), settings
-    from gfd.readers.nvml import NvmlReader
-
-    smi = None
-    if settings.label_set == "extended":
-        from gfd.readers.smi import SmiReader
-
-        smi = SmiReader(settings.nvidia_smi)
-    return Discovery(NvmlReader(), host, smi=smi,
-                     fail_on_init_error=settings.fail_on_init_error), settings
-
-
-def read_once(settings: Settings) -> tuple[Snapshot, Settings]:
-    """One snapshot (NVML started and shut down again) for the one-shot commands."""
-    discovery, settings = make_discovery(settings)
-    try:
-        return discovery.read(), settings
-    finally:
-        discovery.close()
-
-
-def label_once(settings: Settings, started: int) -> tuple[Snapshot, Labelling]:
-    snapshot, settings = read_once(settings)
-    labelling = compute_labels(snapshot, settings.label_options(timestamp=started))
-    for warning in labelling.warnings:
-        log.warning("%s", warning)
-    for rejection in labelling.rejected:
-        log.warning("dropped invalid label: %s", rejection.message)
-    return snapshot, labelling
+    return load_settings(_explicit(params))
 
 
 def _configure_logging(level: str, fmt: str) -> None:
@@ -226,14 +141,20 @@ def cli() -> None:
     """gfd: GPU feature discovery for Kubernetes (NVIDIA GPU node labels)."""
 
 
+# --------------------------------------------------------------------------- one-shot commands
+
+
 @cli.command("labels")
-@options(DISCOVERY_OPTIONS)
+@options(Group.DISCOVERY)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               help="text: sorted key=value lines; json: one object.")
 @click.pass_context
 def labels_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Print the labels this node would get, sorted (no side effects)."""
-    settings = build_settings(ctx, params)
+    from gfd.app import label_once
+    from gfd.sinks.featurefile import render
+
+    settings, _ = build_settings(params)
     _configure_logging(settings.log_level if settings.log_level != "info" else "warning",
                        settings.log_format)
     _, labelling = label_once(settings, int(time.time()))
@@ -244,137 +165,35 @@ def labels_cmd(ctx: click.Context, /, **params: Any) -> None:
 
 
 @cli.command("snapshot")
-@options(DISCOVERY_OPTIONS)
+@options(Group.DISCOVERY)
 @click.pass_context
 def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Print the raw GPU snapshot as JSON (attach it to bug reports; replay with --snapshot)."""
-    settings = build_settings(ctx, params)
+    from gfd.app import read_once
+
+    settings, _ = build_settings(params)
     _configure_logging("warning", settings.log_format)
-    snapshot, _ = read_once(settings)
-    click.echo(snapshot.to_json(), nl=False)
-
-
-# Publishing options: shared by run, diff and prune.
-PUBLISH_OPTIONS: list[Callable[[F], F]] = [
-    click.option("--output-file", "--output", "-o", "output_file", envvar=["GFD_OUTPUT_FILE"],
-                 default=DEFAULT_OUTPUT_FILE, show_envvar=True,
-                 help="Feature file to write; '-' writes to stdout."),
-    _bool_option("--use-node-feature-api", envvar=["GFD_USE_NODE_FEATURE_API",
-                                                   "USE_NODE_FEATURE_API"],
-                 default=False, help="Publish an NFD NodeFeature (same as --sink nodefeature)."),
-    click.option("--sink", envvar=["GFD_SINK"], type=click.Choice(SINKS), default="file",
-                 show_envvar=True, help="Where labels go: feature file, NodeFeature, or the Node."),
-    click.option("--expiry", envvar=["GFD_EXPIRY"], default="1h", show_envvar=True,
-                 help="Feature-file label lifetime if gfd is gone for good (0: never expire)."),
-    click.option("--resync-interval", envvar=["GFD_RESYNC_INTERVAL"], default="1h",
-                 show_envvar=True, help="API sinks: how often to re-read and heal drift."),
-    click.option("--kubeconfig", envvar=["KUBECONFIG"], default="", show_envvar=True,
-                 help="kubeconfig file; empty means in-cluster config."),
-    click.option("--kube-api-qps", envvar=["KUBE_API_QPS"], type=float, default=5.0,
-                 show_envvar=True, help="Client-side request rate limit."),
-    click.option("--kube-api-burst", envvar=["KUBE_API_BURST"], type=int, default=10,
-                 show_envvar=True, help="Client-side request burst."),
-    click.option("--namespace", envvar=["NAMESPACE"], default="default", show_envvar=True,
-                 help="Namespace of the NodeFeature object."),
-    click.option("--node-name", envvar=["NODE_NAME"], default="", show_envvar=True,
-                 help="This node's name (required by the API sinks)."),
-    click.option("--pod-name", envvar=["POD_NAME"], default="", show_envvar=True,
-                 help="This pod's name, to find the owning DaemonSet."),
-]
-
-RUN_OPTIONS: list[Callable[[F], F]] = [
-    _bool_option("--oneshot", envvar=["GFD_ONESHOT"], default=False,
-                 help="Label once and exit."),
-    click.option("--sleep-interval", envvar=["GFD_SLEEP_INTERVAL"], default="10s",
-                 show_envvar=True, help="Time between cycles (Go duration, or 'infinite')."),
-    click.option("--metrics-port", envvar=["GFD_METRICS_PORT"], type=int, default=0,
-                 show_envvar=True, help="Serve /metrics, /healthz, /readyz here (0: off)."),
-    click.option("--stuck-after", envvar=["GFD_STUCK_AFTER"], default="2m", show_envvar=True,
-                 help="/healthz fails when a cycle runs longer than this (a hung NVML call)."),
-]
-
-
-def make_sink(settings: Settings, *, write: Callable[[str], None],
-              on_request: Callable[[str, str], None] | None = None) -> Sink:
-    """The sink the settings select; the Kubernetes client is imported only for API sinks."""
-    kind = settings.effective_sink
-    if kind == "file":
-        if settings.output_file == "-":
-            return StdoutSink(write)
-        return FeatureFileSink(settings.output_file, expiry=settings.expiry)
-    from gfd.sinks.api import make_api_sink
-
-    return make_api_sink(settings, on_request=on_request)
-
-
-class ConfigReloader:
-    """Re-reads the config file when its content changes or on SIGHUP (daemon.OptionsSource)."""
-
-    def __init__(self, ctx: click.Context, params: dict[str, Any], started: int,
-                 config_file: str) -> None:
-        from gfd.configfile import ConfigSource
-
-        self._ctx, self._params, self._started = ctx, params, started
-        self._source = ConfigSource(config_file)
-        self._source.poll()
-
-    def poll(self, *, force: bool) -> LabelOptions | None:
-        loaded = self._source.poll(force=force)
-        if loaded is None:
-            return None
-        settings = build_settings(self._ctx, self._params, loaded)
-        return settings.label_options(timestamp=self._started)
-
-
-@cli.command("run")
-@options(DISCOVERY_OPTIONS + PUBLISH_OPTIONS + RUN_OPTIONS)
-@click.pass_context
-def run_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Run the agent: label this node and keep its labels current (the container entrypoint)."""
-    started = int(time.time())
-    settings = build_settings(ctx, params)
-    _configure_logging(settings.log_level, settings.log_format)
-    log.info("gfd %s starting: %s", __version__, settings_summary(settings))
-    discovery, settings = make_discovery(settings)
-    from gfd.daemon import Agent, Signals
-    from gfd.metrics import Health, Metrics, MetricsServer
-
-    metrics = Metrics(version=__version__)
-    sink = make_sink(settings, write=lambda text: click.echo(text, nl=False),
-                     on_request=metrics.api_request)
-    reloader = (ConfigReloader(ctx, params, started, settings.config_file)
-                if settings.config_file else None)
-    interval = settings.sleep_interval
-    health = Health(stuck_after=settings.stuck_after)
-    server = None
-    if settings.metrics_port:
-        server = MetricsServer(metrics, health, port=settings.metrics_port)
-        server.start()
-    agent = Agent(discovery, sink, settings.label_options(timestamp=started), reloader=reloader,
-                  observer=metrics, health=health)
-    signals = Signals()
-    _install_signal_handlers(signals)
-    try:
-        code = agent.run(signals, interval=interval, oneshot=settings.oneshot)
-    finally:
-        if server:
-            server.stop()
-    log.info("gfd stopped; published labels left in place")
-    sys.exit(code)
+    click.echo(read_once(settings).to_json(), nl=False)
 
 
 @cli.command("diff")
-@options(DISCOVERY_OPTIONS + PUBLISH_OPTIONS)
+@options(Group.DISCOVERY, Group.PUBLISH)
 @click.pass_context
 def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Show what `gfd run` would change at the chosen sink (no side effects).
 
     Exit 0 when in sync, 1 when something would change."""
-    settings = build_settings(ctx, params)
+    from gfd.app import label_once, make_sink
+    from gfd.sinks.base import diff
+
+    settings, _ = build_settings(params)
     _configure_logging("warning", settings.log_format)
     _, labelling = label_once(settings, int(time.time()))
     sink = make_sink(settings, write=lambda text: None)
-    current = sink.published()
+    try:
+        current = sink.published()
+    finally:
+        sink.close()
     wanted = labelling.labels
     if settings.no_timestamp is False and _TIMESTAMP in current and _TIMESTAMP in wanted:
         wanted = {**wanted, _TIMESTAMP: current[_TIMESTAMP]}  # a restart keeps no old stamp
@@ -393,16 +212,21 @@ def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
 
 
 @cli.command("prune")
-@options(DISCOVERY_OPTIONS + PUBLISH_OPTIONS + RUN_OPTIONS)
+@options(Group.DISCOVERY, Group.PUBLISH, Group.RUN)
 @click.pass_context
 def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Remove what gfd published at the chosen sink (its feature file, its NodeFeature, or the
     Node labels it set) and nothing else: for uninstalling or switching sinks. Takes the same
     flags as `gfd run`, so an uninstall Job can reuse the agent's arguments."""
-    settings = build_settings(ctx, params)
+    from gfd.app import make_sink
+
+    settings, _ = build_settings(params)
     _configure_logging(settings.log_level, settings.log_format)
     sink = make_sink(settings, write=lambda text: None)
-    result = sink.prune()
+    try:
+        result = sink.prune()
+    finally:
+        sink.close()
     for k in result.change.removed:
         click.echo(f"- {k}")
     click.echo(f"pruned {len(result.change.removed)} labels at {sink.name}"
@@ -411,11 +235,13 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
 
 @cli.command("explain")
 @click.argument("key")
-@options(DISCOVERY_OPTIONS)
+@options(Group.DISCOVERY)
 @click.pass_context
 def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
     """Explain why a label has its value on this machine: source, raw input, rules applied."""
-    settings = build_settings(ctx, params)
+    from gfd.app import label_once
+
+    settings, _ = build_settings(params)
     _configure_logging("error", settings.log_format)
     _, labelling = label_once(settings, int(time.time()))
     full = key if "/" in key else f"nvidia.com/{key}"
@@ -467,11 +293,64 @@ def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared:
 
 
 @cli.command("docs")
-def docs_cmd() -> None:
-    """Print the label reference (docs/labels.md) generated from the code."""
+@click.argument("what", type=click.Choice(["labels", "settings"]), default="labels")
+def docs_cmd(what: str) -> None:
+    """Print a reference generated from the code: labels (docs/labels.md) or settings
+    (docs/settings.md)."""
+    if what == "settings":
+        from gfd.docs import render_settings
+
+        click.echo(render_settings(), nl=False)
+        return
     from gfd.docs import render
 
     click.echo(render(), nl=False)
+
+
+# --------------------------------------------------------------------------- the agent
+
+
+@cli.command("run")
+@options(Group.DISCOVERY, Group.PUBLISH, Group.RUN)
+@click.pass_context
+def run_cmd(ctx: click.Context, /, **params: Any) -> None:
+    """Run the agent: label this node and keep its labels current (the container entrypoint)."""
+    sys.exit(run_agent(_explicit(params)))
+
+
+def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None) -> int:
+    """Start ``gfd run`` from explicit setting values (any command line maps onto these);
+    returns the exit code. ``defaults``: the defaults to resolve against (GFD's own for the
+    ``gpu-feature-discovery`` command line)."""
+    started = int(time.time())
+    from gfd.app import Factory, Reloader, load_settings
+
+    settings, loaded = load_settings(explicit, defaults=defaults)
+    _configure_logging(settings.log_level, settings.log_format)
+    log.info("gfd %s starting: %s", __version__, settings_summary(settings))
+    from gfd.daemon import Agent, Signals
+    from gfd.metrics import Health, Metrics, MetricsServer
+
+    metrics = Metrics(version=__version__)
+    factory = Factory(started=started, write=lambda text: click.echo(text, nl=False),
+                      on_request=metrics.api_request)
+    health = Health(stuck_after=settings.stuck_after)
+    server = None
+    if settings.metrics_port:
+        server = MetricsServer(metrics, health, port=settings.metrics_port)
+        server.start()
+    try:
+        parts = factory.parts(settings)
+        reloader = Reloader(explicit, loaded, factory, defaults=defaults) if loaded else None
+        agent = Agent(parts, reloader=reloader, observer=metrics, health=health)
+        signals = Signals()
+        _install_signal_handlers(signals)
+        code = agent.run(signals)
+    finally:
+        if server:
+            server.stop()
+    log.info("gfd stopped; published labels left in place")
+    return code
 
 
 def settings_summary(settings: Settings) -> str:

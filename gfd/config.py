@@ -1,19 +1,29 @@
-"""Settings: the frozen result of flags, environment and config file, with GFD's precedence.
+"""The settings table: every setting of gfd declared once, and GFD's precedence.
 
-Precedence per setting (reference §6.2): an explicitly given flag or environment
-variable, then the config file, then the default. ``cli.py`` reads argv/env and
-tells which values were explicit; ``configfile.py`` parses the file; ``resolve()``
-here combines them.
+Each field of :class:`Settings` is one setting, declared with :func:`setting`: its type
+(a :class:`Kind` that parses command-line/environment text and config-file values),
+default, command-line flags, environment variables (in GFD's order: the first one set
+wins), path in the device plugin's config file (``flags.migStrategy``,
+``flags.gfd.sleepInterval``), which part of a running agent a change affects, and its
+help text. The click options (``cli.py``), GFD's own command line
+(``gpu_feature_discovery.py``), the config file's ``flags`` section (``configfile.py``)
+and the settings reference (``docs/settings.md``) are all generated from it.
+
+Precedence per setting (docs/gfd-compatibility.md, "Config file"): an explicitly given
+flag or environment variable, then the config file, then the default.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 import re
+import reprlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from gfd.errors import ConfigError
+from gfd.errors import ConfigError, one_line
 from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
 from gfd.sharing import Sharing
 
@@ -21,78 +31,81 @@ DEFAULT_OUTPUT_FILE = "/etc/kubernetes/node-feature-discovery/features.d/gfd"
 DEFAULT_MACHINE_TYPE_FILE = "/sys/class/dmi/id/product_name"
 SINKS = ("file", "nodefeature", "node")
 LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra", "vfio")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """Every setting of gfd, after precedence. Field names are the flags' names."""
+class Part(enum.Enum):
+    """What a change of a setting affects in a running agent (``gfd run``)."""
 
-    mig_strategy: str = "none"
-    """none / single / mixed (--mig-strategy, GFD_MIG_STRATEGY, MIG_STRATEGY, flags.migStrategy)."""
-    fail_on_init_error: bool = True
-    """Exit when NVML cannot start; false: keep going and retry NVML every cycle."""
-    oneshot: bool = False
-    """Label once and exit (flags.gfd.oneshot)."""
-    no_timestamp: bool = False
-    """Omit gfd.timestamp (flags.gfd.noTimestamp)."""
-    sleep_interval: float | None = 10.0
-    """Seconds between cycles; None means ``infinite`` (label once, wait for a signal)."""
-    output_file: str = DEFAULT_OUTPUT_FILE
-    """Feature file path; ``-`` (or ``""`` as in GFD) writes to stdout."""
-    machine_type_file: str = DEFAULT_MACHINE_TYPE_FILE
-    sysfs_root: str = "/sys"
-    nvidia_smi: str = "nvidia-smi"
-    """nvidia-smi to run (looked up on PATH unless a path is given)."""
-    config_file: str = ""
-    use_node_feature_api: bool = False
-    """Publish a NodeFeature object instead of a feature file (GFD's flag)."""
-    sink: str = "file"
-    """file / nodefeature / node; ``--use-node-feature-api`` selects nodefeature."""
-    device_discovery_strategy: str = "auto"
-    kubeconfig: str = ""
-    kube_api_qps: float = 5.0
-    kube_api_burst: int = 10
-    namespace: str = "default"
-    node_name: str = ""
-    pod_name: str = ""
-    label_set: str = "extended"
-    accelerator_label: str = ""
-    expiry: float = 3600.0
-    """Feature-file expiry in seconds; 0 disables the expiry header."""
-    resync_interval: float = 3600.0
-    """API sinks: seconds between re-reads of the published object that heal drift."""
-    stuck_after: float = 120.0
-    """/healthz fails when one cycle runs longer than this (e.g. a hung NVML call), so the
-    kubelet restarts the container."""
-    metrics_port: int = 0
-    """Port for /metrics, /healthz, /readyz; 0 disables the server."""
-    log_format: str = "text"
-    log_level: str = "info"
-    simulate: str = ""
-    snapshot: str = ""
-    sharing: Sharing = field(default_factory=Sharing)
-    """From the config file's sharing section (no flag sets it)."""
-
-    @property
-    def effective_sink(self) -> str:
-        return "nodefeature" if self.use_node_feature_api and self.sink == "file" else self.sink
-
-    def label_options(self, *, timestamp: int | None) -> LabelOptions:
-        return LabelOptions(
-            mig_strategy=self.mig_strategy,
-            sharing=self.sharing,
-            label_set=self.label_set,
-            timestamp=None if self.no_timestamp else timestamp,
-            accelerator_label=self.accelerator_label or None,
-        )
+    LABELS = "labels"
+    """Label options: applied at the next cycle; nothing is rebuilt."""
+    DISCOVERY = "discovery"
+    """The readers (NVML session, host files, nvidia-smi): rebuilt."""
+    SINK = "sink"
+    """The publish target: rebuilt; labels move from the old target to the new one."""
+    SCHEDULE = "schedule"
+    """An interval of the loop: applied at once."""
+    RESTART = "restart"
+    """Fixed for the life of the process: a config file that changes it is refused."""
+    NONE = "none"
+    """Accepted for GFD compatibility and not used."""
 
 
-SETTING_NAMES = frozenset(f.name for f in fields(Settings))
+class Group(enum.Enum):
+    """Which commands take a setting on their command line."""
+
+    DISCOVERY = "discovery"
+    """Every command that reads GPUs (labels, snapshot, explain, diff, run, prune)."""
+    PUBLISH = "publish"
+    """Commands that talk to a publish target (run, diff, prune)."""
+    RUN = "run"
+    """The agent (run, and prune, which takes the agent's arguments)."""
+
+
+# --------------------------------------------------------------------------- values
+
+
+def show(value: object) -> str:
+    """A short, one-line rendering of a value from a file or the command line."""
+    shortener = reprlib.Repr()
+    shortener.maxstring = 80
+    shortener.maxother = 80
+    shortener.maxlevel = 3
+    shortener.maxlist = shortener.maxdict = shortener.maxtuple = 6
+    try:
+        shown = shortener.repr(value)
+    except (RecursionError, ValueError):
+        shown = f"<{type(value).__name__}>"
+    return one_line(shown) if "\n" in shown or "\r" in shown else shown
+
+
+def kind_of(value: object) -> str:
+    """``a mapping``, ``a list``, ``a boolean``... for messages about a file's values."""
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    return f"a {type(value).__name__}"
+
+
+class ValueProblem(ValueError):
+    """A value a setting cannot take; the message is the rule, without the location."""
+
+
+Warn = Callable[[str], None]
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
 _MAX_NANOS = 2**63 - 1
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SUB_MILLISECOND = 1e-3
+_DURATION_RULE = "must be a duration such as 60s or 1m30s, a number of nanoseconds, or infinite"
 
 
 def parse_duration(text: str | int | float, *, what: str = "duration") -> float | None:
@@ -129,61 +142,446 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float 
     return total
 
 
-def resolve(
-    explicit: dict[str, Any],
-    defaults: dict[str, Any],
-    file_values: dict[str, Any] | None = None,
-    *,
-    sharing: Sharing | None = None,
-) -> Settings:
-    """Combine values: explicit flag/env > config file > default, then check them."""
+def format_duration(seconds: float | None) -> str:
+    """``3600.0`` -> ``1h``, ``90.0`` -> ``1m30s``, ``0.5`` -> ``500ms``, None -> ``infinite``."""
+    if seconds is None:
+        return "infinite"
+    if seconds == 0:
+        return "0"
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    frac = seconds - whole
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
+    if secs or frac or not text:
+        text += f"{secs + frac:g}s"
+    return text
+
+
+class Kind:
+    """How a setting's values are written: parsed from text (flags, environment) and from
+    config-file values (YAML/JSON types), and shown in help and docs."""
+
+    metavar = "TEXT"
+    choices: tuple[str, ...] = ()
+
+    def from_text(self, text: str) -> Any:
+        return text
+
+    def from_file(self, value: object, warn: Warn) -> Any:
+        if isinstance(value, str):
+            return self.from_text(value)
+        raise ValueProblem(f"must be a string, got {kind_of(value)}: {show(value)}")
+
+    def render(self, value: Any) -> str:
+        return str(value)
+
+
+class Text(Kind):
+    pass
+
+
+class OutputPath(Kind):
+    """A path where ``""`` (GFD's spelling) and ``-`` both mean standard output."""
+
+    metavar = "PATH"
+
+    def from_text(self, text: str) -> str:
+        return text or "-"
+
+
+class PathKind(Kind):
+    metavar = "PATH"
+
+
+class Bool(Kind):
+    """``true``/``false`` and the usual spellings on the command line; a real boolean in a
+    config file (a quoted ``"true"`` is refused there, as GFD's loader refuses it)."""
+
+    metavar = "BOOLEAN"
+    TRUE = frozenset({"1", "t", "true", "y", "yes", "on"})
+    FALSE = frozenset({"0", "f", "false", "n", "no", "off"})
+
+    def from_text(self, text: str) -> bool:
+        lowered = text.strip().lower()
+        if lowered in self.TRUE:
+            return True
+        if lowered in self.FALSE:
+            return False
+        raise ValueProblem(f"must be true or false, got {show(text)}")
+
+    def from_file(self, value: object, warn: Warn) -> bool:
+        if isinstance(value, bool):
+            return value
+        hint = ""
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no"):
+            hint = " (write true or false without quotes)"
+        raise ValueProblem(f"must be a boolean, got {show(value)}{hint}")
+
+    def render(self, value: Any) -> str:
+        return "true" if value else "false"
+
+
+class Choice(Kind):
+    def __init__(self, choices: tuple[str, ...]) -> None:
+        self.choices = choices
+        self.metavar = "[" + "|".join(choices) + "]"
+
+    def from_text(self, text: str) -> str:
+        if text in self.choices:
+            return text
+        raise ValueProblem(f"must be one of {', '.join(self.choices)}, got {show(text)}")
+
+    def from_file(self, value: object, warn: Warn) -> str:
+        if isinstance(value, str):
+            return self.from_text(value)
+        raise ValueProblem(f"must be one of {', '.join(self.choices)}, got {show(value)}")
+
+
+class Duration(Kind):
+    """A Go duration (``10s``, ``1m30s``); in a config file also a number of nanoseconds, as
+    GFD reads it. ``infinite`` where ``infinite`` is allowed (returns None)."""
+
+    metavar = "DURATION"
+
+    def __init__(self, *, infinite: bool = False, zero: bool = True, zero_note: str = "") -> None:
+        self.infinite = infinite
+        self.zero = zero
+        self.zero_note = zero_note
+        """Warning for a config file that sets 0 (e.g. "no pause between cycles")."""
+
+    def _check(self, seconds: float | None, shown: str) -> float | None:
+        if seconds is None and not self.infinite:
+            raise ValueProblem(f"must be a finite duration, got {shown}")
+        if seconds == 0 and not self.zero:
+            raise ValueProblem(f"must be longer than 0, got {shown}")
+        return seconds
+
+    def from_text(self, text: str) -> float | None:
+        try:
+            seconds = parse_duration(text, what="")
+        except ConfigError as exc:
+            raise ValueProblem(str(exc).removeprefix(": ")) from None
+        return self._check(seconds, show(text))
+
+    def from_file(self, value: object, warn: Warn) -> float | None:
+        rule = _DURATION_RULE if self.infinite else _DURATION_RULE.removesuffix(", or infinite")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueProblem(f"{rule}, got {show(value)}")
+        if not isinstance(value, str):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueProblem(f"{rule}, got {show(value)}")
+            if value < 0:
+                raise ValueProblem(f"must not be negative, got {show(value)}")
+        try:
+            seconds = parse_duration(value, what="")
+        except ConfigError as exc:
+            raise ValueProblem(str(exc).removeprefix(": ")) from None
+        seconds = self._check(seconds, show(value))
+        bare = not isinstance(value, str) or (value.strip().isascii() and value.strip().isdigit())
+        if bare and seconds is not None and 0 < seconds < _SUB_MILLISECOND:
+            warn(f"{show(value)} is read as {seconds * 1e9:g} nanoseconds, as GFD reads it; "
+                 f"write e.g. '{value}s' if seconds were meant")
+        if seconds == 0 and self.zero_note:
+            warn(self.zero_note)
+        return seconds
+
+    def render(self, value: Any) -> str:
+        return format_duration(value)
+
+
+class Int(Kind):
+    metavar = "INTEGER"
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+
+    def from_text(self, text: str) -> int:
+        try:
+            number = int(text.strip(), 10)
+        except ValueError:
+            raise ValueProblem(f"must be an integer, got {show(text)}") from None
+        if not self.low <= number <= self.high:
+            raise ValueProblem(f"must be {self.low}..{self.high}, got {number}")
+        return number
+
+
+class Float(Kind):
+    metavar = "NUMBER"
+
+    def __init__(self, low: float) -> None:
+        self.low = low
+
+    def from_text(self, text: str) -> float:
+        try:
+            number = float(text.strip())
+        except ValueError:
+            raise ValueProblem(f"must be a number, got {show(text)}") from None
+        if not math.isfinite(number) or number < self.low:
+            raise ValueProblem(f"must be a number >= {self.low:g}, got {show(text)}")
+        return number
+
+    def render(self, value: Any) -> str:
+        return f"{value:g}"
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spec:
+    """Everything about one setting besides its name, type annotation and default."""
+
+    kind: Kind
+    flags: tuple[str, ...]
+    """Command-line spellings, the canonical ``--name`` first."""
+    env: tuple[str, ...] = ()
+    """Environment variables in GFD's order: the first one that is set wins."""
+    file: str = ""
+    """Path in the device plugin's config file (``flags.gfd.sleepInterval``); "" if none."""
+    part: Part
+    group: Group
+    help: str
+    gfd: tuple[str, ...] = ()
+    """Spellings of GFD's own flag (``gpu-feature-discovery``); () when GFD has none."""
+
+
+def setting(default: Any, **spec: Any) -> Any:
+    """Declare one setting: a dataclass field whose metadata is its :class:`Spec`."""
+    return field(default=default, metadata={"setting": Spec(**spec)})
+
+
+_DISCOVERY, _PUBLISH, _RUN = Group.DISCOVERY, Group.PUBLISH, Group.RUN
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Every setting of gfd, after precedence. Field names are the flags' names."""
+
+    mig_strategy: str = setting(
+        "none", kind=Choice(MIG_STRATEGIES), flags=("--mig-strategy",),
+        env=("GFD_MIG_STRATEGY", "MIG_STRATEGY"), file="flags.migStrategy", part=Part.LABELS,
+        group=_DISCOVERY, gfd=("mig-strategy",), help="How MIG devices are labelled.")
+    fail_on_init_error: bool = setting(
+        True, kind=Bool(), flags=("--fail-on-init-error",),
+        env=("GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"), file="flags.failOnInitError",
+        part=Part.DISCOVERY, group=_DISCOVERY, gfd=("fail-on-init-error",),
+        help="Fail when NVML cannot start (false: label without it, retry every cycle).")
+    no_timestamp: bool = setting(
+        False, kind=Bool(), flags=("--no-timestamp",), env=("GFD_NO_TIMESTAMP",),
+        file="flags.gfd.noTimestamp", part=Part.LABELS, group=_DISCOVERY,
+        gfd=("no-timestamp",), help="Do not write the gfd.timestamp label.")
+    machine_type_file: str = setting(
+        DEFAULT_MACHINE_TYPE_FILE, kind=PathKind(), flags=("--machine-type-file",),
+        env=("GFD_MACHINE_TYPE_FILE",), file="flags.gfd.machineTypeFile",
+        part=Part.DISCOVERY, group=_DISCOVERY, gfd=("machine-type-file",),
+        help="File holding the machine type (DMI product name).")
+    sysfs_root: str = setting(
+        "/sys", kind=PathKind(), flags=("--sysfs-root",), env=("GFD_SYSFS_ROOT",),
+        part=Part.DISCOVERY, group=_DISCOVERY,
+        help="Root of sysfs, for PCI class and vGPU detection.")
+    nvidia_smi: str = setting(
+        "nvidia-smi", kind=Text(), flags=("--nvidia-smi",), env=("GFD_NVIDIA_SMI",),
+        part=Part.DISCOVERY, group=_DISCOVERY,
+        help="nvidia-smi to run for the compute timeslice policy (looked up on PATH).")
+    config_file: str = setting(
+        "", kind=PathKind(), flags=("--config-file",), env=("GFD_CONFIG_FILE", "CONFIG_FILE"),
+        part=Part.RESTART, group=_DISCOVERY, gfd=("config-file",),
+        help="The device plugin's config file (YAML or JSON).")
+    label_set: str = setting(
+        "extended", kind=Choice(LABEL_SETS), flags=("--label-set",), env=("GFD_LABEL_SET",),
+        part=Part.DISCOVERY, group=_DISCOVERY,
+        help="compat: exactly GFD's labels; extended: plus gfd's own.")
+    accelerator_label: str = setting(
+        "", kind=Text(), flags=("--accelerator-label",), env=("GFD_ACCELERATOR_LABEL",),
+        part=Part.LABELS, group=_DISCOVERY, help="Also write gpu.accelerator under this key.")
+    device_discovery_strategy: str = setting(
+        "auto", kind=Choice(DISCOVERY_STRATEGIES), flags=("--device-discovery-strategy",),
+        env=("DEVICE_DISCOVERY_STRATEGY",), file="flags.deviceDiscoveryStrategy",
+        part=Part.DISCOVERY, group=_DISCOVERY, gfd=("device-discovery-strategy",),
+        help="Accepted for GFD compatibility; gfd reads GPUs through NVML.")
+    driver_root_ctr_path: str = setting(
+        "/driver-root", kind=PathKind(),
+        flags=("--driver-root-ctr-path", "--container-driver-root"),
+        env=("DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"), part=Part.NONE,
+        group=_DISCOVERY, gfd=("driver-root-ctr-path", "container-driver-root"),
+        help="Accepted for GFD compatibility; unused.")
+    simulate: str = setting(
+        "", kind=Text(), flags=("--simulate",), env=("GFD_SIMULATE",), part=Part.DISCOVERY,
+        group=_DISCOVERY, help="Label a built-in simulated machine instead of this one.")
+    snapshot: str = setting(
+        "", kind=PathKind(), flags=("--snapshot",), env=("GFD_SNAPSHOT",), part=Part.DISCOVERY,
+        group=_DISCOVERY,
+        help="Label a recorded snapshot (gfd snapshot output) instead of this machine.")
+    log_format: str = setting(
+        "text", kind=Choice(LOG_FORMATS), flags=("--log-format",), env=("GFD_LOG_FORMAT",),
+        part=Part.RESTART, group=_DISCOVERY, help="Log line format.")
+    log_level: str = setting(
+        "info", kind=Choice(LOG_LEVELS), flags=("--log-level",), env=("GFD_LOG_LEVEL",),
+        part=Part.RESTART, group=_DISCOVERY, help="Log verbosity.")
+
+    output_file: str = setting(
+        DEFAULT_OUTPUT_FILE, kind=OutputPath(), flags=("--output-file", "--output", "-o"),
+        env=("GFD_OUTPUT_FILE",), file="flags.gfd.outputFile", part=Part.SINK, group=_PUBLISH,
+        gfd=("output-file", "output", "o"),
+        help="Feature file to write; '-' (or '') writes to stdout.")
+    use_node_feature_api: bool = setting(
+        False, kind=Bool(), flags=("--use-node-feature-api",),
+        env=("GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"), file="flags.useNodeFeatureAPI",
+        part=Part.SINK, group=_PUBLISH, gfd=("use-node-feature-api",),
+        help="Publish an NFD NodeFeature (same as --sink nodefeature).")
+    sink: str = setting(
+        "file", kind=Choice(SINKS), flags=("--sink",), env=("GFD_SINK",), part=Part.SINK,
+        group=_PUBLISH, help="Where labels go: feature file, NodeFeature, or the Node.")
+    expiry: float = setting(
+        3600.0, kind=Duration(), flags=("--expiry",), env=("GFD_EXPIRY",), part=Part.SINK,
+        group=_PUBLISH,
+        help="Feature-file label lifetime if gfd is gone for good (0: never expire).")
+    resync_interval: float = setting(
+        3600.0, kind=Duration(zero=False), flags=("--resync-interval",),
+        env=("GFD_RESYNC_INTERVAL",), part=Part.SCHEDULE, group=_PUBLISH,
+        help="API sinks: how often to re-read the published object and heal drift.")
+    kubeconfig: str = setting(
+        "", kind=PathKind(), flags=("--kubeconfig",), env=("KUBECONFIG",), part=Part.SINK,
+        group=_PUBLISH, gfd=("kubeconfig",),
+        help="kubeconfig file; empty means in-cluster config.")
+    kube_api_qps: float = setting(
+        5.0, kind=Float(0.0), flags=("--kube-api-qps",), env=("KUBE_API_QPS",),
+        part=Part.SINK, group=_PUBLISH, gfd=("kube-api-qps",),
+        help="Client-side request rate limit.")
+    kube_api_burst: int = setting(
+        10, kind=Int(0, 2**31 - 1), flags=("--kube-api-burst",), env=("KUBE_API_BURST",),
+        part=Part.SINK, group=_PUBLISH, gfd=("kube-api-burst",),
+        help="Client-side request burst.")
+    namespace: str = setting(
+        "default", kind=Text(), flags=("--namespace",), env=("NAMESPACE",), part=Part.SINK,
+        group=_PUBLISH, gfd=("namespace",), help="Namespace of the NodeFeature object.")
+    node_name: str = setting(
+        "", kind=Text(), flags=("--node-name",), env=("NODE_NAME",), part=Part.SINK,
+        group=_PUBLISH, gfd=("node-name",),
+        help="This node's name (required by the API sinks).")
+    pod_name: str = setting(
+        "", kind=Text(), flags=("--pod-name",), env=("POD_NAME",), part=Part.SINK,
+        group=_PUBLISH, gfd=("pod-name",),
+        help="This pod's name, to find the owning DaemonSet.")
+
+    oneshot: bool = setting(
+        False, kind=Bool(), flags=("--oneshot",), env=("GFD_ONESHOT",),
+        file="flags.gfd.oneshot", part=Part.RESTART, group=_RUN, gfd=("oneshot",),
+        help="Label once and exit.")
+    sleep_interval: float | None = setting(
+        10.0, kind=Duration(infinite=True, zero_note="0 means no pause between labelling cycles"),
+        flags=("--sleep-interval",),
+        env=("GFD_SLEEP_INTERVAL",), file="flags.gfd.sleepInterval", part=Part.SCHEDULE,
+        group=_RUN, gfd=("sleep-interval",),
+        help="Time between cycles (Go duration, or 'infinite': label once, then wait).")
+    host_refresh_interval: float = setting(
+        300.0, kind=Duration(zero=False), flags=("--host-refresh-interval",),
+        env=("GFD_HOST_REFRESH_INTERVAL",), part=Part.SCHEDULE, group=_RUN,
+        help="How often to re-read what only an admin changes (nvidia-smi timeslice policy, "
+             "vGPU scan); also on SIGHUP and when the set of GPUs changes.")
+    metrics_port: int = setting(
+        0, kind=Int(0, 65535), flags=("--metrics-port",), env=("GFD_METRICS_PORT",),
+        part=Part.RESTART, group=_RUN, help="Serve /metrics, /healthz, /readyz here (0: off).")
+    stuck_after: float = setting(
+        120.0, kind=Duration(zero=False), flags=("--stuck-after",), env=("GFD_STUCK_AFTER",),
+        part=Part.RESTART, group=_RUN,
+        help="/healthz fails when a cycle runs longer than this (a hung NVML call).")
+
+    sharing: Sharing = field(default_factory=Sharing)
+    """From the config file's sharing section (no flag sets it)."""
+
+    @property
+    def effective_sink(self) -> str:
+        return "nodefeature" if self.use_node_feature_api and self.sink == "file" else self.sink
+
+    def label_options(self, *, timestamp: int | None) -> LabelOptions:
+        return LabelOptions(
+            mig_strategy=self.mig_strategy,
+            sharing=self.sharing,
+            label_set=self.label_set,
+            timestamp=None if self.no_timestamp else timestamp,
+            accelerator_label=self.accelerator_label or None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One row of the settings table."""
+
+    name: str
+    default: Any
+    spec: Spec
+
+    @property
+    def flag(self) -> str:
+        return self.spec.flags[0]
+
+
+def _table() -> tuple[Entry, ...]:
+    rows = []
+    for f in fields(Settings):
+        spec = f.metadata.get("setting")
+        if isinstance(spec, Spec):
+            rows.append(Entry(f.name, f.default, spec))
+    return tuple(rows)
+
+
+TABLE: tuple[Entry, ...] = _table()
+"""Every setting, in declaration order."""
+
+BY_NAME: Mapping[str, Entry] = {e.name: e for e in TABLE}
+
+
+def entries(*groups: Group) -> Iterator[Entry]:
+    """The settings a command with these option groups takes."""
+    return (e for e in TABLE if e.spec.group in groups)
+
+
+# --------------------------------------------------------------------------- precedence
+
+
+def resolve(explicit: Mapping[str, Any], file_values: Mapping[str, Any] | None = None, *,
+            sharing: Sharing | None = None, defaults: Settings | None = None) -> Settings:
+    """Combine typed values: explicit flag/env > config file > default, then check them.
+    ``defaults``: the settings to fall back to (``Settings()``, or GFD's own defaults)."""
     merged: dict[str, Any] = {}
-    for name in SETTING_NAMES - {"sharing"}:
-        if name in explicit:
-            merged[name] = explicit[name]
-        elif file_values and name in file_values:
-            merged[name] = file_values[name]
-        elif name in defaults:
-            merged[name] = defaults[name]
-    settings = replace(Settings(), **merged)
+    for entry in TABLE:
+        if entry.name in explicit:
+            merged[entry.name] = explicit[entry.name]
+        elif file_values and entry.name in file_values:
+            merged[entry.name] = file_values[entry.name]
+    settings = replace(defaults or Settings(), **merged)
     if sharing is not None:
         settings = replace(settings, sharing=sharing)
     check(settings)
     return settings
 
 
+def changed(old: Settings, new: Settings) -> tuple[Entry, ...]:
+    """The table rows whose value differs between two settings."""
+    return tuple(e for e in TABLE if getattr(old, e.name) != getattr(new, e.name))
+
+
 def check(settings: Settings) -> None:
-    """Reject settings no run could use, with the setting, the value and the rule."""
-
-    def need(ok: bool, message: str) -> None:
-        if not ok:
-            raise ConfigError(message)
-
-    need(settings.mig_strategy in MIG_STRATEGIES,
-         f"mig-strategy: must be one of {', '.join(MIG_STRATEGIES)}, got "
-         f"{settings.mig_strategy!r}")
-    need(settings.label_set in LABEL_SETS,
-         f"label-set: must be one of {', '.join(LABEL_SETS)}, got {settings.label_set!r}")
-    need(settings.sink in SINKS,
-         f"sink: must be one of {', '.join(SINKS)}, got {settings.sink!r}")
-    need(settings.log_format in LOG_FORMATS,
-         f"log-format: must be one of {', '.join(LOG_FORMATS)}, got {settings.log_format!r}")
-    need(settings.device_discovery_strategy in DISCOVERY_STRATEGIES,
-         f"device-discovery-strategy: must be one of {', '.join(DISCOVERY_STRATEGIES)}, got "
-         f"{settings.device_discovery_strategy!r}")
-    need(settings.sleep_interval is None or settings.sleep_interval >= 0,
-         "sleep-interval: must not be negative")
-    need(settings.expiry >= 0, "expiry: must not be negative (0 disables expiry)")
-    need(settings.resync_interval > 0, "resync-interval: must be positive")
-    need(settings.stuck_after > 0, "stuck-after: must be positive")
-    need(0 <= settings.metrics_port <= 65535,
-         f"metrics-port: must be 0..65535, got {settings.metrics_port}")
-    need(not (settings.simulate and settings.snapshot),
-         "--simulate and --snapshot cannot be used together: pick one source")
+    """Rules that involve more than one setting, or more than a value's own kind."""
+    if settings.simulate and settings.snapshot:
+        raise ConfigError("--simulate and --snapshot cannot be used together: pick one source")
     if settings.accelerator_label:
         from gfd.labelers.validate import key_problem
 
         problem = key_problem(settings.accelerator_label)
-        need(problem is None,
-             f"accelerator-label: {settings.accelerator_label!r} is not a valid label key: "
-             f"{problem}")
+        if problem is not None:
+            raise ConfigError(f"accelerator-label: {settings.accelerator_label!r} is not a "
+                              f"valid label key: {problem}")
+
+
+def parse_text(entry: Entry, text: str, *, source: str = "") -> Any:
+    """Parse one setting from text (a flag or environment value); ConfigError names it."""
+    try:
+        return entry.spec.kind.from_text(text)
+    except ValueProblem as exc:
+        where = source or entry.flag
+        raise ConfigError(f"{where}: {exc}") from None

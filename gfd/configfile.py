@@ -1,9 +1,11 @@
 """The device-plugin config file (v1): the same YAML/JSON file NVIDIA's device plugin reads.
 
-One ConfigMap serves both daemons (reference §6). This module turns the file into
-``FileConfig``: the settings it sets (keyed by ``gfd.config.Settings`` field names, so
-``gfd.config.resolve`` can apply GFD's precedence), the normalised sharing section, and
-warnings. ``ConfigSource`` re-reads the file each cycle and on SIGHUP.
+One ConfigMap serves both daemons (docs/gfd-compatibility.md, "Config file"). This module
+turns the file into ``FileConfig``: the settings it sets (keyed by ``gfd.config.Settings``
+field names, so ``gfd.config.resolve`` can apply GFD's precedence), the normalised sharing
+section, and warnings. Which ``flags`` fields exist, and how each value is checked, comes
+from the settings table (``gfd.config``); the device plugin's own fields, which gfd checks
+and ignores, are listed here. ``ConfigSource`` re-reads the file when asked.
 
 Decisions (where GFD's Go loader is lenient, odd, or silent):
 
@@ -29,18 +31,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
-import reprlib
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from gfd.config import DISCOVERY_STRATEGIES, parse_duration
-from gfd.errors import ConfigError
-from gfd.labelers.options import MIG_STRATEGIES
+from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of, show
+from gfd.errors import ConfigError, one_line
 from gfd.sharing import SharedResource, Sharing
 
 VERSION = "v1"
@@ -50,14 +49,42 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 """Refuse larger files (a ConfigMap holds at most 1 MiB; guards against /dev/zero)."""
 
 _TOP = ("version", "flags", "resources", "sharing", "imex")
-_FLAGS = (
-    "migStrategy", "failOnInitError", "useNodeFeatureAPI", "deviceDiscoveryStrategy",
-    "mpsRoot", "nvidiaDriverRoot", "nvidiaDevRoot", "gdrcopyEnabled", "gdsEnabled",
-    "mofedEnabled", "restartOnDeviceUnhealthy", "plugin", "gfd",
-)
-_PLUGIN_ONLY_STRINGS = ("mpsRoot", "nvidiaDriverRoot", "nvidiaDevRoot")
-_PLUGIN_ONLY_BOOLS = ("gdrcopyEnabled", "gdsEnabled", "mofedEnabled", "restartOnDeviceUnhealthy")
-_GFD_FLAGS = ("oneshot", "noTimestamp", "sleepInterval", "outputFile", "machineTypeFile")
+
+
+class _AnyMapping:
+    """A field whose content gfd does not read (``flags.plugin``): only its shape is checked."""
+
+
+_ANY_MAPPING = _AnyMapping()
+Node = Entry | Kind | _AnyMapping | dict[str, "Node"]
+
+PLUGIN_FLAGS: dict[str, Node] = {
+    "mpsRoot": PathKind(), "nvidiaDriverRoot": PathKind(), "nvidiaDevRoot": PathKind(),
+    "gdrcopyEnabled": Bool(), "gdsEnabled": Bool(), "mofedEnabled": Bool(),
+    "restartOnDeviceUnhealthy": Bool(), "plugin": _ANY_MAPPING,
+}
+"""The device plugin's own ``flags``: checked for type, then ignored (gfd does not use them)."""
+
+
+def flags_tree() -> dict[str, Node]:
+    """The ``flags`` section's fields: the settings table's file paths plus the plugin's."""
+    tree: dict[str, Node] = {"flags": dict(PLUGIN_FLAGS)}
+    for entry in TABLE:
+        if not entry.spec.file:
+            continue
+        *parents, leaf = entry.spec.file.split(".")
+        node = tree
+        for part in parents:
+            child = node.setdefault(part, {})
+            assert isinstance(child, dict)
+            node = child
+        node[leaf] = entry
+    flags = tree["flags"]
+    assert isinstance(flags, dict)
+    return flags
+
+
+_FLAGS_TREE = flags_tree()
 _RESOURCES = ("gpus", "mig")
 _RESOURCE = ("pattern", "name")
 _SHARING = ("timeSlicing", "mps")
@@ -72,7 +99,6 @@ _HEX32 = re.compile(r"[0-9a-fA-F]{32}")
 _UUID36 = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _DEVICES_RULE = ('must be "all", a count > 0, or a list of GPU indices, MIG indices '
                  "(<gpu>:<mig>) or GPU/MIG UUIDs")
-_SUB_MILLISECOND = 1e-3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,13 +135,10 @@ class ConfigSource:
     content is invalid -- the caller keeps the last good config. A missing file after a
     good one is an error too (reported, last good kept)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, current: FileConfig | None = None) -> None:
         self._path = path
-        self._current: FileConfig | None = None
-
-    @property
-    def path(self) -> str:
-        return self._path
+        self._current = current
+        """The config in use (e.g. the one read at start), so an unchanged file is no news."""
 
     @property
     def current(self) -> FileConfig | None:
@@ -155,7 +178,7 @@ def _read(path: str) -> bytes:
                           "(check --config-file / CONFIG_FILE)") from None
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{where}: cannot be read: {_one_line(reason)}") from None
+        raise ConfigError(f"{where}: cannot be read: {one_line(reason)}") from None
     if len(raw) > MAX_FILE_BYTES:
         raise ConfigError(f"{where}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; "
                           "not a device-plugin config (check --config-file / CONFIG_FILE)")
@@ -209,10 +232,6 @@ def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _yaml_problem(exc: Exception) -> str:
     """PyYAML's message without its multi-line source excerpt."""
     if isinstance(exc, RecursionError):
@@ -221,8 +240,8 @@ def _yaml_problem(exc: Exception) -> str:
         mark = exc.problem_mark
         context = f"{exc.context}: " if exc.context else ""
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        return _one_line(f"{context}{exc.problem}{where}")
-    return _one_line(str(exc))
+        return one_line(f"{context}{exc.problem}{where}")
+    return one_line(str(exc))
 
 
 def _load_document(text: str, where: str) -> object:
@@ -232,16 +251,16 @@ def _load_document(text: str, where: str) -> object:
         try:
             return json.loads(body, object_pairs_hook=_json_pairs)
         except _DuplicateKeyError as exc:
-            raise ConfigError(f"{where}: duplicate key {_show(exc.key)} "
+            raise ConfigError(f"{where}: duplicate key {show(exc.key)} "
                               "(the later value would silently win)") from None
         except ValueError as exc:
-            json_error = _one_line(str(exc))  # maybe YAML flow style: try YAML next
+            json_error = one_line(str(exc))  # maybe YAML flow style: try YAML next
         except RecursionError:
             json_error = "nested too deeply"
     try:
         return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader subclass
     except _DuplicateKeyError as exc:
-        raise ConfigError(f"{where}: line {exc.line}: duplicate key {_show(exc.key)} "
+        raise ConfigError(f"{where}: line {exc.line}: duplicate key {show(exc.key)} "
                           "(the later value would silently win)") from None
     except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         detail = json_error if json_error is not None else _yaml_problem(exc)
@@ -252,38 +271,10 @@ def _load_document(text: str, where: str) -> object:
 # --- checking -----------------------------------------------------------------------------
 
 
-def _show(value: object) -> str:
-    """A short, one-line rendering of a value from the file."""
-    shortener = reprlib.Repr()
-    shortener.maxstring = 80
-    shortener.maxother = 80
-    shortener.maxlevel = 3
-    shortener.maxlist = shortener.maxdict = shortener.maxtuple = 6
-    try:
-        shown = shortener.repr(value)
-    except (RecursionError, ValueError):
-        shown = f"<{type(value).__name__}>"
-    return _one_line(shown) if "\n" in shown or "\r" in shown else shown
-
-
-def _kind(value: object) -> str:
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    return f"a {type(value).__name__}"
-
-
 def _key_text(key: object) -> str:
     if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
         return key
-    return _show(key)
+    return show(key)
 
 
 def _join(where: str, key: object) -> str:
@@ -354,7 +345,7 @@ class _Parser:
     def mapping(self, value: object, where: str, known: tuple[str, ...]) -> dict[str, Any]:
         """The mapping's set (non-null) fields; unknown fields are errors."""
         if not isinstance(value, dict):
-            raise self.fail(where, f"must be a mapping, got {_kind(value)}: {_show(value)}")
+            raise self.fail(where, f"must be a mapping, got {kind_of(value)}: {show(value)}")
         result: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str) or key not in known:
@@ -370,22 +361,17 @@ class _Parser:
         hint = ""
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no"):
             hint = " (write true or false without quotes)"
-        raise self.fail(where, f"must be a boolean, got {_show(value)}{hint}")
+        raise self.fail(where, f"must be a boolean, got {show(value)}{hint}")
 
     def string(self, value: object, where: str) -> str:
         if isinstance(value, str):
             return value
-        raise self.fail(where, f"must be a string, got {_kind(value)}: {_show(value)}")
-
-    def choice(self, value: object, where: str, choices: tuple[str, ...]) -> str:
-        if isinstance(value, str) and value in choices:
-            return value
-        raise self.fail(where, f"must be one of {', '.join(choices)}, got {_show(value)}")
+        raise self.fail(where, f"must be a string, got {kind_of(value)}: {show(value)}")
 
     def sequence(self, value: object, where: str) -> list[Any]:
         if isinstance(value, list):
             return value
-        raise self.fail(where, f"must be a list, got {_kind(value)}: {_show(value)}")
+        raise self.fail(where, f"must be a list, got {kind_of(value)}: {show(value)}")
 
     # the document
 
@@ -394,14 +380,14 @@ class _Parser:
         if document is None:
             document = {}
         if not isinstance(document, dict):
-            raise self.fail("", f"expected a mapping at the top level, got {_kind(document)}")
+            raise self.fail("", f"expected a mapping at the top level, got {kind_of(document)}")
         top = self.mapping(document, "", _TOP)
         version = top.get("version", "")
         if version not in ("", VERSION):
-            raise self.fail("version", f"must be {VERSION}, got {_show(version)}")
+            raise self.fail("version", f"must be {VERSION}, got {show(version)}")
         values: dict[str, Any] = {}
         if "flags" in top:
-            self.flags(top["flags"], values)
+            self.section(top["flags"], "flags", _FLAGS_TREE, values)
         if "resources" in top:
             self.resources(top["resources"])
         sharing = self.sharing(top["sharing"]) if "sharing" in top else Sharing()
@@ -410,83 +396,37 @@ class _Parser:
         return FileConfig(path=self.path, values=values, sharing=sharing,
                           warnings=tuple(self.warnings), digest=digest)
 
-    def flags(self, value: object, values: dict[str, Any]) -> None:
-        flags = self.mapping(value, "flags", _FLAGS)
-        if "migStrategy" in flags:
-            values["mig_strategy"] = self.choice(flags["migStrategy"], "flags.migStrategy",
-                                                 MIG_STRATEGIES)
-        if "failOnInitError" in flags:
-            values["fail_on_init_error"] = self.boolean(flags["failOnInitError"],
-                                                        "flags.failOnInitError")
-        if "useNodeFeatureAPI" in flags:
-            values["use_node_feature_api"] = self.boolean(flags["useNodeFeatureAPI"],
-                                                          "flags.useNodeFeatureAPI")
-        if "deviceDiscoveryStrategy" in flags:
-            values["device_discovery_strategy"] = self.choice(
-                flags["deviceDiscoveryStrategy"], "flags.deviceDiscoveryStrategy",
-                DISCOVERY_STRATEGIES)
-        # Device-plugin settings gfd does not use: checked for type only, then ignored.
-        for name in _PLUGIN_ONLY_STRINGS:
-            if name in flags:
-                self.string(flags[name], f"flags.{name}")
-        for name in _PLUGIN_ONLY_BOOLS:
-            if name in flags:
-                self.boolean(flags[name], f"flags.{name}")
-        if "plugin" in flags and not isinstance(flags["plugin"], dict):
-            raise self.fail("flags.plugin", f"must be a mapping, got {_kind(flags['plugin'])}: "
-                                            f"{_show(flags['plugin'])}")
-        if "gfd" in flags:
-            self.gfd_flags(flags["gfd"], values)
+    def section(self, value: object, where: str, tree: dict[str, Node],
+                values: dict[str, Any]) -> None:
+        """A mapping whose fields are settings (stored in ``values``), the device plugin's own
+        fields (checked, ignored) or further sections, as the settings table lays them out."""
+        for key, item in self.mapping(value, where, tuple(tree)).items():
+            node, here = tree[key], f"{where}.{key}"
+            if isinstance(node, Entry):
+                values[node.name] = self.setting(node.spec.kind, item, here)
+            elif isinstance(node, dict):
+                self.section(item, here, node, values)
+            elif isinstance(node, _AnyMapping):
+                if not isinstance(item, dict):
+                    raise self.fail(here, f"must be a mapping, got {kind_of(item)}: {show(item)}")
+            else:
+                self.setting(node, item, here)
 
-    def gfd_flags(self, value: object, values: dict[str, Any]) -> None:
-        gfd = self.mapping(value, "flags.gfd", _GFD_FLAGS)
-        if "oneshot" in gfd:
-            values["oneshot"] = self.boolean(gfd["oneshot"], "flags.gfd.oneshot")
-        if "noTimestamp" in gfd:
-            values["no_timestamp"] = self.boolean(gfd["noTimestamp"], "flags.gfd.noTimestamp")
-        if "sleepInterval" in gfd:
-            values["sleep_interval"] = self.duration(gfd["sleepInterval"],
-                                                     "flags.gfd.sleepInterval")
-        if "outputFile" in gfd:
-            output = self.string(gfd["outputFile"], "flags.gfd.outputFile")
-            values["output_file"] = output or "-"
-        if "machineTypeFile" in gfd:
-            values["machine_type_file"] = self.string(gfd["machineTypeFile"],
-                                                      "flags.gfd.machineTypeFile")
-
-    def duration(self, value: object, where: str) -> float | None:
-        rule = ("must be a duration such as 60s or 1m30s, a number of nanoseconds, "
-                "or infinite")
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise self.fail(where, f"{rule}, got {_show(value)}")
-        if not isinstance(value, str):
-            if isinstance(value, float) and not math.isfinite(value):
-                raise self.fail(where, f"{rule}, got {_show(value)}")
-            if value < 0:
-                raise self.fail(where, f"must not be negative, got {_show(value)}")
+    def setting(self, kind: Kind, value: object, where: str) -> Any:
         try:
-            seconds = parse_duration(value, what=f"{self.where}: {where}")
-        except (ValueError, OverflowError):
-            raise self.fail(where, f"{rule}, got {_show(value)}") from None
-        if seconds is not None and not math.isfinite(seconds):
-            raise self.fail(where, f"{rule}, got {_show(value)}")
-        bare = not isinstance(value, str) or _is_index(value.strip())
-        if bare and seconds is not None and 0 < seconds < _SUB_MILLISECOND:
-            self.warn(where, f"{_show(value)} is read as {seconds * 1e9:g} nanoseconds, as GFD "
-                             f"reads it; write e.g. '{value}s' if seconds were meant")
-        if seconds == 0:
-            self.warn(where, "0 means no pause between labelling cycles")
-        return seconds
+            return kind.from_file(value, lambda message: self.warn(where, message))
+        except ValueProblem as exc:
+            raise self.fail(where, str(exc)) from None
 
     def resource_name(self, value: object, where: str) -> str:
         name = self.string(value, where)
         full = name if name.startswith(RESOURCE_PREFIX + "/") else f"{RESOURCE_PREFIX}/{name}"
         if len(full) > MAX_RESOURCE_NAME_LENGTH:
-            raise self.fail(where, f"{_show(full)} is too long: a full resource name must be at "
+            raise self.fail(where, f"{show(full)} is too long: a full resource name must be at "
                                    f"most {MAX_RESOURCE_NAME_LENGTH} characters, got {len(full)}")
         _, _, short = full.partition("/")
         if not (len(short) <= 253 and _DNS_SUBDOMAIN.fullmatch(short)):
-            raise self.fail(where, f"{_show(name)} is not a valid resource name: the part after "
+            raise self.fail(where, f"{show(name)} is not a valid resource name: the part after "
                                    f"'{RESOURCE_PREFIX}/' must be a DNS subdomain (lowercase "
                                    "letters, digits, '-' and '.', starting and ending with a "
                                    "letter or digit)")
@@ -576,7 +516,7 @@ class _Parser:
         replicas = fields["replicas"]
         if not _is_int(replicas):
             raise self.fail(f"{where}.replicas",
-                            f"must be an integer >= 2, got {_kind(replicas)}: {_show(replicas)}")
+                            f"must be an integer >= 2, got {kind_of(replicas)}: {show(replicas)}")
         if replicas < 2:
             raise self.fail(f"{where}.replicas", f"must be >= 2, got {replicas}")
         if "rename" in fields and fields["rename"] != "":
@@ -595,7 +535,7 @@ class _Parser:
         if isinstance(value, str):
             if value == "all":
                 return
-            raise self.fail(where, f"{_DEVICES_RULE}, got {_show(value)}")
+            raise self.fail(where, f"{_DEVICES_RULE}, got {show(value)}")
         if _is_int(value):
             assert isinstance(value, int)
             if value <= 0:
@@ -607,10 +547,10 @@ class _Parser:
                 if not ok:
                     raise self.fail(f"{where}[{index}]",
                                     "must be a GPU index, a MIG index <gpu>:<mig>, or a GPU/MIG "
-                                    f"UUID, got {_show(item)}")
+                                    f"UUID, got {show(item)}")
         else:
-            raise self.fail(where, f"{_DEVICES_RULE}, got {_kind(value)}: {_show(value)}")
-        self.warn(where, f"{_show(value)} is treated as \"all\" (selecting devices is not "
+            raise self.fail(where, f"{_DEVICES_RULE}, got {kind_of(value)}: {show(value)}")
+        self.warn(where, f"{show(value)} is treated as \"all\" (selecting devices is not "
                          "supported; ignored as GFD does)")
 
     def imex(self, value: object) -> None:
@@ -619,6 +559,6 @@ class _Parser:
             for index, item in enumerate(self.sequence(imex["channelIDs"], "imex.channelIDs")):
                 if not (_is_int(item) and item >= 0):
                     raise self.fail(f"imex.channelIDs[{index}]",
-                                    f"must be a non-negative integer, got {_show(item)}")
+                                    f"must be a non-negative integer, got {show(item)}")
         if "required" in imex:
             self.boolean(imex["required"], "imex.required")

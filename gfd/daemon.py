@@ -1,8 +1,13 @@
-"""The agent loop: read -> label -> validate -> publish, every interval, with reload,
-capped exponential backoff on errors, and errors logged once per distinct cause.
+"""The agent loop: read -> label -> validate -> publish, with one scheduler for every periodic
+duty, reload that rebuilds what a new config changes, capped exponential backoff on errors,
+and each distinct error logged once.
 
-A cycle publishes everything or nothing: labels are computed whole before the sink
-is called, and a failed read publishes nothing (the last published labels stay).
+A cycle publishes everything or nothing: labels are computed whole before the sink is
+called, and a failed read publishes nothing (the last published labels stay).
+
+A reload is a transaction: the candidate parts (built by ``app.Reloader`` from the new
+settings) must read and label the node before they replace the running ones; a candidate
+that cannot is refused with one line and closed, and the last good config stays.
 """
 
 from __future__ import annotations
@@ -12,13 +17,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from gfd.backoff import backoff
+from gfd.config import Settings
 from gfd.errors import ConfigError, GfdError, NvmlInitError, PublishError
 from gfd.labelers.default import Labelling, compute_labels
 from gfd.labelers.inventory import model_groups
 from gfd.labelers.options import LabelOptions
+from gfd.logs import Once
 from gfd.sinks.base import PublishResult, Sink
 from gfd.snapshot import Snapshot
 
@@ -28,26 +35,48 @@ BACKOFF_CAP = 300.0
 
 
 class SnapshotSource(Protocol):
+    """Where snapshots come from (``discovery.Discovery`` in production)."""
+
     fail_on_init_error: bool
 
     def read(self) -> Snapshot: ...
 
+    def refresh(self) -> None:
+        """Re-read slowly changing facts at the next read."""
+        ...
+
     def close(self) -> None: ...
 
 
-@runtime_checkable
-class Refreshable(Protocol):
-    def refresh(self) -> None:
-        """Re-read slowly changing facts at the next read (on SIGHUP)."""
-        ...
+@dataclass(frozen=True, slots=True)
+class Duty:
+    """A periodic duty of the loop: ``action`` marks something stale, then a cycle runs."""
+
+    name: str
+    every: float
+    action: Callable[[], None]
 
 
-class OptionsSource(Protocol):
-    """Label options that may change at run time (config file content, SIGHUP)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parts:
+    """What a running agent is made of, all built from one Settings (by ``app``)."""
 
-    def poll(self, *, force: bool) -> LabelOptions | None:
-        """New options when the config changed (or ``force``), else None.
-        Raises ConfigError when the new config is invalid."""
+    settings: Settings
+    discovery: SnapshotSource
+    sink: Sink
+    options: LabelOptions
+    duties: tuple[Duty, ...] = ()
+    changes: tuple[str, ...] = ()
+    """For a reload candidate: the settings that changed, as ``name: old -> new``."""
+
+
+class PartsSource(Protocol):
+    """New parts when the config changed (``app.Reloader``)."""
+
+    def poll(self, current: Parts, *, force: bool) -> Parts | None:
+        """None when the config file is unchanged; ``current`` itself when it changed but the
+        settings are the running ones; else a candidate built from ``current`` for the new
+        settings. Raises ConfigError when the new config is refused."""
         ...
 
 
@@ -87,64 +116,138 @@ class Signals:
         self.wake.set()
 
 
+class Schedule:
+    """When each periodic duty is next due, on the loop's monotonic clock."""
+
+    def __init__(self) -> None:
+        self._duties: dict[str, Duty] = {}
+        self._due: dict[str, float] = {}
+
+    def set(self, duties: tuple[Duty, ...], now: float) -> None:
+        """Adopt these duties; one that keeps its name and interval keeps its due time."""
+        due = {}
+        for duty in duties:
+            old = self._duties.get(duty.name)
+            keep = old is not None and old.every == duty.every
+            due[duty.name] = self._due[duty.name] if keep else now + duty.every
+        self._duties = {d.name: d for d in duties}
+        self._due = due
+
+    def next_due(self) -> float | None:
+        return min(self._due.values(), default=None)
+
+    def pop_due(self, now: float) -> list[Duty]:
+        """The duties due at ``now``, each rescheduled one interval later."""
+        ready = [self._duties[name] for name, at in sorted(self._due.items()) if at <= now]
+        for duty in ready:
+            self._due[duty.name] = now + duty.every
+        return ready
+
+
 @dataclass(slots=True)
 class Agent:
-    """One gfd agent: owns the current label options and the error bookkeeping."""
+    """One gfd agent: owns its parts, the pending reload and the error bookkeeping."""
 
-    source: SnapshotSource
-    sink: Sink
-    options: LabelOptions
-    reloader: OptionsSource | None = None
+    parts: Parts
+    reloader: PartsSource | None = None
     observer: Observer | None = None
     health: HealthState | None = None
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
-    _last_error: str = field(default="", init=False)
-    _config_error: str = field(default="", init=False)
+    failures: int = field(default=0, init=False)
+    _pending: Parts | None = field(default=None, init=False)
+    _errors: Once = field(default_factory=lambda: Once(log), init=False)
+    _refusals: Once = field(default_factory=lambda: Once(log), init=False)
     _warnings: frozenset[str] = field(default=frozenset(), init=False)
     _cycles: int = field(default=0, init=False)
-    failures: int = field(default=0, init=False)
 
-    def _report_error(self, kind: str, exc: GfdError) -> None:
-        message = str(exc)
-        if message != self._last_error:
-            log.error("%s", message)
-            self._last_error = message
-        else:
-            log.debug("still failing: %s", message)
-        if self.observer:
-            self.observer.error(kind)
+    # -- reload ---------------------------------------------------------------------
 
-    def _config_refused(self, message: str) -> None:
+    def _refuse(self, message: str) -> None:
         """A refused config keeps the last good one; reported once until the config changes."""
-        if message != self._config_error:
-            log.error("%s", message)
-            self._config_error = message
+        self._refusals.error("%s", message)
         if self.observer:
             self.observer.error("config")
 
-    def _candidate_options(self, force: bool) -> LabelOptions | None:
+    def _poll_config(self, force: bool) -> None:
         if self.reloader is None:
-            return None
+            return
         try:
-            return self.reloader.poll(force=force)
+            candidate = self.reloader.poll(self.parts, force=force)
         except ConfigError as exc:
-            self._config_refused(f"{exc}; keeping the last good config")
-            return None
+            self._refuse(f"{exc}; keeping the last good config")
+            return
+        if candidate is None:
+            return
+        if self._pending is not None:  # superseded by a newer file
+            self._discard(self._pending)
+            self._pending = None
+        if candidate is not self.parts:
+            self._pending = candidate
 
-    def label(self, snapshot: Snapshot, candidate: LabelOptions | None) -> Labelling:
-        """Labels for a snapshot; a new config that cannot label it is refused."""
+    def _discard(self, candidate: Parts) -> None:
+        """Close what a refused or superseded candidate built anew."""
+        if candidate.discovery is not self.parts.discovery:
+            candidate.discovery.close()
+        if candidate.sink is not self.parts.sink:
+            candidate.sink.close()
+
+    def _refuse_pending(self, why: str) -> Parts:
+        assert self._pending is not None
+        self._refuse(f"new config refused: {why}; keeping the last good one")
+        self._discard(self._pending)
+        self._pending = None
+        return self.parts
+
+    def _apply(self, candidate: Parts) -> None:
+        old = self.parts
+        self.parts = candidate
+        self._pending = None
+        self._refusals.reset()
+        if old.discovery is not candidate.discovery:
+            old.discovery.close()
+        if old.sink is not candidate.sink:
+            self._move_labels(old.sink, candidate.sink)
+            old.sink.close()
+        changes = "; ".join(candidate.changes) or "no setting changed"
+        log.info("config reloaded: %s", changes)
+
+    def _move_labels(self, old: Sink, new: Sink) -> None:
+        """The publish target moved: remove what gfd published at the old one (the new one
+        holds the labels now), so two targets never feed the node diverging labels."""
+        try:
+            result = old.prune()
+        except GfdError as exc:
+            log.warning("labels now go to %s; removing them from %s failed: %s", new.name,
+                        old.name, exc)
+            return
+        if result.written:
+            log.info("labels moved from %s to %s", old.name, new.name)
+
+    # -- one cycle ------------------------------------------------------------------
+
+    def _read_and_label(self, parts: Parts) -> tuple[Snapshot, Labelling, float]:
+        snapshot = parts.discovery.read()
+        read_done = self.clock()
+        return snapshot, compute_labels(snapshot, parts.options), read_done
+
+    def _labelled(self, force_reload: bool) -> tuple[Parts, Snapshot, Labelling, float]:
+        """Read and label with the pending candidate when there is one, else the running parts.
+        A candidate whose new back end or new config cannot label the node is refused."""
+        self._poll_config(force_reload)
+        if force_reload:
+            (self._pending or self.parts).discovery.refresh()
+        candidate = self._pending
         if candidate is not None:
             try:
-                labelling = compute_labels(snapshot, candidate)
+                return (candidate, *self._read_and_label(candidate))
             except ConfigError as exc:
-                self._config_refused(f"new config refused: {exc}; keeping the last good one")
-            else:
-                log.info("config reloaded")
-                self._config_error = ""
-                self.options = candidate
-                return labelling
-        return compute_labels(snapshot, self.options)
+                self._refuse_pending(str(exc))
+            except GfdError as exc:
+                if candidate.discovery is self.parts.discovery:
+                    raise  # the running back end failed: an ordinary failed cycle
+                self._refuse_pending(f"its GPU back end failed: {exc}")
+        return (self.parts, *self._read_and_label(self.parts))
 
     def cycle(self, *, force_reload: bool = False) -> bool:
         """One read-label-publish pass. True when labels are published (or unchanged)."""
@@ -153,16 +256,11 @@ class Agent:
         start = self.clock()
         if self.health:
             self.health.cycle_started()
-        if force_reload and isinstance(self.source, Refreshable):
-            self.source.refresh()
         try:
-            candidate = self._candidate_options(force_reload)
-            snapshot = self.source.read()
-            read_done = self.clock()
-            labelling = self.label(snapshot, candidate)
-            result = self.sink.publish(labelling.labels)
+            parts, snapshot, labelling, read_done = self._labelled(force_reload)
+            result = parts.sink.publish(labelling.labels)
         except NvmlInitError as exc:
-            if first and self.source.fail_on_init_error:
+            if first and self.parts.discovery.fail_on_init_error:
                 raise
             self._failed("discovery", exc, start)
             return False
@@ -180,20 +278,23 @@ class Agent:
         finally:
             if self.health:
                 self.health.cycle_finished()
+        if parts is self._pending:
+            self._apply(parts)
         self._succeeded(snapshot, labelling, result, start, read_done)
         return True
 
     def _failed(self, kind: str, exc: GfdError, start: float) -> None:
         self.failures += 1
-        self._report_error(kind, exc)
+        if not self._errors.error("%s", str(exc)):
+            log.debug("still failing: %s", exc)
         if self.observer:
+            self.observer.error(kind)
             self.observer.cycle("error", self.clock() - start)
 
     def _succeeded(self, snapshot: Snapshot, labelling: Labelling, result: PublishResult,
                    start: float, read_done: float) -> None:
-        if self._last_error:
+        if self._errors.reset():
             log.info("recovered: labels published again")
-            self._last_error = ""
         current = frozenset(labelling.warnings) | {r.message for r in labelling.rejected}
         for warning in sorted(current - self._warnings):
             log.warning("%s", warning)
@@ -205,7 +306,7 @@ class Agent:
                 [f"+{k}" for k in change.added] + [f"~{k}" for k in change.changed]
                 + [f"-{k}" for k in change.removed]))
         elif result.written:
-            log.debug("labels unchanged; expiry refreshed")
+            log.debug("labels unchanged; target refreshed")
         else:
             log.debug("labels unchanged")
         if self.health:
@@ -225,28 +326,55 @@ class Agent:
             obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})
             obs.nvml_up(snapshot.nvml_available)
 
-    def run(self, signals: Signals, *, interval: float | None, oneshot: bool = False) -> int:
-        """Label until stopped. Returns the exit code (0: stopped by a signal or oneshot done)."""
+    # -- the loop -------------------------------------------------------------------
+
+    def _delay_after(self, ok: bool, started: float) -> float | None:
+        """Seconds until the next label cycle; None: only a duty or a signal starts one."""
+        interval = self.parts.settings.sleep_interval
+        if ok:
+            # start to start: a change waits at most one interval, whatever a cycle took
+            return None if interval is None else max(0.0, interval - (self.clock() - started))
+        delay = backoff(self.failures, interval if interval else BACKOFF_CAP)
+        log.debug("retrying in %.1fs", delay)
+        return delay
+
+    def run(self, signals: Signals) -> int:
+        """Label until stopped. Returns the exit code (0: stopped by a signal or oneshot done).
+
+        Every periodic duty (label cycle, host facts, resync, expiry refresh) is scheduled
+        here; whichever is due first, or a signal, wakes the loop."""
+        schedule = Schedule()
+        schedule.set(self.parts.duties, self.clock())
+        next_cycle: float | None = self.clock()
         try:
             while True:
+                now = self.clock()
+                due = schedule.pop_due(now)
+                for duty in due:
+                    log.debug("%s due", duty.name)
+                    duty.action()
                 force = signals.reload
                 signals.reload = False
-                started = self.clock()
-                ok = self.cycle(force_reload=force)
-                if oneshot:
-                    return 0 if ok else 1
-                if signals.stop:
-                    return 0
-                if ok:
-                    # start to start: a change waits at most one interval, whatever a cycle took
-                    delay = None if interval is None else max(
-                        0.0, interval - (self.clock() - started))
-                else:
-                    delay = backoff(self.failures, interval if interval else BACKOFF_CAP)
-                    log.debug("retrying in %.1fs", delay)
-                signals.wake.wait(timeout=delay)
+                if force or due or (next_cycle is not None and now >= next_cycle):
+                    before = self.parts
+                    ok = self.cycle(force_reload=force)
+                    if self.parts.settings.oneshot:
+                        return 0 if ok else 1
+                    if signals.stop:
+                        return 0
+                    if self.parts is not before:
+                        schedule.set(self.parts.duties, self.clock())
+                    delay = self._delay_after(ok, now)
+                    next_cycle = None if delay is None else self.clock() + delay
+                wake_at = min((t for t in (next_cycle, schedule.next_due()) if t is not None),
+                              default=None)
+                timeout = None if wake_at is None else max(0.0, wake_at - self.clock())
+                signals.wake.wait(timeout=timeout)
                 signals.wake.clear()
                 if signals.stop:
                     return 0
         finally:
-            self.source.close()
+            if self._pending is not None:
+                self._discard(self._pending)
+            self.parts.discovery.close()
+            self.parts.sink.close()

@@ -4,14 +4,12 @@ into one Snapshot per cycle, with GFD's --fail-on-init-error semantics."""
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from gfd.errors import DiscoveryError, NvmlInitError
+from gfd.logs import Once
 from gfd.readers.host import HostReader
-from gfd.sharing import Sharing
 from gfd.snapshot import Snapshot, Vgpu, load_snapshot
 
 log = logging.getLogger(__name__)
@@ -39,21 +37,16 @@ class Discovery:
     smi: TimesliceSource | None = None
     fixed: Snapshot | None = None
     """A complete snapshot (simulation or recorded file) returned as is."""
-    fixed_sharing: Sharing | None = None
-    """A simulation's own sharing config (used when no config file gives one)."""
     fail_on_init_error: bool = True
-    slow_refresh: float = 300.0
-    """Seconds between reads of the facts that only an admin changes (the compute timeslice
-    policy via nvidia-smi, the vGPU scan of every PCI device): they are read at start, on
-    refresh() (SIGHUP), when the set of GPUs changes, and at this interval — not every cycle."""
-    clock: Callable[[], float] = time.monotonic
-    _last_init_error: str = field(default="", init=False)
+    _init_errors: Once = field(default_factory=lambda: Once(log), init=False)
     _slow: tuple[dict[int, str] | None, Vgpu | None] | None = field(default=None, init=False)
     _slow_key: tuple[str, ...] = field(default=(), init=False)
-    _slow_at: float = field(default=0.0, init=False)
 
     def refresh(self) -> None:
-        """Re-read the slow facts at the next read (SIGHUP)."""
+        """Re-read the slow facts at the next read: the facts only an admin changes (the
+        compute timeslice policy via nvidia-smi, the vGPU scan of every PCI device). They are
+        read at start, when the set of GPUs changes, and when the loop's host-refresh duty
+        (``--host-refresh-interval``) or a SIGHUP calls this -- not every cycle."""
         self._slow = None
 
     def read(self) -> Snapshot:
@@ -65,24 +58,20 @@ class Discovery:
         except NvmlInitError as exc:
             if self.fail_on_init_error:
                 raise
-            if str(exc) != self._last_init_error:
-                log.warning("%s; publishing the labels that need no NVML, retrying each cycle",
-                            exc)
-                self._last_init_error = str(exc)
+            self._init_errors.warning(
+                "%s; publishing the labels that need no NVML, retrying each cycle", exc)
             snap = Snapshot(nvml_available=False, nvml_error=str(exc), source="nvml")
         else:
-            if self._last_init_error:
+            if self._init_errors.reset():
                 log.info("NVML is available now")
-                self._last_init_error = ""
         return self._with_host(snap)
 
     def _slow_facts(self, snap: Snapshot) -> tuple[dict[int, str] | None, Vgpu | None]:
         key = tuple(f"{g.index}:{g.uuid}:{g.error is None}" for g in snap.gpus)
-        now = self.clock()
-        if self._slow is None or key != self._slow_key or now - self._slow_at >= self.slow_refresh:
+        if self._slow is None or key != self._slow_key:
             timeslices = self.smi.timeslices() if (self.smi and snap.gpus) else None
             self._slow = (timeslices, self.host.vgpu())
-            self._slow_key, self._slow_at = key, now
+            self._slow_key = key
         return self._slow
 
     def _with_host(self, snap: Snapshot) -> Snapshot:

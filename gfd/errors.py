@@ -21,3 +21,31 @@ class NvmlInitError(DiscoveryError):
 
 class PublishError(GfdError):
     """Publishing labels failed (file system or API server)."""
+
+
+class ApiError(PublishError):
+    """A Kubernetes API request failed (raised by ``gfd.kube``, handled by the API sinks
+    without importing the client). ``status`` is None when no answer came back."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "",
+                 retry_after: float | None = None, causes: tuple[str, ...] = (),
+                 resource_missing: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        """The API's machine reason (``Conflict``, ``NotFound``...)."""
+        self.retry_after = retry_after
+        """Seconds from a Retry-After header, if any."""
+        self.causes = causes
+        """The messages of the Status body's causes (a 422 names the bad fields there)."""
+        self.resource_missing = resource_missing
+        """True for a 404 on the resource type itself (CRD not installed), not one object."""
+
+    @property
+    def retriable(self) -> bool:
+        return self.status is None or self.status == 429 or self.status >= 500
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) turned into one space."""
+    return " ".join(text.split())

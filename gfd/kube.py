@@ -1,6 +1,6 @@
 """The Kubernetes API boundary: the only importer of the ``kubernetes`` client.
 
-Returns plain dicts, raises only :class:`KubeError` (a PublishError) with the HTTP status,
+Returns plain dicts, raises only :class:`gfd.errors.ApiError` with the HTTP status,
 the API reason, the Status causes and any Retry-After, and reports every request
 (verb, code) to an optional callback for metrics.
 """
@@ -20,7 +20,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from gfd.errors import ConfigError, PublishError
+from gfd.errors import ApiError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -32,24 +32,6 @@ _NODE = "/api/v1/nodes/{name}"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
 _NODEFEATURES = f"/apis/{NFD_GROUP}/{NFD_VERSION}/namespaces/{{namespace}}/{NODEFEATURES}"
 _NODEFEATURE = _NODEFEATURES + "/{name}"
-
-
-class KubeError(PublishError):
-    """An API request failed; ``status`` is None for connection errors."""
-
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "",
-                 retry_after: float | None = None, causes: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-        self.retry_after = retry_after
-        self.causes = causes
-        self.resource_missing = False
-        """True for a 404 on the resource type itself (CRD not installed), not one object."""
-
-    @property
-    def retriable(self) -> bool:
-        return self.status is None or self.status == 429 or self.status >= 500
 
 
 @dataclass(slots=True)
@@ -79,7 +61,7 @@ class RateLimiter:
             self.sleep(wait)
 
 
-def _status_error(verb: str, what: str, exc: ApiException) -> KubeError:
+def _status_error(verb: str, what: str, exc: ApiException) -> ApiError:
     body: dict[str, Any] = {}
     try:
         parsed = json.loads(exc.body or "{}")
@@ -107,9 +89,8 @@ def _status_error(verb: str, what: str, exc: ApiException) -> KubeError:
         hint = (" (the NodeFeature CRD is not installed: install Node Feature Discovery v0.14 "
                 "or newer, or use the feature file sink)")
     text = f"{verb} {what}: HTTP {status} {reason}: {message}{hint}".strip()
-    error = KubeError(text, status=status, reason=reason, retry_after=retry_after, causes=causes)
-    error.resource_missing = status == 404 and not (details or {}).get("name")
-    return error
+    return ApiError(text, status=status, reason=reason, retry_after=retry_after, causes=causes,
+                    resource_missing=status == 404 and not (details or {}).get("name"))
 
 
 class Kube:
@@ -163,7 +144,7 @@ class Kube:
             code = str(exc.status)
             raise _status_error(verb, what, exc) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise KubeError(f"{verb} {what}: cannot reach the API server: {exc}") from exc
+            raise ApiError(f"{verb} {what}: cannot reach the API server: {exc}") from exc
         finally:
             if self._on_request:
                 self._on_request(verb, code)
@@ -188,7 +169,7 @@ class Kube:
         try:
             return self._call("get", f"nodefeature {namespace}/{name}", "GET", _NODEFEATURE,
                               path_params={"namespace": namespace, "name": name})
-        except KubeError as exc:
+        except ApiError as exc:
             if exc.status == 404 and not exc.resource_missing:
                 return None
             raise
@@ -207,7 +188,7 @@ class Kube:
         try:
             self._call("delete", f"nodefeature {namespace}/{name}", "DELETE", _NODEFEATURE,
                        path_params={"namespace": namespace, "name": name})
-        except KubeError as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 return False
             raise

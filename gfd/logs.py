@@ -1,4 +1,5 @@
-"""Logging setup (called only by cli.py): text or JSON lines on stderr."""
+"""Logging: setup (called only by cli.py; text or JSON lines on stderr) and `Once`, which
+logs a recurring problem once instead of every cycle."""
 
 from __future__ import annotations
 
@@ -35,3 +36,34 @@ def configure(*, level: str = "info", fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+
+
+class Once:
+    """Logs each distinct message (or ``key``) once, until ``reset()`` -- e.g. when the
+    failure it reports has cleared. The one way gfd avoids repeating itself every cycle."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+        self._seen: set[str] = set()
+
+    def log(self, level: int, message: str, *args: object, key: str = "") -> bool:
+        """Log unless already logged since the last reset; True when it was logged now."""
+        text = message % args if args else message
+        mark = key or text
+        if mark in self._seen:
+            return False
+        self._seen.add(mark)
+        self._logger.log(level, "%s", text)
+        return True
+
+    def warning(self, message: str, *args: object, key: str = "") -> bool:
+        return self.log(logging.WARNING, message, *args, key=key)
+
+    def error(self, message: str, *args: object, key: str = "") -> bool:
+        return self.log(logging.ERROR, message, *args, key=key)
+
+    def reset(self) -> bool:
+        """Forget what was logged; True if there was anything to forget."""
+        had = bool(self._seen)
+        self._seen.clear()
+        return had

@@ -16,6 +16,8 @@ from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from gfd.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
@@ -286,13 +288,19 @@ class MetricsServer:
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        """Bind the port and serve on a daemon thread (OSError if the port is taken)."""
+        """Bind the port and serve on a daemon thread (ConfigError if it cannot be bound)."""
         with self._lock:
             if self._server is not None:
                 raise RuntimeError("MetricsServer already started")
-            server = _HttpServer(
-                (self._host, self._port), metrics=self._metrics, health=self._health
-            )
+            try:
+                server = _HttpServer(
+                    (self._host, self._port), metrics=self._metrics, health=self._health
+                )
+            except OSError as exc:
+                raise ConfigError(
+                    f"--metrics-port {self._port}: cannot listen on {self._host}:{self._port}: "
+                    f"{exc.strerror or exc} (another process may hold the port: choose a free "
+                    "one, or 0 to serve no metrics)") from exc
             self._server = server
             self._thread = threading.Thread(
                 target=server.serve_forever,

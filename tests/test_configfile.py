@@ -298,7 +298,7 @@ def test_seed_001_configmap() -> None:
 
 def test_values_feed_settings() -> None:
     config = parse(REFERENCE_FILE + "  mps:\n    resources:\n      - {name: gpu, replicas: 2}\n")
-    settings = resolve({}, {}, config.values, sharing=config.sharing)
+    settings = resolve({}, config.values, sharing=config.sharing)
     assert settings.sleep_interval == 60.0
     assert settings.sharing.strategy == "mps"
     assert settings.label_options(timestamp=1).sharing.replicas("nvidia.com/gpu") == 2

@@ -7,8 +7,10 @@ import threading
 from dataclasses import replace
 
 import pytest
+from agent_parts import make_agent
 
-from gfd.daemon import Agent, Signals, backoff
+from gfd.backoff import backoff
+from gfd.daemon import Parts, Signals
 from gfd.errors import ConfigError, DiscoveryError, NvmlInitError
 from gfd.labelers.options import LabelOptions
 from gfd.readers.simulate import simulate
@@ -28,6 +30,7 @@ class Source:
     def __init__(self, *items: Snapshot | Exception) -> None:
         self.items = list(items)
         self.reads = 0
+        self.refreshes = 0
         self.closed = False
 
     def read(self) -> Snapshot:
@@ -36,6 +39,9 @@ class Source:
         if isinstance(item, Exception):
             raise item
         return item
+
+    def refresh(self) -> None:
+        self.refreshes += 1
 
     def close(self) -> None:
         self.closed = True
@@ -46,16 +52,16 @@ class Reloader:
         self.next: LabelOptions | ConfigError | None = None
         self.forced: list[bool] = []
 
-    def poll(self, *, force: bool) -> LabelOptions | None:
+    def poll(self, current: Parts, *, force: bool) -> Parts | None:
         self.forced.append(force)
         item, self.next = self.next, None
         if isinstance(item, ConfigError):
             raise item
-        return item
+        return None if item is None else replace(current, options=item)
 
 
 def sink(tmp_path) -> FeatureFileSink:
-    return FeatureFileSink(str(tmp_path / "gfd"), clock=lambda: 1_790_000_000.0)
+    return FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=lambda: 1_790_000_000.0)
 
 
 def published(tmp_path) -> dict[str, str]:
@@ -64,14 +70,14 @@ def published(tmp_path) -> dict[str, str]:
 
 def test_oneshot_publishes_once_and_exits_zero(tmp_path) -> None:
     source = Source(H100)
-    agent = Agent(source, sink(tmp_path), LabelOptions())
-    assert agent.run(Signals(), interval=10, oneshot=True) == 0
+    agent = make_agent(source, sink(tmp_path), LabelOptions(), interval=10, oneshot=True)
+    assert agent.run(Signals()) == 0
     assert published(tmp_path)["nvidia.com/gpu.count"] == "8"
     assert source.reads == 1 and source.closed
 
 
 def test_a_failed_read_publishes_nothing_and_keeps_the_last_labels(tmp_path) -> None:
-    agent = Agent(Source(H100, DiscoveryError("NVML: Unknown Error")), sink(tmp_path),
+    agent = make_agent(Source(H100, DiscoveryError("NVML: Unknown Error")), sink(tmp_path),
                   LabelOptions())
     assert agent.cycle()
     before = (tmp_path / "gfd").read_text()
@@ -81,7 +87,7 @@ def test_a_failed_read_publishes_nothing_and_keeps_the_last_labels(tmp_path) -> 
 
 def test_an_error_is_logged_once_per_distinct_cause(tmp_path, caplog) -> None:
     error = DiscoveryError("NVML: Unknown Error")
-    agent = Agent(Source(H100, error, error, error, DiscoveryError("other"), H100),
+    agent = make_agent(Source(H100, error, error, error, DiscoveryError("other"), H100),
                   sink(tmp_path), LabelOptions())
     caplog.set_level(logging.DEBUG, logger="gfd")
     results = [agent.cycle() for _ in range(6)]
@@ -100,22 +106,22 @@ def test_failures_back_off_exponentially_capped_with_jitter() -> None:
 
 
 def test_nvml_missing_at_start_with_fail_on_init_error_exits_through_the_error(tmp_path) -> None:
-    agent = Agent(Source(NvmlInitError("NVML could not start: Driver Not Loaded")),
+    agent = make_agent(Source(NvmlInitError("NVML could not start: Driver Not Loaded")),
                   sink(tmp_path), LabelOptions())
     with pytest.raises(NvmlInitError):
-        agent.run(Signals(), interval=10)
+        agent.run(Signals())
     assert not (tmp_path / "gfd").exists()
 
 
 def test_nvml_lost_later_is_retried_not_fatal(tmp_path) -> None:
-    agent = Agent(Source(H100, NvmlInitError("NVML could not start: x"), H100), sink(tmp_path),
+    agent = make_agent(Source(H100, NvmlInitError("NVML could not start: x"), H100), sink(tmp_path),
                   LabelOptions())
     assert [agent.cycle() for _ in range(3)] == [True, False, True]
 
 
 def test_a_new_valid_config_is_applied_at_the_next_cycle(tmp_path) -> None:
     reloader = Reloader()
-    agent = Agent(Source(H100), sink(tmp_path), LabelOptions(), reloader=reloader)
+    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), reloader=reloader)
     agent.cycle()
     shared = Sharing(strategy="time-slicing",
                      resources=(SharedResource(name="nvidia.com/gpu", replicas=2),))
@@ -126,7 +132,7 @@ def test_a_new_valid_config_is_applied_at_the_next_cycle(tmp_path) -> None:
 
 def test_an_invalid_new_config_keeps_the_last_good_one(tmp_path, caplog) -> None:
     reloader = Reloader()
-    agent = Agent(Source(H100), sink(tmp_path), LabelOptions(), reloader=reloader)
+    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), reloader=reloader)
     agent.cycle()
     reloader.next = ConfigError("config file f: flags.migStrategy: must be one of none")
     assert agent.cycle()
@@ -137,40 +143,40 @@ def test_an_invalid_new_config_keeps_the_last_good_one(tmp_path, caplog) -> None
 def test_mps_config_on_a_mig_node_is_refused_at_reload_and_labels_stay(tmp_path, caplog) -> None:
     reloader = Reloader()
     good = LabelOptions(mig_strategy="mixed")
-    agent = Agent(Source(MIG), sink(tmp_path), good, reloader=reloader)
+    agent = make_agent(Source(MIG), sink(tmp_path), good, reloader=reloader)
     agent.cycle()
     before = (tmp_path / "gfd").read_text()
     mps = Sharing(strategy="mps", resources=(SharedResource(name="nvidia.com/gpu", replicas=2),))
     reloader.next = replace(good, sharing=mps)
     assert agent.cycle()
-    assert agent.options == good
+    assert agent.parts.options == good
     assert (tmp_path / "gfd").read_text() == before
     assert "new config refused" in caplog.text
 
 
 def test_mps_config_on_a_mig_node_is_refused_at_startup(tmp_path) -> None:
     mps = Sharing(strategy="mps", resources=(SharedResource(name="nvidia.com/gpu", replicas=2),))
-    agent = Agent(Source(MIG), sink(tmp_path), LabelOptions(mig_strategy="mixed", sharing=mps))
+    agent = make_agent(Source(MIG), sink(tmp_path), LabelOptions(mig_strategy="mixed", sharing=mps))
     with pytest.raises(ConfigError, match="MPS"):
-        agent.run(Signals(), interval=10)
+        agent.run(Signals())
 
 
 def test_sighup_forces_a_config_reread(tmp_path) -> None:
     reloader = Reloader()
     signals = Signals()
-    agent = Agent(Source(H100), sink(tmp_path), LabelOptions(), reloader=reloader)
+    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), reloader=reloader)
     signals.request_reload()
     signals.stop = True  # exit after the first cycle
-    assert agent.run(signals, interval=10) == 0
+    assert agent.run(signals) == 0
     assert reloader.forced == [True]
 
 
 def test_stop_signal_ends_the_loop_while_it_sleeps(tmp_path) -> None:
     signals = Signals()
     source = Source(H100)
-    agent = Agent(source, sink(tmp_path), LabelOptions())
+    agent = make_agent(source, sink(tmp_path), LabelOptions(), interval=3600)
     codes: list[int] = []
-    thread = threading.Thread(target=lambda: codes.append(agent.run(signals, interval=3600)))
+    thread = threading.Thread(target=lambda: codes.append(agent.run(signals)))
     thread.start()
     while source.reads == 0:
         signals.wake.wait(0.01)
@@ -183,8 +189,8 @@ def test_stop_signal_ends_the_loop_while_it_sleeps(tmp_path) -> None:
 def test_infinite_interval_labels_once_then_waits_for_a_signal(tmp_path) -> None:
     signals = Signals()
     source = Source(H100)
-    agent = Agent(source, sink(tmp_path), LabelOptions())
-    thread = threading.Thread(target=agent.run, args=(signals,), kwargs={"interval": None})
+    agent = make_agent(source, sink(tmp_path), LabelOptions(), interval=None)
+    thread = threading.Thread(target=agent.run, args=(signals,))
     thread.start()
     while source.reads == 0:
         signals.wake.wait(0.01)

@@ -1,5 +1,6 @@
 """Discovery: facts only an admin changes (timeslice policy via nvidia-smi, the vGPU scan) are
-read at start, on SIGHUP, when the GPU set changes, and every slow_refresh seconds."""
+read at start, on refresh() (SIGHUP, and the loop's host-refresh duty every
+--host-refresh-interval), and when the GPU set changes."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class Clock:
 
 def discovery(tmp: Path, gpus: Gpus, smi: Smi, clock: Clock) -> Discovery:
     host = HostReader(machine_type_file=str(tmp / "dmi"), sysfs_root=str(gpu_tree(tmp, [])))
-    return Discovery(gpus, host, smi=smi, slow_refresh=300, clock=clock)
+    return Discovery(gpus, host, smi=smi)
 
 
 def test_nvidia_smi_runs_at_start_not_every_cycle(tmp_path: Path) -> None:
@@ -77,12 +78,14 @@ def test_slow_facts_are_reread_on_refresh_on_a_new_gpu_set_and_periodically(
     d.read()
     assert smi.calls == 3
     clock.now += 300
+    d.refresh()  # what the host-refresh duty does every --host-refresh-interval
     d.read()
     assert smi.calls == 4
 
 
 def test_nvml_down_with_fail_on_init_error_false_still_scans_vgpu(tmp_path: Path) -> None:
-    host = HostReader(sysfs_root=str(gpu_tree(tmp_path, [])))
+    host = HostReader(machine_type_file=str(tmp_path / "dmi"),
+                      sysfs_root=str(gpu_tree(tmp_path, [])))
     d = Discovery(Gpus(NvmlInitError("NVML could not start: x")), host, smi=Smi(),
                   fail_on_init_error=False)
     snap = d.read()

@@ -10,6 +10,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from gfd.logs import Once
 from gfd.snapshot import Vgpu
 
 log = logging.getLogger(__name__)
@@ -35,21 +36,15 @@ def sysfs_bus_id(nvml_bus_id: str) -> str:
     return f"{domain}{sep}{rest}"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class HostReader:
     """Reads host files under configurable roots; every failure is data, not an exception.
 
     Read every cycle, so each distinct problem is logged once, not every cycle."""
 
-    machine_type_file: str = "/sys/class/dmi/id/product_name"
-    sysfs_root: str = "/sys"
-    _reported: set[str] = field(default_factory=set, init=False, repr=False)
-
-    def _warn_once(self, message: str, *args: object) -> None:
-        text = message % args
-        if text not in self._reported:
-            self._reported.add(text)
-            log.warning("%s", text)
+    machine_type_file: str
+    sysfs_root: str
+    _once: Once = field(default_factory=lambda: Once(log), init=False, repr=False)
 
     def machine_type(self) -> str | None:
         """The machine-type file's content; None when unset or unreadable (GFD: 'unknown')."""
@@ -59,7 +54,7 @@ class HostReader:
             with open(self.machine_type_file, encoding="utf-8", errors="replace") as f:
                 return f.read()
         except OSError as exc:
-            self._warn_once("machine type: cannot read %s: %s", self.machine_type_file,
+            self._once.warning("machine type: cannot read %s: %s", self.machine_type_file,
                             exc.strerror)
             return None
 
@@ -72,7 +67,7 @@ class HostReader:
             with open(path, encoding="ascii", errors="replace") as f:
                 return f.read().strip().lower()
         except OSError as exc:
-            self._warn_once("gpu.mode: cannot read PCI class %s: %s", path, exc.strerror)
+            self._once.warning("gpu.mode: cannot read PCI class %s: %s", path, exc.strerror)
             return None
 
     def vgpu(self) -> Vgpu | None:
@@ -80,7 +75,7 @@ class HostReader:
         try:
             return scan_vgpu(os.path.join(self.sysfs_root, "bus/pci/devices"))
         except VgpuScanError as exc:
-            self._warn_once("vgpu: %s; no vgpu labels", exc)
+            self._once.warning("vgpu: %s; no vgpu labels", exc)
             return None
 
 

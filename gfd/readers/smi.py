@@ -23,6 +23,8 @@ import logging
 import re
 import subprocess
 
+from gfd.logs import Once
+
 log = logging.getLogger(__name__)
 
 TIMESLICE_VALUES = ("default", "short", "medium", "long")
@@ -55,17 +57,14 @@ def parse_timeslices(output: str) -> dict[int, str]:
 class SmiReader:
     """Runs ``nvidia-smi compute-policy --list`` and parses the timeslice policies."""
 
-    def __init__(self, executable: str = "nvidia-smi", *, timeout: float = 5.0) -> None:
+    def __init__(self, executable: str, *, timeout: float = 5.0) -> None:
         self.executable = executable
         self.timeout = timeout
-        self._reported: set[str] = set()
+        self._reported = Once(log)
 
     def _once(self, cause: str, level: int, message: str, *args: object) -> None:
         """Log ``message`` the first time ``cause`` happens to this reader."""
-        if cause in self._reported:
-            return
-        self._reported.add(cause)
-        log.log(level, message, *args)
+        self._reported.log(level, message, *args, key=cause)
 
     def timeslices(self) -> dict[int, str] | None:
         """GPU index -> ``default``/``short``/``medium``/``long``; None when nvidia-smi

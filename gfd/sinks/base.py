@@ -38,8 +38,6 @@ class PublishResult:
 
     written: bool
     change: Change = field(default_factory=Change)
-    requests: int = 0
-    """API requests made (0 for local sinks)."""
 
 
 class Sink(Protocol):
@@ -57,4 +55,13 @@ class Sink(Protocol):
 
     def prune(self) -> PublishResult:
         """Remove everything gfd published there (``gfd prune``)."""
+        ...
+
+    def refresh(self) -> None:
+        """Write the target again at the next publish even if labels are unchanged: the
+        loop's periodic duty (API resync that heals drift, feature-file expiry refresh)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the sink holds (API connections); published labels stay."""
         ...

@@ -102,11 +102,19 @@ class FeatureFileSink:
     """Publishes to an NFD feature file (``features.d/gfd``)."""
 
     path: str
-    expiry: float = 3600.0
+    expiry: float
     """Seconds until nfd-worker ignores the labels if gfd is gone; 0 = never."""
     clock: Callable[[], float] = time.time
     name: str = "file"
     _state: tuple[dict[str, str], float | None] | None = field(default=None, init=False)
+    _stale: bool = field(default=False, init=False)
+
+    def refresh(self) -> None:
+        """Rewrite at the next publish (the loop's expiry-refresh duty, every expiry / 2)."""
+        self._stale = True
+
+    def close(self) -> None:
+        pass
 
     def _load(self) -> tuple[dict[str, str], float | None] | None:
         try:
@@ -148,7 +156,8 @@ class FeatureFileSink:
         old, expires = self._state
         now = self.clock()
         change = diff(old, labels)
-        if change.empty and self._fresh(expires, now) and os.path.exists(self.path):
+        if (change.empty and not self._stale and self._fresh(expires, now)
+                and os.path.exists(self.path)):
             return PublishResult(written=False, change=change)
         new_expiry = now + self.expiry if self.expiry > 0 else None
         content = render(labels, expires=new_expiry)
@@ -158,6 +167,7 @@ class FeatureFileSink:
                 f"ignores files over {MAX_BYTES} bytes (reduce labels: --label-set compat)")
         write_atomically(self.path, content)
         self._state = (dict(labels), new_expiry)
+        self._stale = False
         return PublishResult(written=True, change=change)
 
     def prune(self) -> PublishResult:
@@ -170,26 +180,3 @@ class FeatureFileSink:
             raise PublishError(f"cannot remove feature file {self.path}: {exc.strerror}") from exc
         self._state = None
         return PublishResult(written=True, change=diff(old, {}))
-
-
-@dataclass(slots=True)
-class StdoutSink:
-    """``--output-file -``: the same text on stdout, once per change."""
-
-    write: Callable[[str], None]
-    name: str = "stdout"
-    _last: dict[str, str] | None = field(default=None, init=False)
-
-    def published(self) -> dict[str, str]:
-        return dict(self._last or {})
-
-    def publish(self, labels: dict[str, str]) -> PublishResult:
-        change = diff(self._last or {}, labels)
-        if self._last is not None and change.empty:
-            return PublishResult(written=False, change=change)
-        self.write(render(labels, expires=None))
-        self._last = dict(labels)
-        return PublishResult(written=True, change=change)
-
-    def prune(self) -> PublishResult:
-        return PublishResult(written=False)

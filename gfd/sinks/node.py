@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gfd.kube import KubeError
-from gfd.sinks.api import Retry
+from gfd.errors import ApiError
 from gfd.sinks.base import PublishResult, diff
+from gfd.sinks.retry import Retry
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +28,7 @@ class NodeApi(Protocol):
     def get_node(self, name: str) -> dict[str, Any]: ...
     def apply_node_labels(self, name: str, labels: dict[str, str], *,
                           field_manager: str) -> dict[str, Any]: ...
+    def close(self) -> None: ...
 
 
 def owned_labels(node: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str, str]:
@@ -45,7 +44,7 @@ def owned_labels(node: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str
     return {k: labels[k] for k in sorted(keys) if k in labels}
 
 
-def offending_keys(error: KubeError, labels: dict[str, str]) -> set[str]:
+def offending_keys(error: ApiError, labels: dict[str, str]) -> set[str]:
     """Label keys a 422 names (in its causes or message)."""
     text = " ".join((str(error), *error.causes))
     named = set(_QUOTED.findall(text))
@@ -54,35 +53,39 @@ def offending_keys(error: KubeError, labels: dict[str, str]) -> set[str]:
 
 @dataclass(slots=True)
 class NodeSink:
+    """Publishes to the Node's labels. Costs no request while labels are unchanged; the
+    loop's resync duty calls ``refresh()`` so the next publish re-applies (heals drift)."""
+
     api: NodeApi
     node: str
-    resync_interval: float = 3600.0
-    clock: Callable[[], float] = time.monotonic
     retry: Retry = field(default_factory=Retry)
     field_manager: str = FIELD_MANAGER
     name: str = "node"
     _labels: dict[str, str] | None = field(default=None, init=False)
-    _synced_at: float = field(default=0.0, init=False)
+    _stale: bool = field(default=False, init=False)
+
+    def refresh(self) -> None:
+        """Apply again at the next publish even if labels are unchanged (resync)."""
+        self._stale = True
+
+    def close(self) -> None:
+        self.api.close()
 
     def published(self) -> dict[str, str]:
         return owned_labels(self.retry.run(lambda: self.api.get_node(self.node)),
                             self.field_manager)
 
     def publish(self, labels: dict[str, str]) -> PublishResult:
-        now = self.clock()
-        resync_due = now - self._synced_at >= self.resync_interval
-        if self._labels == labels and not resync_due:
+        if self._labels == labels and not self._stale:
             return PublishResult(written=False)
-        requests = 0
         if self._labels is None:
             old = self.published()  # first publish: report the real change
-            requests += 1
         else:
             old = self._labels
         sent = dict(labels)
         try:
             self._apply(sent)
-        except KubeError as exc:
+        except ApiError as exc:
             if exc.status != 422:
                 raise
             bad = offending_keys(exc, sent)
@@ -91,12 +94,10 @@ class NodeSink:
             log.error("API server rejected label(s) %s: %s; publishing the others",
                       ", ".join(sorted(bad)), exc)
             sent = {k: v for k, v in sent.items() if k not in bad}
-            requests += 1
             self._apply(sent)
-        requests += 1
         self._labels = dict(labels)
-        self._synced_at = now
-        return PublishResult(written=True, change=diff(old, sent), requests=requests)
+        self._stale = False
+        return PublishResult(written=True, change=diff(old, sent))
 
     def _apply(self, labels: dict[str, str]) -> dict[str, Any]:
         return self.retry.run(lambda: self.api.apply_node_labels(
@@ -106,4 +107,4 @@ class NodeSink:
         old = self.published()
         self._apply({})
         self._labels = None
-        return PublishResult(written=True, change=diff(old, {}), requests=2)
+        return PublishResult(written=True, change=diff(old, {}))

@@ -5,16 +5,13 @@ conflict-safe, and free in steady state (no request unless labels change or a re
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from gfd.errors import PublishError
-from gfd.kube import KubeError
-from gfd.sinks.api import Retry
+from gfd.errors import ApiError, PublishError
 from gfd.sinks.base import Change, PublishResult, diff
+from gfd.sinks.retry import Retry
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +26,7 @@ class NodeFeatureApi(Protocol):
     def replace_nodefeature(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
     def delete_nodefeature(self, namespace: str, name: str) -> bool: ...
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
+    def close(self) -> None: ...
 
 
 def object_name(node: str) -> str:
@@ -66,18 +64,26 @@ def _in_sync(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
 
 @dataclass(slots=True)
 class NodeFeatureSink:
+    """Publishes to the NodeFeature object. Costs no request while labels are unchanged; the
+    loop's resync duty calls ``refresh()`` so the next publish re-reads it (heals drift)."""
+
     api: NodeFeatureApi
     node: str
     namespace: str = "default"
     pod_name: str = ""
-    resync_interval: float = 3600.0
-    clock: Callable[[], float] = time.monotonic
     retry: Retry = field(default_factory=Retry)
     name: str = "nodefeature"
     _owners: list[dict[str, Any]] | None = field(default=None, init=False)
     _labels: dict[str, str] | None = field(default=None, init=False)
     _version: str = field(default="", init=False)
-    _synced_at: float = field(default=0.0, init=False)
+    _stale: bool = field(default=False, init=False)
+
+    def refresh(self) -> None:
+        """Re-read the object at the next publish even if labels are unchanged (resync)."""
+        self._stale = True
+
+    def close(self) -> None:
+        self.api.close()
 
     def _resolve_owners(self) -> list[dict[str, Any]]:
         """The DaemonSet owner, looked up once; a failed lookup is retried next time."""
@@ -90,7 +96,7 @@ class NodeFeatureSink:
             return self._owners
         try:
             pod = self.retry.run(lambda: self.api.get_pod(self.namespace, self.pod_name))
-        except KubeError as exc:
+        except ApiError as exc:
             if exc.status not in (403, 404):
                 raise  # transient: publish nothing now, look again next cycle
             log.warning("cannot look up pod %s for the NodeFeature owner: %s", self.pod_name,
@@ -112,15 +118,12 @@ class NodeFeatureSink:
         return dict(((current or {}).get("spec") or {}).get("labels") or {})
 
     def publish(self, labels: dict[str, str]) -> PublishResult:
-        now = self.clock()
-        resync_due = now - self._synced_at >= self.resync_interval
-        if self._labels == labels and not resync_due:
+        if self._labels == labels and not self._stale:
             return PublishResult(written=False)
         owners = self._resolve_owners()
         wanted = build(self.node, self.namespace, labels, owners)
-        known_version = self._version if (self._labels is not None and not resync_due) else ""
+        known_version = self._version if (self._labels is not None and not self._stale) else ""
         old = dict(self._labels or {})  # what the object holds, as far as gfd knows
-        requests = 0
         for _ in range(CONFLICT_RETRIES):
             try:
                 if known_version:
@@ -128,39 +131,34 @@ class NodeFeatureSink:
                                                       resourceVersion=known_version))
                     stored = self.retry.run(partial(self.api.replace_nodefeature,
                                                     self.namespace, body))
-                    requests += 1
-                    return self._done(labels, stored, diff(old, labels), requests, now)
+                    return self._done(labels, stored, diff(old, labels))
                 current = self._read()
-                requests += 1
                 if current is None:
                     stored = self.retry.run(lambda: self.api.create_nodefeature(
                         self.namespace, wanted))
-                    requests += 1
-                    return self._done(labels, stored, diff({}, labels), requests, now)
+                    return self._done(labels, stored, diff({}, labels))
                 old = dict((current.get("spec") or {}).get("labels") or {})
                 if _in_sync(current, wanted):
-                    self._remember(labels, current, now)
-                    return PublishResult(written=False, change=diff(old, labels),
-                                         requests=requests)
+                    self._remember(labels, current)
+                    return PublishResult(written=False, change=diff(old, labels))
                 known_version = str(current["metadata"].get("resourceVersion", ""))
-            except KubeError as exc:
+            except ApiError as exc:
                 if exc.status not in (409,):
                     raise
                 log.debug("NodeFeature conflict (%s): re-reading", exc.reason)
                 known_version = ""
-                requests += 1
         raise PublishError(f"NodeFeature {self.namespace}/{object_name(self.node)}: still "
                            f"conflicting after {CONFLICT_RETRIES} attempts")
 
-    def _remember(self, labels: dict[str, str], stored: dict[str, Any], now: float) -> None:
+    def _remember(self, labels: dict[str, str], stored: dict[str, Any]) -> None:
         self._labels = dict(labels)
         self._version = str(stored.get("metadata", {}).get("resourceVersion", ""))
-        self._synced_at = now
+        self._stale = False
 
-    def _done(self, labels: dict[str, str], stored: dict[str, Any], change: Change, requests: int,
-              now: float) -> PublishResult:
-        self._remember(labels, stored, now)
-        return PublishResult(written=True, change=change, requests=requests)
+    def _done(self, labels: dict[str, str], stored: dict[str, Any],
+              change: Change) -> PublishResult:
+        self._remember(labels, stored)
+        return PublishResult(written=True, change=change)
 
     def prune(self) -> PublishResult:
         old = self.published()

@@ -19,18 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_parts import make_agent
 from fakes.apiserver import FakeApiServer
 
 from gfd.backoff import backoff
-from gfd.daemon import Agent
-from gfd.errors import PublishError
-from gfd.kube import Kube, KubeError
+from gfd.errors import ApiError, PublishError
+from gfd.kube import Kube
 from gfd.labelers.default import compute_labels
 from gfd.labelers.options import LabelOptions
 from gfd.readers.simulate import simulate
-from gfd.sinks.api import Retry
 from gfd.sinks.node import NodeSink
 from gfd.sinks.nodefeature import CONFLICT_RETRIES, NodeFeatureSink, object_name
+from gfd.sinks.retry import Retry
 from gfd.snapshot import Snapshot
 
 NODE = "gpu-node-1"
@@ -96,8 +96,8 @@ def kube(server: FakeApiServer, tmp_path: Path) -> Iterator[Kube]:
 def make_sink(kind: str, kube: Kube, sleeps: Sleeps, clock: Clock) -> NodeSink | NodeFeatureSink:
     retry = Retry(sleep=sleeps, rand=random.Random(7).random)
     if kind == "node":
-        return NodeSink(kube, NODE, clock=clock, retry=retry)
-    return NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, clock=clock, retry=retry)
+        return NodeSink(kube, NODE, retry=retry)
+    return NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, retry=retry)
 
 
 def published_on_server(kind: str, server: FakeApiServer) -> dict[str, str]:
@@ -120,7 +120,7 @@ def test_api_server_down_for_many_cycles_loses_no_label_and_converges_in_one_cyc
     published ones, other writers' labels stay; the first cycle after it is back converges."""
     sleeps, clock = Sleeps(), Clock()
     source = Source(H100)
-    agent = Agent(source, make_sink(kind, kube, sleeps, clock), OPTIONS)
+    agent = make_agent(source, make_sink(kind, kube, sleeps, clock), OPTIONS)
     assert agent.cycle()
     before = published_on_server(kind, server)
     assert before == expected_on_server(kind, labels_for(H100))
@@ -157,7 +157,7 @@ def test_api_server_5xx_storm_loses_no_label(kind: str, server: FakeApiServer,
     published is removed or changed, and the labels converge once the storm ends."""
     sleeps, clock = Sleeps(), Clock()
     source = Source(H100)
-    agent = Agent(source, make_sink(kind, kube, sleeps, clock), OPTIONS)
+    agent = make_agent(source, make_sink(kind, kube, sleeps, clock), OPTIONS)
     assert agent.cycle()
     before = published_on_server(kind, server)
     source.snapshot = MIXED
@@ -176,7 +176,7 @@ def test_nodefeature_409_storm_ends_in_convergence(server: FakeApiServer, kube: 
     sink's bounded re-read-and-retry absorbs ends with the new labels, in one cycle."""
     sleeps, clock = Sleeps(), Clock()
     source = Source(H100)
-    agent = Agent(source, make_sink("nodefeature", kube, sleeps, clock), OPTIONS)
+    agent = make_agent(source, make_sink("nodefeature", kube, sleeps, clock), OPTIONS)
     assert agent.cycle()
     source.snapshot = MIXED
     server.inject(409, 2, method="PUT")
@@ -202,7 +202,7 @@ def test_nodefeature_endless_409_is_a_clear_error_never_label_loss(server: FakeA
     assert published_on_server("nodefeature", server) == before
 
     source = Source(MIXED)
-    agent = Agent(source, sink, OPTIONS)
+    agent = make_agent(source, sink, OPTIONS)
     assert [agent.cycle() for _ in range(5)] == [False] * 5
     assert published_on_server("nodefeature", server) == before
     server.clear_faults()
@@ -217,7 +217,7 @@ def test_429_retry_after_is_honoured_exactly(kind: str, method: str, server: Fak
     (not the jittered backoff), then the write goes through in the same cycle."""
     sleeps, clock = Sleeps(), Clock()
     source = Source(H100)
-    agent = Agent(source, make_sink(kind, kube, sleeps, clock), OPTIONS)
+    agent = make_agent(source, make_sink(kind, kube, sleeps, clock), OPTIONS)
     assert agent.cycle()
     sleeps.clear()
     source.snapshot = MIXED
@@ -251,7 +251,7 @@ def test_retry_of_a_fleet_uses_its_jitter_on_5xx() -> None:
         def operation(calls: list[int] = calls) -> dict[str, Any]:
             calls.append(1)
             if len(calls) == 1:
-                raise KubeError("patch node n: HTTP 503 ServiceUnavailable", status=503)
+                raise ApiError("patch node n: HTTP 503 ServiceUnavailable", status=503)
             return {}
 
         assert retry.run(operation) == {}
@@ -267,7 +267,7 @@ def test_nodefeature_gets_its_daemonset_owner_even_if_the_api_was_down_at_startu
     API server that is unreachable when gfd starts must not leave the NodeFeature ownerless
     (it would then outlive an uninstall)."""
     sleeps, clock = Sleeps(), Clock()
-    agent = Agent(Source(H100), make_sink("nodefeature", kube, sleeps, clock), OPTIONS)
+    agent = make_agent(Source(H100), make_sink("nodefeature", kube, sleeps, clock), OPTIONS)
     server.set_down(True)
     assert agent.cycle() is False
     server.set_down(False)

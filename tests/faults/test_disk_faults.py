@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from agent_parts import make_agent
 
-from gfd.daemon import Agent
 from gfd.errors import PublishError
 from gfd.labelers.options import LabelOptions
 from gfd.readers.simulate import simulate
@@ -80,7 +80,7 @@ def test_sink_on_a_broken_disk_keeps_the_old_labels_then_publishes_when_it_is_ba
     """SPEC §2.1.5 / §5: the sink's publish fails whole (old labels stay readable by
     nfd-worker), and the same sink object publishes the change once the disk is back."""
     path = tmp_path / "gfd"
-    sink = FeatureFileSink(str(path), clock=lambda: NOW)
+    sink = FeatureFileSink(str(path), clock=lambda: NOW, expiry=3600)
     sink.publish({"nvidia.com/gpu.count": "8"})
     before = path.read_bytes()
     with monkeypatch.context() as m:
@@ -116,7 +116,8 @@ def test_agent_cycle_fails_on_a_full_disk_and_the_next_succeeds_once_it_is_back(
     path = tmp_path / "features.d" / "gfd"
     path.parent.mkdir()
     source = _Source(simulate("hgx-h100").snapshot)
-    agent = Agent(source, FeatureFileSink(str(path), clock=lambda: NOW), LabelOptions())
+    sink = FeatureFileSink(str(path), clock=lambda: NOW, expiry=3600)
+    agent = make_agent(source, sink, LabelOptions())
     assert agent.cycle()
     before = path.read_bytes()
     assert parse(before.decode())[0]["nvidia.com/gpu.count"] == "8"

@@ -85,7 +85,7 @@ def test_missing_executable_is_none(tmp_path: Path, caplog: pytest.LogCaptureFix
 
 def test_not_on_path_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert SmiReader().timeslices() is None
+    assert SmiReader("nvidia-smi").timeslices() is None
 
 
 def test_not_executable_is_none(tmp_path: Path) -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from fakes.apiserver import FakeApiServer
 
-from gfd.errors import PublishError
-from gfd.kube import Kube, KubeError
-from gfd.sinks.api import Retry
+from gfd.errors import ApiError, PublishError
+from gfd.kube import Kube
 from gfd.sinks.node import NodeSink
 from gfd.sinks.nodefeature import NodeFeatureSink, object_name
+from gfd.sinks.retry import Retry
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -51,13 +51,13 @@ def kube(server: FakeApiServer, tmp_path: Path) -> Iterator[Kube]:
 
 
 def node_sink(kube: Kube, clock: Clock, sleeps: Sleeps | None = None) -> NodeSink:
-    return NodeSink(kube, NODE, clock=clock,
+    return NodeSink(kube, NODE,
                     retry=Retry(sleep=Sleeps() if sleeps is None else sleeps))
 
 
 def nf_sink(kube: Kube, clock: Clock, sleeps: Sleeps | None = None, pod: str = "gfd-abcde",
             ) -> NodeFeatureSink:
-    return NodeFeatureSink(kube, NODE, namespace=NS, pod_name=pod, clock=clock,
+    return NodeFeatureSink(kube, NODE, namespace=NS, pod_name=pod,
                            retry=Retry(sleep=Sleeps() if sleeps is None else sleeps))
 
 
@@ -111,13 +111,14 @@ def test_node_sink_removes_only_its_own_dropped_labels(server: FakeApiServer,
 
 def test_node_sink_heals_drift_at_resync(server: FakeApiServer, kube: Kube) -> None:
     clock = Clock()
-    sink = NodeSink(kube, NODE, clock=clock, resync_interval=3600, retry=Retry(sleep=Sleeps()))
+    sink = NodeSink(kube, NODE, retry=Retry(sleep=Sleeps()))
     sink.publish(LABELS)
     server.remove_label(NODE, "nvidia.com/gpu.count")
     server.set_label(NODE, "nvidia.com/gpu.product", "hand-edited")
     clock.now += 3599
     assert not sink.publish(LABELS).written
     clock.now += 2
+    sink.refresh()  # the loop's resync duty, every --resync-interval
     server.clear_log()
     assert sink.publish(LABELS).written
     assert server.count() == 1
@@ -154,7 +155,7 @@ def test_node_sink_api_down_loses_nothing_and_converges(server: FakeApiServer,
 
 def test_node_sink_403_names_the_permission(server: FakeApiServer, kube: Kube) -> None:
     server.forbid("patch", "nodes")
-    with pytest.raises(KubeError) as err:
+    with pytest.raises(ApiError) as err:
         node_sink(kube, Clock()).publish(LABELS)
     assert err.value.status == 403
     message = str(err.value)
@@ -258,7 +259,7 @@ def test_nodefeature_concurrent_edit_is_overwritten_safely(server: FakeApiServer
 
 def test_nodefeature_crd_missing_is_one_clear_error(server: FakeApiServer, kube: Kube) -> None:
     server.set_crd_installed(False)
-    with pytest.raises(KubeError) as err:
+    with pytest.raises(ApiError) as err:
         nf_sink(kube, Clock()).publish(LABELS)
     assert "Node Feature Discovery" in str(err.value) and "\n" not in str(err.value)
 

@@ -8,7 +8,8 @@ import stat
 import pytest
 
 from gfd.errors import PublishError
-from gfd.sinks.featurefile import FeatureFileSink, StdoutSink, parse, render
+from gfd.sinks.featurefile import FeatureFileSink, parse, render
+from gfd.sinks.stdout import StdoutSink
 
 LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/cuda.driver.rev": "",
           "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -48,7 +49,7 @@ def test_parse_reads_a_bare_key_as_true_like_nfd() -> None:
 
 def test_first_publish_writes_the_file_with_mode_0644_and_no_dot_file_left(tmp_path) -> None:
     path = tmp_path / "gfd"
-    result = FeatureFileSink(str(path), clock=Clock()).publish(LABELS)
+    result = FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
     assert result.written and result.change.added == tuple(sorted(LABELS))
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert parse(path.read_text())[0] == LABELS
@@ -58,7 +59,7 @@ def test_first_publish_writes_the_file_with_mode_0644_and_no_dot_file_left(tmp_p
 def test_unchanged_labels_do_not_rewrite_the_file(tmp_path) -> None:
     path = tmp_path / "gfd"
     clock = Clock()
-    sink = FeatureFileSink(str(path), clock=clock)
+    sink = FeatureFileSink(str(path), expiry=3600, clock=clock)
     sink.publish(LABELS)
     inode = path.stat().st_ino
     clock.now += 60
@@ -92,22 +93,22 @@ def test_expiry_zero_writes_no_header_and_never_refreshes(tmp_path) -> None:
 
 def test_a_restarted_agent_adopts_the_existing_file_without_rewriting_it(tmp_path) -> None:
     path = tmp_path / "gfd"
-    FeatureFileSink(str(path), clock=Clock()).publish(LABELS)
+    FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
     mtime = path.stat().st_mtime_ns
-    again = FeatureFileSink(str(path), clock=Clock(T0 + 10))
+    again = FeatureFileSink(str(path), expiry=3600, clock=Clock(T0 + 10))
     assert not again.publish(LABELS).written
     assert path.stat().st_mtime_ns == mtime
 
 
 def test_a_change_reports_added_changed_and_removed_keys(tmp_path) -> None:
-    sink = FeatureFileSink(str(tmp_path / "gfd"), clock=Clock())
+    sink = FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=Clock())
     sink.publish({"a/x": "1", "a/y": "1"})
     change = sink.publish({"a/x": "2", "a/z": "1"}).change
     assert (change.added, change.changed, change.removed) == (("a/z",), ("a/x",), ("a/y",))
 
 
 def test_missing_directory_is_one_clear_line_naming_the_fix(tmp_path) -> None:
-    sink = FeatureFileSink(str(tmp_path / "nope" / "gfd"), clock=Clock())
+    sink = FeatureFileSink(str(tmp_path / "nope" / "gfd"), expiry=3600, clock=Clock())
     with pytest.raises(PublishError) as err:
         sink.publish(LABELS)
     message = str(err.value)
@@ -118,7 +119,7 @@ def test_missing_directory_is_one_clear_line_naming_the_fix(tmp_path) -> None:
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
 def test_read_only_directory_keeps_the_previous_file_intact(tmp_path) -> None:
     path = tmp_path / "gfd"
-    sink = FeatureFileSink(str(path), clock=Clock())
+    sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
     sink.publish(LABELS)
     before = path.read_text()
     tmp_path.chmod(0o555)
@@ -132,7 +133,7 @@ def test_read_only_directory_keeps_the_previous_file_intact(tmp_path) -> None:
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch) -> None:
     path = tmp_path / "gfd"
-    sink = FeatureFileSink(str(path), clock=Clock())
+    sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
     sink.publish(LABELS)
     before = path.read_text()
 
@@ -151,13 +152,13 @@ def test_a_file_over_nfds_64_kib_limit_is_refused_before_writing(tmp_path) -> No
     path = tmp_path / "gfd"
     labels = {f"nvidia.com/k{i}": "x" * 60 for i in range(2000)}
     with pytest.raises(PublishError, match="65536"):
-        FeatureFileSink(str(path), clock=Clock()).publish(labels)
+        FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(labels)
     assert not path.exists()
 
 
 def test_prune_removes_the_file_and_reports_the_removed_keys(tmp_path) -> None:
     path = tmp_path / "gfd"
-    sink = FeatureFileSink(str(path), clock=Clock())
+    sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
     sink.publish(LABELS)
     result = sink.prune()
     assert result.written and set(result.change.removed) == set(LABELS)

@@ -1,0 +1,238 @@
+"""Wiring: settings -> GPU back end -> labelers -> sink. The same functions build an agent's
+parts at start and on reload, so a reload applies every setting it changes.
+
+Adding a back end or a sink: write ``readers/<name>.py`` or ``sinks/<name>.py``, then add
+one line to :func:`make_gpu_source` or :func:`make_sink` (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from gfd.config import Part, Settings, changed, resolve
+from gfd.daemon import Duty, Parts
+from gfd.discovery import Discovery, GpuSource, read_snapshot_file
+from gfd.errors import ConfigError
+from gfd.labelers.default import Labelling, compute_labels
+from gfd.readers.host import HostReader
+from gfd.sinks.base import Sink
+from gfd.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from gfd.configfile import FileConfig
+
+log = logging.getLogger(__name__)
+
+Write = Callable[[str], None]
+OnRequest = Callable[[str, str], None]
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def load_settings(explicit: Mapping[str, Any], *, defaults: Settings | None = None,
+                  ) -> tuple[Settings, FileConfig | None]:
+    """Settings from explicit flag/env values and the config file they name (GFD's
+    precedence), and that file as parsed (None without one). Its warnings are logged."""
+    loaded: FileConfig | None = None
+    config_file = explicit.get("config_file") or (defaults.config_file if defaults else "")
+    if config_file:
+        from gfd.configfile import load_config_file
+
+        loaded = load_config_file(config_file)
+    return settings_from(explicit, loaded, defaults=defaults), loaded
+
+
+def settings_from(explicit: Mapping[str, Any], loaded: FileConfig | None, *,
+                  defaults: Settings | None = None) -> Settings:
+    if loaded is None:
+        return _simulation_sharing(resolve(explicit, defaults=defaults))
+    for warning in loaded.warnings:
+        log.warning("%s", warning)
+    return resolve(explicit, loaded.values, sharing=loaded.sharing, defaults=defaults)
+
+
+def _simulation_sharing(settings: Settings) -> Settings:
+    """A simulated node brings the sharing config of its device plugin (no config file)."""
+    if not settings.simulate:
+        return settings
+    from gfd.readers.simulate import simulate
+
+    sharing = simulate(settings.simulate).sharing
+    return settings if sharing is None else replace(settings, sharing=sharing)
+
+
+# --------------------------------------------------------------------------- factories
+
+
+def make_gpu_source(settings: Settings) -> GpuSource:
+    """The GPU back end for ``--device-discovery-strategy`` (one line per back end)."""
+    from gfd.readers.nvml import NvmlReader
+
+    return NvmlReader()
+
+
+def make_discovery(settings: Settings) -> Discovery:
+    """The readers for these settings, composed into one snapshot per read."""
+    host = HostReader(machine_type_file=settings.machine_type_file,
+                      sysfs_root=settings.sysfs_root)
+    if settings.simulate:
+        from gfd.readers.simulate import simulate
+
+        return Discovery(None, host, fixed=simulate(settings.simulate).snapshot)
+    if settings.snapshot:
+        return Discovery(None, host, fixed=read_snapshot_file(settings.snapshot))
+    smi = None
+    if settings.label_set == "extended":
+        from gfd.readers.smi import SmiReader
+
+        smi = SmiReader(settings.nvidia_smi)
+    return Discovery(make_gpu_source(settings), host, smi=smi,
+                     fail_on_init_error=settings.fail_on_init_error)
+
+
+def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None) -> Sink:
+    """The sink the settings select; the Kubernetes client is imported only for API sinks."""
+    kind = settings.effective_sink
+    if kind == "file":
+        if settings.output_file == "-":
+            from gfd.sinks.stdout import StdoutSink
+
+            return StdoutSink(write)
+        from gfd.sinks.featurefile import FeatureFileSink
+
+        return FeatureFileSink(settings.output_file, expiry=settings.expiry)
+    if not settings.node_name:
+        raise ConfigError(
+            "--node-name / NODE_NAME is required with the NodeFeature and Node sinks "
+            "(set it from the downward API: fieldRef spec.nodeName)")
+    from gfd.kube import Kube
+
+    kube = Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
+                burst=settings.kube_api_burst, on_request=on_request)
+    if kind == "node":
+        from gfd.sinks.node import NodeSink
+
+        return NodeSink(kube, settings.node_name)
+    from gfd.sinks.nodefeature import NodeFeatureSink
+
+    return NodeFeatureSink(kube, settings.node_name, namespace=settings.namespace,
+                           pod_name=settings.pod_name)
+
+
+def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[Duty, ...]:
+    """The periodic duties besides the label cycle, each with its interval from a setting."""
+    duties = [Duty("host refresh", settings.host_refresh_interval, discovery.refresh)]
+    kind = settings.effective_sink
+    if kind in ("node", "nodefeature"):
+        duties.append(Duty("resync", settings.resync_interval, sink.refresh))
+    elif settings.output_file != "-" and settings.expiry > 0:
+        duties.append(Duty("expiry refresh", settings.expiry / 2, sink.refresh))
+    return tuple(duties)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Factory:
+    """Builds an agent's parts from settings (at start, and again on reload)."""
+
+    started: int
+    """The agent's start time: the ``gfd.timestamp`` value, kept across reloads."""
+    write: Write
+    on_request: OnRequest | None = None
+
+    def parts(self, settings: Settings) -> Parts:
+        discovery = make_discovery(settings)
+        try:
+            sink = make_sink(settings, write=self.write, on_request=self.on_request)
+        except BaseException:
+            discovery.close()
+            raise
+        return self._assemble(settings, discovery, sink)
+
+    def rebuild(self, current: Parts, settings: Settings) -> Parts:
+        """New parts for changed settings: what they affect is built anew, the rest reused."""
+        rows = changed(current.settings, settings)
+        parts = {row.spec.part for row in rows}
+        fixed = [row for row in rows if row.spec.part is Part.RESTART]
+        if fixed:
+            names = ", ".join(row.spec.file or row.flag for row in fixed)
+            raise ConfigError(f"{names} cannot change while gfd runs (restart gfd to apply it)")
+        discovery = current.discovery
+        if Part.DISCOVERY in parts:
+            discovery = make_discovery(settings)
+        sink = current.sink
+        if Part.SINK in parts:
+            try:
+                sink = make_sink(settings, write=self.write, on_request=self.on_request)
+            except BaseException:
+                if discovery is not current.discovery:
+                    discovery.close()
+                raise
+        assert isinstance(discovery, Discovery)
+        changes = tuple(f"{row.spec.file or row.flag}: "
+                        f"{row.spec.kind.render(getattr(current.settings, row.name))} -> "
+                        f"{row.spec.kind.render(getattr(settings, row.name))}" for row in rows)
+        if current.settings.sharing != settings.sharing:
+            changes += ("sharing",)
+        return replace(self._assemble(settings, discovery, sink), changes=changes)
+
+    def _assemble(self, settings: Settings, discovery: Discovery, sink: Sink) -> Parts:
+        return Parts(settings=settings, discovery=discovery, sink=sink,
+                     options=settings.label_options(timestamp=self.started),
+                     duties=make_duties(settings, discovery, sink))
+
+
+class Reloader:
+    """Watches the config file for ``gfd run``: on a change (or SIGHUP) it resolves the
+    settings anew and builds the parts they change (``daemon.PartsSource``)."""
+
+    def __init__(self, explicit: Mapping[str, Any], loaded: FileConfig, factory: Factory, *,
+                 defaults: Settings | None = None) -> None:
+        from gfd.configfile import ConfigSource
+
+        self._explicit = dict(explicit)
+        self._defaults = defaults
+        self._source = ConfigSource(loaded.path, current=loaded)
+        self._factory = factory
+
+    def poll(self, current: Parts, *, force: bool) -> Parts | None:
+        loaded = self._source.poll(force=force)
+        if loaded is None:
+            return None
+        where = f"config file {loaded.path}"
+        settings = settings_from(self._explicit, loaded, defaults=self._defaults)
+        if settings == current.settings:
+            if not force:
+                log.info("%s changed; no setting changed (flags and environment variables "
+                         "take precedence over the file)", where)
+            return current
+        try:
+            return self._factory.rebuild(current, settings)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- one-shot
+
+
+def read_once(settings: Settings) -> Snapshot:
+    """One snapshot (NVML started and shut down again) for the one-shot commands."""
+    discovery = make_discovery(settings)
+    try:
+        return discovery.read()
+    finally:
+        discovery.close()
+
+
+def label_once(settings: Settings, started: int) -> tuple[Snapshot, Labelling]:
+    """One snapshot and its labels; label warnings and rejections are logged."""
+    snapshot = read_once(settings)
+    labelling = compute_labels(snapshot, settings.label_options(timestamp=started))
+    for warning in labelling.warnings:
+        log.warning("%s", warning)
+    for rejection in labelling.rejected:
+        log.warning("dropped invalid label: %s", rejection.message)
+    return snapshot, labelling

@@ -1,0 +1,38 @@
+"""``--output-file -``: the feature file's text on standard output, once per change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gfd.sinks.base import PublishResult, diff
+from gfd.sinks.featurefile import render
+
+
+@dataclass(slots=True)
+class StdoutSink:
+    """``--output-file -``: the same text on stdout, once per change."""
+
+    write: Callable[[str], None]
+    name: str = "stdout"
+    _last: dict[str, str] | None = field(default=None, init=False)
+
+    def published(self) -> dict[str, str]:
+        return dict(self._last or {})
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        change = diff(self._last or {}, labels)
+        if self._last is not None and change.empty:
+            return PublishResult(written=False, change=change)
+        self.write(render(labels, expires=None))
+        self._last = dict(labels)
+        return PublishResult(written=True, change=change)
+
+    def prune(self) -> PublishResult:
+        return PublishResult(written=False)
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
