@@ -32,7 +32,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +111,8 @@ class FileConfig:
     """Settings the file sets, keyed by ``gfd.config.Settings`` field names; only keys
     present in the file (``sleep_interval`` in seconds, None meaning ``infinite``)."""
     sharing: Sharing = field(default_factory=Sharing)
-    """Normalised per GFD (reference §6.4); ``Sharing()`` without a sharing section."""
+    """Normalised as GFD does (docs/gfd-compatibility.md, "Sharing"); ``Sharing()`` without a
+    sharing section."""
     warnings: tuple[str, ...] = ()
     """One-line messages for settings accepted but ignored or suspicious."""
     digest: str = ""
@@ -133,12 +135,31 @@ class ConfigSource:
     """Watches one config file: poll() returns a new FileConfig when the content changed
     (or force=True, e.g. on SIGHUP), None when unchanged; raises ConfigError when the new
     content is invalid -- the caller keeps the last good config. A missing file after a
-    good one is an error too (reported, last good kept)."""
+    good one is an error too (reported, last good kept).
 
-    def __init__(self, path: str, *, current: FileConfig | None = None) -> None:
+    A changed file is read again after ``settle`` seconds until two reads agree, so a file
+    rewritten in place (truncated, then written) is never taken in its empty or half-written
+    state."""
+
+    def __init__(self, path: str, *, current: FileConfig | None = None, settle: float = 0.05,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self._path = path
         self._current = current
         """The config in use (e.g. the one read at start), so an unchanged file is no news."""
+        self._settle = settle
+        self._sleep = sleep
+
+    def _settled(self, raw: bytes) -> bytes:
+        """The file's content once two reads ``settle`` apart agree (at most 20 reads)."""
+        for _ in range(20):
+            self._sleep(self._settle)
+            again = _read(self._path)
+            if again == raw:
+                return raw
+            raw = again
+        raise ConfigError(f"{_label(self._path)}: still changing after "
+                          f"{20 * self._settle:g}s; keeping the last good config until it "
+                          "settles")
 
     @property
     def current(self) -> FileConfig | None:
@@ -150,6 +171,8 @@ class ConfigSource:
         digest = hashlib.sha256(raw).hexdigest()
         if not force and self._current is not None and self._current.digest == digest:
             return None
+        raw = self._settled(raw)
+        digest = hashlib.sha256(raw).hexdigest()
         config = _parse_bytes(raw, path=self._path, digest=digest)
         self._current = config
         return config

@@ -10,7 +10,7 @@ import pytest
 from agent_parts import make_agent
 
 from gfd.backoff import backoff
-from gfd.daemon import Parts, Signals
+from gfd.daemon import Duty, Parts, Schedule, Signals
 from gfd.errors import ConfigError, DiscoveryError, NvmlInitError
 from gfd.labelers.options import LabelOptions
 from gfd.readers.simulate import simulate
@@ -199,3 +199,46 @@ def test_infinite_interval_labels_once_then_waits_for_a_signal(tmp_path) -> None
     signals.request_stop()
     thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+# ----------------------------------------------------------------------------- the scheduler
+
+
+def test_schedule_runs_each_duty_at_its_interval() -> None:
+    calls: list[str] = []
+    schedule = Schedule()
+    schedule.set((Duty("resync", 10.0, lambda: calls.append("resync")),
+                  Duty("host refresh", 4.0, lambda: calls.append("host"))), now=0.0)
+    assert schedule.next_due() == 4.0
+    assert schedule.pop_due(3.9) == []
+    assert [d.name for d in schedule.pop_due(4.0)] == ["host refresh"]
+    assert schedule.next_due() == 8.0
+    assert [d.name for d in schedule.pop_due(10.0)] == ["host refresh", "resync"]
+    assert schedule.next_due() == 14.0
+
+
+def test_schedule_keeps_a_duty_due_time_across_a_reload_unless_its_interval_changed() -> None:
+    schedule = Schedule()
+    schedule.set((Duty("resync", 10.0, lambda: None),), now=0.0)
+    schedule.set((Duty("resync", 10.0, lambda: None), Duty("host refresh", 5.0, lambda: None)),
+                 now=3.0)
+    assert schedule.next_due() == 8.0  # the new duty: 3 + 5; resync still due at 10
+    schedule.set((Duty("resync", 2.0, lambda: None),), now=4.0)
+    assert schedule.next_due() == 6.0
+
+
+def test_a_due_duty_runs_a_cycle_even_with_an_infinite_interval(tmp_path) -> None:
+    """The expiry refresh keeps a feature file alive while the agent is merely idle."""
+    signals = Signals()
+    source = Source(H100)
+    refreshed: list[int] = []
+    duty = Duty("expiry refresh", 0.05, lambda: refreshed.append(source.reads))
+    agent = make_agent(source, sink(tmp_path), LabelOptions(), interval=None, duties=(duty,))
+    thread = threading.Thread(target=agent.run, args=(signals,))
+    thread.start()
+    while len(refreshed) < 3:
+        signals.wake.wait(0.01)
+    signals.request_stop()
+    thread.join(timeout=5)
+    assert source.reads >= 3, "each due duty is followed by a cycle"
+    assert refreshed[:2] == [1, 2]

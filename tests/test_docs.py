@@ -47,3 +47,24 @@ def test_every_documented_label_names_an_existing_labeler_module() -> None:
     for doc in LABELS:
         for module in doc.module.split("/"):
             assert (root / f"{module.strip()}.py").exists(), doc.key
+
+
+SETTINGS_DOC = Path(__file__).parent.parent / "docs" / "settings.md"
+
+
+def test_docs_settings_md_is_current() -> None:
+    from gfd.docs import render_settings
+
+    assert SETTINGS_DOC.read_text() == render_settings(), (
+        "regenerate it: gfd docs settings > docs/settings.md")
+    assert CliRunner().invoke(cli, ["docs", "settings"]).stdout == render_settings()
+
+
+def test_settings_doc_has_one_row_per_setting_with_its_variables() -> None:
+    from gfd.config import TABLE
+    from gfd.docs import render_settings
+
+    rows = [line for line in render_settings().splitlines() if line.startswith("| `--")]
+    assert len(rows) == len(TABLE)
+    mig = next(row for row in rows if row.startswith("| `--mig-strategy`"))
+    assert "`GFD_MIG_STRATEGY`, `MIG_STRATEGY`" in mig and "`flags.migStrategy`" in mig

@@ -69,7 +69,8 @@ class Agent:
     """A running `gfd run` process and the files around it."""
 
     def __init__(self, tmp: Path, lib: Path | None, machine: Machine | None, *args: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, machine_type_flag: bool = True,
+                 output_flag: bool = True) -> None:
         self.tmp = tmp
         self.profile = tmp / "profile.txt"
         self.out = tmp / "features.d" / "gfd"
@@ -78,10 +79,12 @@ class Agent:
             self.set_machine(machine)
         base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
         self.log = (tmp / "agent.log").open("w")
+        dmi = ["--machine-type-file", str(tmp / "dmi")] if machine_type_flag else []
+        out = ["--output-file", str(self.out)] if output_flag else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gfd", "run", "--output-file", str(self.out),
+            [sys.executable, "-m", "gfd", "run", *out,
              "--sysfs-root", str(gpu_tree(tmp / "sys", [])), "--nvidia-smi",
-             str(tmp / "no-nvidia-smi"), "--machine-type-file", str(tmp / "dmi"), *args],
+             str(tmp / "no-nvidia-smi"), *dmi, *args],
             env=subprocess_env(lib, self.profile, base) | (env or {}),
             stdout=self.log, stderr=subprocess.STDOUT, text=True)
 
@@ -220,3 +223,20 @@ def test_healthz_fails_when_a_cycle_hangs(tmp_path: Path, fake_nvml_lib: Path,
     wait_for(lambda: http(port, "/healthz")[0] == 503, timeout=8)
     assert "cycle running" in http(port, "/healthz")[1]
     agent.stop(signal.SIGKILL)
+
+
+def test_a_busy_metrics_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "gfd", "run", "--simulate", "hgx-h100", "--output-file",
+             str(tmp_path / "gfd"), "--metrics-port", str(port)],
+            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("gfd: error")]
+    assert errors == [f"gfd: error: --metrics-port {port}: cannot listen on 0.0.0.0:{port}: "
+                      "Address already in use (another process may hold the port: choose a free "
+                      "one, or 0 to serve no metrics)"]
+    assert "Traceback" not in result.stderr

@@ -27,7 +27,7 @@ from typing import Any
 
 import pynvml
 
-from gfd.errors import DiscoveryError, NvmlInitError
+from gfd.errors import DiscoveryError, NvmlInitError, one_line
 from gfd.snapshot import COMPUTE_MODES, FABRIC_STATES, Fabric, Gpu, MigDevice, Snapshot
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class _Failed(Exception):
 
     @property
     def message(self) -> str:
-        return _one_line(str(self.error))
+        return one_line(str(self.error))
 
     def describe(self) -> str:
         where = f" for GPU {self.gpu}" if self.gpu is not None else ""
@@ -186,14 +186,10 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _init_message(exc: Any) -> str:
     code = int(exc.value)
     what, fix = _INIT_HINTS.get(code, ("", "check the driver with nvidia-smi on the host"))
-    what = what or _one_line(str(exc)).rstrip(".")
+    what = what or one_line(str(exc)).rstrip(".")
     return f"NVML could not start: {what} ({fix})"
 
 

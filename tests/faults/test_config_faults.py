@@ -12,6 +12,8 @@ from pathlib import Path
 from fakes import profiles
 from test_run import Agent, free_port, http, metric, wait_for
 
+from gfd.configfile import ConfigSource
+
 GOOD_4 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}\n"
 GOOD_2 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}\n"
 # Valid YAML, invalid config: a typo'd field name (GFD would silently ignore it).
@@ -73,3 +75,22 @@ def test_invalid_config_error_is_logged_once_not_every_cycle(
     agent.stop()
     assert logs.count(KEPT) == 1, f"logged {logs.count(KEPT)} times"
     assert "recovered" not in logs
+
+
+def test_a_config_rewritten_in_place_is_never_taken_empty_or_half_written(tmp_path: Path) -> None:
+    """A writer that truncates the file, then writes it (as `cat > file` or an editor does):
+    gfd may look between the two steps. It waits until two reads agree."""
+    path = tmp_path / "config.yaml"
+    good = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}\n"
+    path.write_text("sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}")
+    steps = iter(["", good[:30], good])  # what the file holds after each pause
+
+    def writer_moves_on(seconds: float) -> None:
+        path.write_text(next(steps, good))
+
+    source = ConfigSource(str(path), sleep=writer_moves_on)
+    source.poll()
+    path.write_text("")  # the truncation, seen by the next poll
+    config = source.poll()
+    assert config is not None
+    assert config.sharing.replicas("nvidia.com/gpu") == 4, "neither the empty nor the half file"

@@ -1,0 +1,216 @@
+"""A changed config file reaches every setting it names, or is refused with one line.
+
+Process tests: `gfd run` over the fake NVML, the config file rewritten while it runs, one
+test per class of setting in the settings table (labels, discovery, sink, schedule,
+restart). In-process tests: what `app.Factory.rebuild` rebuilds for each class.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fakes import profiles
+from test_run import Agent, agents, wait_for
+
+from gfd.app import Factory
+from gfd.config import TABLE, Part, Settings
+from gfd.errors import ConfigError
+
+__all__ = ["agents"]
+
+
+def write(path: Path, text: str) -> None:
+    """Replace the file's content at once (as the config-manager's symlink swap does)."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def test_labels_class_mig_strategy_applies_at_the_next_cycle(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("flags: {migStrategy: none, gfd: {sleepInterval: 200ms}}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--config-file", str(cfg))
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    assert "nvidia.com/mig.strategy" not in agent.labels()
+    write(cfg, "flags: {migStrategy: mixed, gfd: {sleepInterval: 200ms}}")
+    wait_for(lambda: agent.labels().get("nvidia.com/mig.strategy") == "mixed", timeout=5)
+    assert "nvidia.com/mig-1g.5gb.count" in agent.labels()
+    assert "config reloaded: flags.migStrategy: none -> mixed" in agent.logs()
+    assert agent.stop() == 0
+
+
+def test_labels_class_sharing_section_applies_at_the_next_cycle(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("flags: {gfd: {sleepInterval: 200ms}}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--config-file", str(cfg))
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "1")
+    write(cfg, "flags: {gfd: {sleepInterval: 200ms}}\n"
+               "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}")
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "4", timeout=5)
+    assert agent.labels()["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
+    assert agent.stop() == 0
+
+
+def test_discovery_class_machine_type_file_applies_at_the_next_cycle(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    (tmp_path / "dmi-a").write_text("DGX A100\n")
+    (tmp_path / "dmi-b").write_text("PowerEdge XE9680\n")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"flags: {{gfd: {{sleepInterval: 200ms, machineTypeFile: {tmp_path}/dmi-a}}}}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--config-file", str(cfg),
+                  machine_type_flag=False)
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.machine") == "DGX-A100")
+    write(cfg, f"flags: {{gfd: {{sleepInterval: 200ms, machineTypeFile: {tmp_path}/dmi-b}}}}")
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.machine") == "PowerEdge-XE9680",
+             timeout=5)
+    assert agent.stop() == 0
+
+
+def test_schedule_class_sleep_interval_applies_at_once(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("flags: {gfd: {sleepInterval: 1h}}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--config-file", str(cfg))
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "8")
+    write(cfg, "flags: {gfd: {sleepInterval: 200ms}}")
+    agent.proc.send_signal(signal.SIGHUP)  # with a 1 h interval, no cycle would notice soon
+    wait_for(lambda: "flags.gfd.sleepInterval: 1h -> 200ms" in agent.logs(), timeout=5)
+    agent.set_machine(profiles.one_gpu_lost())  # now seen within one 200 ms cycle
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "7", timeout=3)
+    assert agent.stop() == 0
+
+
+def test_sink_class_output_file_moves_the_labels(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    first, second = tmp_path / "features.d" / "gfd", tmp_path / "features.d" / "gfd-moved"
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"flags: {{gfd: {{sleepInterval: 200ms, outputFile: {first}}}}}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--config-file", str(cfg),
+                  output_flag=False)
+    agents.append(agent)
+    wait_for(lambda: first.exists())
+    labels = first.read_text().splitlines()[1:]
+    write(cfg, f"flags: {{gfd: {{sleepInterval: 200ms, outputFile: {second}}}}}")
+    wait_for(lambda: second.exists() and not first.exists(), timeout=5)
+    assert second.read_text().splitlines()[1:] == labels
+    assert "labels moved from file to file" in agent.logs()
+    assert agent.stop() == 0
+
+
+def test_restart_class_oneshot_is_refused_and_the_old_config_kept(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("flags: {migStrategy: none, gfd: {sleepInterval: 200ms}}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--config-file", str(cfg))
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    write(cfg, "flags: {migStrategy: mixed, gfd: {sleepInterval: 200ms, oneshot: true}}")
+    wait_for(lambda: "keeping the last good config" in agent.logs(), timeout=5)
+    refusals = [line for line in agent.logs().splitlines() if "cannot change" in line]
+    assert len(refusals) == 1 and "flags.gfd.oneshot" in refusals[0]
+    assert "restart gfd to apply it" in refusals[0]
+    assert "nvidia.com/mig.strategy" not in agent.labels(), "nothing of the refused file applied"
+    assert agent.proc.poll() is None
+    assert "config reloaded" not in agent.logs()
+    assert agent.stop() == 0
+
+
+def test_a_change_overridden_by_a_flag_is_not_reported_as_reloaded(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("flags: {migStrategy: none}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--config-file", str(cfg),
+                  "--mig-strategy", "none", "--sleep-interval", "200ms")
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    write(cfg, "flags: {migStrategy: mixed}")
+    wait_for(lambda: "no setting changed" in agent.logs(), timeout=5)
+    assert "config reloaded" not in agent.logs()
+    assert "nvidia.com/mig.strategy" not in agent.labels()
+    assert agent.stop() == 0
+
+
+# ----------------------------------------------------------------------------- in process
+
+
+class Tracked:
+    """Stands in for a discovery or sink: records close()."""
+
+    fail_on_init_error = True
+    name = "tracked"
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def running(tmp_path: Path) -> tuple[Factory, Settings]:
+    settings = Settings(simulate="hgx-h100", output_file=str(tmp_path / "gfd"))
+    return Factory(started=1, write=lambda text: None), settings
+
+
+def value_for(part: Part) -> dict[str, object]:
+    """One changed setting of each class."""
+    return {
+        Part.LABELS: {"mig_strategy": "mixed"},
+        Part.DISCOVERY: {"machine_type_file": "/elsewhere"},
+        Part.SINK: {"expiry": 60.0},
+        Part.SCHEDULE: {"sleep_interval": 1.0},
+    }[part]
+
+
+@pytest.mark.parametrize("part, new_discovery, new_sink", [
+    (Part.LABELS, False, False),
+    (Part.DISCOVERY, True, False),
+    (Part.SINK, False, True),
+    (Part.SCHEDULE, False, False),
+], ids=lambda v: v.value if isinstance(v, Part) else str(v))
+def test_rebuild_builds_anew_only_what_the_change_affects(
+        tmp_path: Path, part: Part, new_discovery: bool, new_sink: bool) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    candidate = factory.rebuild(current, replace(settings, **value_for(part)))  # type: ignore[arg-type]
+    assert (candidate.discovery is not current.discovery) is new_discovery
+    assert (candidate.sink is not current.sink) is new_sink
+    assert candidate.settings != current.settings and len(candidate.changes) == 1
+    if part is Part.LABELS:
+        assert candidate.options.mig_strategy == "mixed"
+
+
+def test_rebuild_refuses_a_restart_only_setting(tmp_path: Path) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    with pytest.raises(ConfigError, match=r"flags\.gfd\.oneshot cannot change while gfd runs"):
+        factory.rebuild(current, replace(settings, oneshot=True))
+
+
+def test_rebuild_closes_a_new_discovery_when_the_new_sink_cannot_be_built(
+        tmp_path: Path) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    bad = replace(settings, machine_type_file="/x", sink="node", node_name="")
+    with pytest.raises(ConfigError, match="NODE_NAME"):
+        factory.rebuild(current, bad)
+
+
+def test_every_setting_of_the_table_has_a_class_and_help() -> None:
+    for entry in TABLE:
+        assert isinstance(entry.spec.part, Part) and entry.spec.help, entry.name
+        assert entry.spec.flags[0].startswith("--"), entry.name
