@@ -30,8 +30,8 @@ from gfd.config import (
 from gfd.discovery import Discovery, read_snapshot_file
 from gfd.errors import ConfigError, GfdError
 from gfd.labelers.catalog import describe
-from gfd.labelers.default import Labelling, compute_labels
 from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
+from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
 from gfd.sharing import Sharing
 from gfd.sinks.base import Sink, diff

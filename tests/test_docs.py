@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from gfd.cli import cli
 from gfd.docs import render
 from gfd.labelers.catalog import LABELS, describe
-from gfd.labelers.default import compute_labels
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import compute_labels
 from gfd.readers.simulate import SIMULATIONS, simulate
 from gfd.sharing import SharedResource, Sharing
 

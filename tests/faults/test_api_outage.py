@@ -25,8 +25,8 @@ from gfd.backoff import backoff
 from gfd.daemon import Agent
 from gfd.errors import PublishError
 from gfd.kube import Kube, KubeError
-from gfd.labelers.default import compute_labels
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import compute_labels
 from gfd.readers.simulate import simulate
 from gfd.sinks.api import Retry
 from gfd.sinks.node import NodeSink
