@@ -140,18 +140,29 @@ LABELS: tuple[LabelDoc, ...] = (
              set="extended", module="extended"),
 )
 
-_RESOURCE = r"(gpu|mig-[0-9a-z.]+)"
+# In a key pattern ``<R>`` stands for any resource and ``<model>`` for any model part, so a
+# key the code builds from odd NVML names still finds its entry (and its set).
+_PLACEHOLDERS = ((re.escape(_R), r"(?:gpu|mig-.+)"), (re.escape("<model>"), r".*"))
 
 
-def _pattern(doc_key: str) -> re.Pattern[str]:
+def _pattern(doc_key: str) -> str:
     text = re.escape(doc_key)
-    text = text.replace(re.escape(_R), _RESOURCE).replace(re.escape("<model>"), r"[^/]+")
-    return re.compile(r"nvidia\.com/" + text)
+    for placeholder, pattern in _PLACEHOLDERS:
+        text = text.replace(placeholder, pattern)
+    return r"(?:nvidia\.com/" + text + ")"
+
+
+_MATCHERS = tuple((re.compile(_pattern(doc.key), re.DOTALL), doc) for doc in LABELS)
+
+EXTENDED_KEY: re.Pattern[str] = re.compile(
+    "|".join(_pattern(doc.key) for doc in LABELS if doc.set == "extended"), re.DOTALL)
+"""Matches (``fullmatch``) every full key of the extended set: one regular expression, so
+the compat filter costs one match per label."""
 
 
 def describe(key: str) -> LabelDoc | None:
     """The catalogue entry that documents a full label key, if any."""
-    for doc in LABELS:
-        if _pattern(doc.key).fullmatch(key):
+    for pattern, doc in _MATCHERS:
+        if pattern.fullmatch(key):
             return doc
     return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import counted, has_gpus
+from gfd.labelers.inventory import counted
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Fabric, Snapshot
 
@@ -20,8 +20,6 @@ def attached(fabric: Fabric | None) -> bool:
 
 
 def clique(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     ids = {
         f"{g.fabric.cluster_uuid}.{g.fabric.clique_id}"
         for g in counted(snapshot)

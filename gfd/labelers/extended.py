@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import PRIMARY_RULE, has_gpus, healthy, model_groups, unhealthy
+from gfd.labelers.inventory import PRIMARY_RULE, healthy, model_groups, unhealthy
 from gfd.labelers.naming import accelerator_slug, sanitise, short_name
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
@@ -14,8 +14,6 @@ _PRODUCT_KEY = "gpu.product."
 
 
 def extended(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not options.extended or not has_gpus(snapshot):
-        return Result()
     labels: dict[str, Label] = {}
     groups = model_groups(snapshot)
     gpus = healthy(snapshot)
@@ -33,8 +31,6 @@ def extended(snapshot: Snapshot, options: LabelOptions, /) -> Result:
         accel = Label(value=slug, source="nvmlDeviceGetName", raw=groups[0].name,
                       rules=(PRIMARY_RULE, "lowercase slug, 'nvidia-' prefix"))
         labels[key("gpu.accelerator")] = accel
-        if options.accelerator_label:
-            labels[options.accelerator_label] = accel
     memories = [g.memory_mib for g in gpus if g.memory_mib]
     if memories:
         labels[key("gpu.memory.min")] = Label(

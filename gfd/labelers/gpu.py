@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, has_gpus, model_groups
+from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, model_groups
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.resource import GPU_RESOURCE, family, per_replica, sharing_labels
 from gfd.snapshot import Snapshot
 
 
 def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     groups = model_groups(snapshot)
     if not groups:
         return Result()

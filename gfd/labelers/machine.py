@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import has_gpus
 from gfd.labelers.naming import sanitise
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 
 
 def machine(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     raw = snapshot.machine_type
     if raw is None:
         label = Label(value="unknown", source="machine-type file",

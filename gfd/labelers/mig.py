@@ -7,7 +7,7 @@ from fractions import Fraction
 from math import ceil, floor
 
 from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import counted, has_gpus
+from gfd.labelers.inventory import counted
 from gfd.labelers.naming import product_value
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
@@ -17,8 +17,6 @@ ATTR_SOURCE = "nvmlDeviceGetAttributes (MIG device)"
 
 
 def mig_capable(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     capable = any(g.mig_capable for g in counted(snapshot))
     return Result({key("mig.capable"): Label(
         value="true" if capable else "false", source="nvmlDeviceGetMigMode",
@@ -73,7 +71,7 @@ def _mig_devices(snapshot: Snapshot) -> list[tuple[Gpu, MigDevice, str, tuple[st
 
 def mig_resources(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     strategy = options.mig_strategy
-    if strategy == "none" or not has_gpus(snapshot):
+    if strategy == "none":
         return Result()
     labels = {key("mig.strategy"): Label(value=strategy, source="--mig-strategy")}
     gpus = [g for g in counted(snapshot) if g.error is None]
@@ -133,8 +131,6 @@ def _mixed(snapshot: Snapshot, options: LabelOptions) -> dict[str, Label]:
 
 
 def mig_extended(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not options.extended or not has_gpus(snapshot):
-        return Result()
     gpus = counted(snapshot)
     if not any(g.mig_capable for g in gpus):
         return Result()

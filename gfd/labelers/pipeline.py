@@ -1,17 +1,20 @@
 """The one ordered list of labelers, and compute_labels(): snapshot + options -> labels.
 
-Order follows GFD's merge (reference §4.1): timestamp; machine, versions, mig.capable,
-sharing, resources (full GPUs, then MIG), mode, clique; vGPU; then gfd's extended set.
+The pipeline, not the labelers, applies the two rules every label obeys: a labeler that
+needs GPUs is skipped when the node has none (NVML down, or no GPU), and with
+``--label-set compat`` every label the catalogue marks ``extended`` is dropped.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
-from gfd.labelers.base import Label, Labeler, Result, flatten, merge
+from gfd.labelers.base import Label, Labeler, Result, flatten, key, merge
+from gfd.labelers.catalog import EXTENDED_KEY
 from gfd.labelers.clique import clique
 from gfd.labelers.extended import extended
 from gfd.labelers.gpu import full_gpus
+from gfd.labelers.inventory import has_gpus
 from gfd.labelers.machine import machine
 from gfd.labelers.mig import mig_capable, mig_extended, mig_resources
 from gfd.labelers.mode import mode
@@ -23,20 +26,35 @@ from gfd.labelers.versions import versions
 from gfd.labelers.vgpu import vgpu
 from gfd.snapshot import Snapshot
 
-LABELERS: tuple[Labeler, ...] = (
-    timestamp,
-    machine,
-    versions,
-    mig_capable,
-    mps_capable,
-    full_gpus,
-    mig_resources,
-    mode,
-    clique,
-    vgpu,
-    mig_extended,
-    extended,
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One labeler in the pipeline, and whether it runs only on a node with GPUs."""
+
+    labeler: Labeler
+    _: KW_ONLY
+    needs_gpus: bool
+
+
+# Order follows GFD's merge (reference §4.1): timestamp; machine, versions, mig.capable,
+# sharing, resources (full GPUs, then MIG), mode, clique; vGPU; then gfd's extended set.
+# A later labeler overwrites an earlier one for the same key.
+LABELERS: tuple[Step, ...] = (
+    Step(timestamp, needs_gpus=False),
+    Step(machine, needs_gpus=True),
+    Step(versions, needs_gpus=True),
+    Step(mig_capable, needs_gpus=True),
+    Step(mps_capable, needs_gpus=True),
+    Step(full_gpus, needs_gpus=True),
+    Step(mig_resources, needs_gpus=True),
+    Step(mode, needs_gpus=True),
+    Step(clique, needs_gpus=True),
+    Step(vgpu, needs_gpus=False),
+    Step(mig_extended, needs_gpus=True),
+    Step(extended, needs_gpus=True),
 )
+
+ACCELERATOR = key("gpu.accelerator")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +69,18 @@ class Labelling:
     warnings: tuple[str, ...]
 
 
-def compute_labels(snapshot: Snapshot, options: LabelOptions) -> Labelling:
-    """Run every labeler in order, merge, validate. Pure: no I/O, no clock."""
-    merged: Result = merge(labeler(snapshot, options) for labeler in LABELERS)
-    good, rejected = validate(flatten(merged.labels))
-    return Labelling(good, merged.labels, rejected, merged.warnings)
+def compute_labels(snapshot: Snapshot, options: LabelOptions, *,
+                   labelers: tuple[Step, ...] = LABELERS) -> Labelling:
+    """Run the labelers in order, merge, keep the chosen label set, validate. Pure."""
+    gpus = has_gpus(snapshot)
+    merged: Result = merge(step.labeler(snapshot, options) for step in labelers
+                           if gpus or not step.needs_gpus)
+    labels = merged.labels
+    if not options.extended:
+        is_extended = EXTENDED_KEY.fullmatch
+        labels = {k: label for k, label in labels.items() if not is_extended(k)}
+    elif options.accelerator_label and ACCELERATOR in labels:
+        # --accelerator-label KEY: gpu.accelerator again under the operator's key (extended).
+        labels[options.accelerator_label] = labels[ACCELERATOR]
+    good, rejected = validate(flatten(labels))
+    return Labelling(good, labels, rejected, merged.warnings)

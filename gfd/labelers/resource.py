@@ -61,7 +61,7 @@ def sharing_labels(
 def per_replica(resource: str, memory_mib: int, options: LabelOptions) -> dict[str, Label]:
     """Extended ``<R>.memory.per-replica``: memory divided by replicas, when shared."""
     replicas = options.sharing.replicas(resource)
-    if not options.extended or replicas <= 1 or memory_mib <= 0:
+    if replicas <= 1 or memory_mib <= 0:
         return {}
     return {
         f"{resource}.memory.per-replica": Label(

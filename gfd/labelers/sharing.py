@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gfd.errors import ConfigError
 from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import counted, has_gpus
+from gfd.labelers.inventory import counted
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 
@@ -24,8 +24,6 @@ def check_mps_with_mig(snapshot: Snapshot, options: LabelOptions) -> None:
 
 
 def mps_capable(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     check_mps_with_mig(snapshot, options)
     capable = options.sharing.strategy == "mps"
     return Result({key("mps.capable"): Label(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from gfd.errors import DiscoveryError
 from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import has_gpus
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 
@@ -13,8 +12,6 @@ CUDA_SOURCE = "nvmlSystemGetCudaDriverVersion"
 
 
 def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     labels: dict[str, Label] = {}
     driver = snapshot.driver_version
     if driver is not None:
