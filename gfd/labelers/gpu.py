@@ -1,12 +1,14 @@
-"""Full-GPU resource labels: ``gpu.product``, ``.count``, ``.memory``, ``.family``,
-``.compute.major|minor``, ``.replicas``, ``.sharing-strategy`` (and ``.memory.per-replica``)."""
+"""Full-GPU resource labels: ``gpu.product``, ``gpu.count``, ``gpu.memory`` of the primary model
+(with its ``.replicas``, ``.sharing-strategy`` from resource.py and ``gpu.family`` from
+family.py)."""
 
 from __future__ import annotations
 
 from gfd.labelers.base import Label, Result, key
+from gfd.labelers.family import capability_labels
 from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, model_groups
 from gfd.labelers.options import LabelOptions
-from gfd.labelers.resource import GPU_RESOURCE, family, per_replica, sharing_labels
+from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
 from gfd.snapshot import Snapshot
 
 
@@ -45,13 +47,4 @@ def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
             raw=f"{gpu.memory_total_bytes} bytes", rules=("bytes // 2^20 (MiB)",))
         if sharing_enabled and per_replica_ok:
             labels |= per_replica(GPU_RESOURCE, memory, options)
-    cc = gpu.compute_capability
-    if cc is not None and cc[0] != 0:
-        major, minor = cc
-        src = "nvmlDeviceGetCudaComputeCapability"
-        labels[key("gpu.family")] = Label(value=family(major, minor), source=src,
-                                          raw=f"{major}.{minor}",
-                                          rules=("GFD's family table by compute capability",))
-        labels[key("gpu.compute.major")] = Label(value=str(major), source=src)
-        labels[key("gpu.compute.minor")] = Label(value=str(minor), source=src)
-    return labels
+    return labels | capability_labels(gpu)

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 
-from gfd.labelers.base import Label, Labeler, Result, flatten, key, merge
+from gfd.labelers.accelerator import KEY as ACCELERATOR_KEY
+from gfd.labelers.accelerator import accelerator
+from gfd.labelers.base import Label, Labeler, Result, flatten, merge
 from gfd.labelers.catalog import EXTENDED_KEY
 from gfd.labelers.clique import clique
-from gfd.labelers.extended import extended
+from gfd.labelers.compute_mode import compute_mode
 from gfd.labelers.gpu import full_gpus
-from gfd.labelers.inventory import has_gpus
+from gfd.labelers.inventory import has_gpus, models
 from gfd.labelers.machine import machine
 from gfd.labelers.mig import mig_capable, mig_extended, mig_resources
 from gfd.labelers.mode import mode
+from gfd.labelers.mps import mps_capable
+from gfd.labelers.nvlink import nvlink
 from gfd.labelers.options import LabelOptions
-from gfd.labelers.sharing import mps_capable
+from gfd.labelers.timeslice import timeslice
 from gfd.labelers.timestamp import timestamp
+from gfd.labelers.unhealthy import unhealthy
 from gfd.labelers.validate import Rejection, validate
 from gfd.labelers.versions import versions
 from gfd.labelers.vgpu import vgpu
@@ -51,10 +56,13 @@ LABELERS: tuple[Step, ...] = (
     Step(clique, needs_gpus=True),
     Step(vgpu, needs_gpus=False),
     Step(mig_extended, needs_gpus=True),
-    Step(extended, needs_gpus=True),
+    Step(models, needs_gpus=True),
+    Step(accelerator, needs_gpus=True),
+    Step(compute_mode, needs_gpus=True),
+    Step(nvlink, needs_gpus=True),
+    Step(timeslice, needs_gpus=True),
+    Step(unhealthy, needs_gpus=True),
 )
-
-ACCELERATOR = key("gpu.accelerator")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +87,8 @@ def compute_labels(snapshot: Snapshot, options: LabelOptions, *,
     if not options.extended:
         is_extended = EXTENDED_KEY.fullmatch
         labels = {k: label for k, label in labels.items() if not is_extended(k)}
-    elif options.accelerator_label and ACCELERATOR in labels:
+    elif options.accelerator_label and ACCELERATOR_KEY in labels:
         # --accelerator-label KEY: gpu.accelerator again under the operator's key (extended).
-        labels[options.accelerator_label] = labels[ACCELERATOR]
+        labels[options.accelerator_label] = labels[ACCELERATOR_KEY]
     good, rejected = validate(flatten(labels))
     return Labelling(good, labels, rejected, merged.warnings)

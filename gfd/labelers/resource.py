@@ -1,4 +1,5 @@
-"""Resource labels shared by full GPUs and MIG devices: <R>.product/count/replicas/..., family."""
+"""Resource labels shared by full GPUs and MIG devices: ``<R>.replicas``,
+``<R>.sharing-strategy``, ``<R>.memory.per-replica`` (and ``<R>.product``/``.count`` values)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,6 @@ from gfd.labelers.naming import product_value
 from gfd.labelers.options import LabelOptions
 
 GPU_RESOURCE = "nvidia.com/gpu"
-
-_FAMILIES = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper",
-             10: "blackwell", 12: "blackwell", 13: "rubin"}
-
-
-def family(major: int, minor: int) -> str:
-    """GFD's architecture family for a compute capability (reference §3.3)."""
-    if major == 7:
-        return "volta" if minor < 5 else "turing"
-    if major == 8:
-        return "ada-lovelace" if minor == 9 else "ampere"
-    return _FAMILIES.get(major, "undefined")
 
 
 def sharing_labels(

@@ -1,0 +1,21 @@
+"""``gpu.accelerator``: a lowercase slug of the primary model (``nvidia-tesla-t4``)."""
+
+from __future__ import annotations
+
+from gfd.labelers.base import Label, Result, key
+from gfd.labelers.inventory import PRIMARY_RULE, model_groups
+from gfd.labelers.naming import accelerator_slug
+from gfd.labelers.options import LabelOptions
+from gfd.snapshot import Snapshot
+
+KEY = key("gpu.accelerator")
+
+
+def accelerator(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    groups = model_groups(snapshot)
+    if not groups:
+        return Result()
+    primary = groups[0].name
+    return Result({KEY: Label(value=accelerator_slug(primary), source="nvmlDeviceGetName",
+                              raw=primary,
+                              rules=(PRIMARY_RULE, "lowercase slug, 'nvidia-' prefix"))})

@@ -1,0 +1,18 @@
+"""``gpu.unhealthy``: how many GPUs answered NVML with a fatal error (``GPU is lost``)."""
+
+from __future__ import annotations
+
+from gfd.labelers.base import Label, Result, key
+from gfd.labelers.inventory import unhealthy as lost_gpus
+from gfd.labelers.options import LabelOptions
+from gfd.snapshot import Snapshot
+
+
+def unhealthy(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    lost = lost_gpus(snapshot)
+    if not lost:
+        return Result()
+    return Result({key("gpu.unhealthy"): Label(
+        value=str(len(lost)), source="NVML per-GPU errors",
+        raw="; ".join(f"GPU {g.index}: {g.error}" for g in lost),
+        rules=("GPUs that answered a fatal error such as 'GPU is lost'",))})
