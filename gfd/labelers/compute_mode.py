@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.inventory import healthy
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.compute-mode", value="`default` / `exclusive-process` / `prohibited`",
+             example="default", source="nvmlDeviceGetComputeMode", when="all GPUs agree",
+             set="extended"),
+)
 
 
 def compute_mode(snapshot: Snapshot, options: LabelOptions, /) -> Result:

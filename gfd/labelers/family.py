@@ -3,13 +3,21 @@ by GFD's family table (the one ``gfd selector --family`` checks against too)."""
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, key
+from gfd.labelers.base import Label, LabelDoc, key
 from gfd.snapshot import Gpu
 
 _BY_MAJOR = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper",
              10: "blackwell", 12: "blackwell", 13: "rubin"}
 
 SOURCE = "nvmlDeviceGetCudaComputeCapability"
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.family", value="architecture from compute capability", example="hopper",
+             source=SOURCE, when="compute major is not 0", set="compat"),
+    *(LabelDoc(key=f"gpu.compute.{p}", value="integer", example=e, source=SOURCE,
+               when="compute major is not 0", set="compat")
+      for p, e in (("major", "9"), ("minor", "0"))),
+)
 
 
 def family(major: int, minor: int) -> str:

@@ -4,12 +4,28 @@ family.py)."""
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.family import capability_labels
 from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, model_groups
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
 from gfd.snapshot import Snapshot
+
+# <R>.product, .count and .memory are computed here for full GPUs and in mig.py for MIG
+# devices (mig.py lists these same entries).
+PRODUCT = LabelDoc(
+    key="<R>.product",
+    value="sanitised model, `-MIG-<profile>` for MIG, `-SHARED` when shared and not renamed, "
+          "`-MIG-INVALID` for an invalid single layout; at most 63 characters",
+    example="NVIDIA-H100-80GB-HBM3", source="nvmlDeviceGetName",
+    when="GPUs present (MIG: per profile)", set="compat")
+COUNT = LabelDoc(key="<R>.count", value="integer", example="8", source="device enumeration",
+                 when="GPUs present", set="compat")
+MEMORY = LabelDoc(key="<R>.memory", value="MiB", example="81559",
+                  source="nvmlDeviceGetMemoryInfo (MIG: memorySizeMB)", when="memory known",
+                  set="compat")
+
+LABELS: tuple[LabelDoc, ...] = (PRODUCT, COUNT, MEMORY)
 
 
 def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.naming import sanitise, short_name
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Gpu, Snapshot
@@ -68,6 +68,15 @@ PRIMARY_RULE = "primary model: most GPUs, then most memory, then name"
 
 
 _PRODUCT_KEY = "gpu.product."
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.heterogeneous", value="`true` / `false`", example="false",
+             source="nvmlDeviceGetName", when="GPUs present", set="extended"),
+    LabelDoc(key="gpu.product.<model>", value="GPU count of that model", example="8",
+             source="nvmlDeviceGetName", when="one per model present", set="extended"),
+    LabelDoc(key="gpu.memory.min", value="MiB", example="22731",
+             source="nvmlDeviceGetMemoryInfo", when="GPUs present", set="extended"),
+)
 
 
 def models(snapshot: Snapshot, options: LabelOptions, /) -> Result:

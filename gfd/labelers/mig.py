@@ -6,7 +6,8 @@ from __future__ import annotations
 from fractions import Fraction
 from math import ceil, floor
 
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
+from gfd.labelers.gpu import COUNT, MEMORY, PRODUCT
 from gfd.labelers.inventory import counted
 from gfd.labelers.naming import product_value
 from gfd.labelers.options import LabelOptions
@@ -14,6 +15,27 @@ from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
 from gfd.snapshot import Gpu, MigDevice, Snapshot
 
 ATTR_SOURCE = "nvmlDeviceGetAttributes (MIG device)"
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="mig.capable", value="`true` / `false`", example="true",
+             source="nvmlDeviceGetMigMode", when="GPUs present", set="compat"),
+    LabelDoc(key="mig.strategy", value="`single` / `mixed`", example="mixed",
+             source="--mig-strategy", when="GPUs present and strategy is not none",
+             set="compat"),
+    PRODUCT, COUNT, MEMORY,
+    *(LabelDoc(key=f"<R>.{a}", value="integer", example=e,
+               source="nvmlDeviceGetAttributes on the MIG device",
+               when="MIG devices under single (R = gpu) or mixed (R = mig-<profile>)",
+               set="compat")
+      for a, e in (("multiprocessors", "14"), ("slices.gi", "1"), ("slices.ci", "1"),
+                   ("engines.copy", "1"), ("engines.decoder", "0"), ("engines.encoder", "0"),
+                   ("engines.jpeg", "0"), ("engines.ofa", "0"))),
+    LabelDoc(key="mig.enabled.count", value="integer", example="4",
+             source="nvmlDeviceGetMigMode", when="MIG-capable GPUs present", set="extended"),
+    LabelDoc(key="mig.pending", value="`true`", example="true",
+             source="nvmlDeviceGetMigMode (pending)",
+             when="a MIG mode change awaits a GPU reset", set="extended"),
+)
 
 
 def mig_capable(snapshot: Snapshot, options: LabelOptions, /) -> Result:

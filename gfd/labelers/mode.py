@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.inventory import healthy
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 
 _MODES = {"0x030200": "compute", "0x030000": "graphics"}
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.mode", value="`compute` / `graphics` / `unknown`", example="compute",
+             source="sysfs PCI class of each GPU", when="GPUs present", set="compat"),
+)
 
 
 def mode(snapshot: Snapshot, options: LabelOptions, /) -> Result:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gfd.errors import ConfigError
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.inventory import counted
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
@@ -11,6 +11,11 @@ from gfd.snapshot import Snapshot
 MPS_WITH_MIG = (
     "MPS sharing is not supported for MIG devices: GPU(s) {gpus} have MIG enabled; "
     "remove sharing.mps from the config or disable MIG"
+)
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="mps.capable", value="`true` / `false`", example="false",
+             source="config: sharing.mps", when="GPUs present", set="compat"),
 )
 
 

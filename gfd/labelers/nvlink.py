@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.inventory import healthy
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.nvlink", value="`true` / `false`", example="true",
+             source="nvmlDeviceGetNvLinkState", when="GPUs present", set="extended"),
+)
 
 
 def nvlink(snapshot: Snapshot, options: LabelOptions, /) -> Result:

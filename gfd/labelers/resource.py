@@ -3,11 +3,21 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label
+from gfd.labelers.base import Label, LabelDoc
 from gfd.labelers.naming import product_value
 from gfd.labelers.options import LabelOptions
 
 GPU_RESOURCE = "nvidia.com/gpu"
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="<R>.replicas", value="integer (0 for MIG-enabled full GPUs)", example="1",
+             source="config: sharing", when="GPUs present", set="compat"),
+    LabelDoc(key="<R>.sharing-strategy",
+             value="`none` / `time-slicing` / `mps` (empty when INVALID)", example="none",
+             source="config: sharing", when="GPUs present", set="compat"),
+    LabelDoc(key="<R>.memory.per-replica", value="MiB (memory // replicas)", example="3840",
+             source="<R>.memory and config: sharing", when="replicas > 1", set="extended"),
+)
 
 
 def sharing_labels(

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.inventory import healthy
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.timeslice", value="`default` / `short` / `medium` / `long`",
+             example="default", source="nvidia-smi compute-policy --list",
+             when="every GPU reports the same policy", set="extended"),
+)
 
 
 def timeslice(snapshot: Snapshot, options: LabelOptions, /) -> Result:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.inventory import unhealthy as lost_gpus
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.unhealthy", value="integer", example="1",
+             source="NVML per-GPU errors (GPU is lost, Unknown)", when="at least one",
+             set="extended"),
+)
 
 
 def unhealthy(snapshot: Snapshot, options: LabelOptions, /) -> Result:
