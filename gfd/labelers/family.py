@@ -21,7 +21,8 @@ LABELS: tuple[LabelDoc, ...] = (
 
 
 def family(major: int, minor: int) -> str:
-    """GFD's architecture family for a compute capability (reference §3.3)."""
+    """GFD's architecture family for a compute capability
+    (docs/gfd-compatibility.md, "Architecture family")."""
     if major == 7:
         return "volta" if minor < 5 else "turing"
     if major == 8:

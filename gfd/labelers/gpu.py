@@ -48,7 +48,8 @@ def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
 
 def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
                  per_replica_ok: bool = True) -> dict[str, Label]:
-    """GFD's full-GPU labels for one model (reference §2.2, §5.2)."""
+    """GFD's full-GPU labels for one model (docs/gfd-compatibility.md, "Label catalogue"
+    and "MIG strategies")."""
     # MIG-enabled GPUs get sharing disabled (replicas 0); MIG-disabled GPUs of the same
     # model come later in GFD's merge and win, so any MIG-disabled GPU turns sharing on.
     sharing_enabled = any(not g.mig_enabled for g in group.gpus)

@@ -41,8 +41,9 @@ class Step:
     needs_gpus: bool
 
 
-# Order follows GFD's merge (reference §4.1): timestamp; machine, versions, mig.capable,
-# sharing, resources (full GPUs, then MIG), mode, clique; vGPU; then gfd's extended set.
+# Order follows GFD's merge (docs/gfd-compatibility.md, "Merge order and heterogeneous
+# nodes"): timestamp; machine, versions, mig.capable, sharing, resources (full GPUs, then
+# MIG), mode, clique; vGPU; then gfd's extended set.
 # A later labeler overwrites an earlier one for the same key.
 LABELERS: tuple[Step, ...] = (
     Step(timestamp, needs_gpus=False),
