@@ -323,7 +323,7 @@ def measure_cycle_cpu(node: Node, cycles: int) -> dict[str, Any]:
 def label_cycles(fake: FakeNvml, profile: Path, workdir: Path, options: LabelOptions,
                  cycles: int) -> dict[str, Any]:
     """The SPEC's label cycle: NvmlReader kept initialised + compute_labels + publish."""
-    from gfd.labelers.default import compute_labels
+    from gfd.labelers.pipeline import compute_labels
     from gfd.readers.nvml import NvmlReader
     from gfd.sinks.featurefile import FeatureFileSink
 

@@ -46,8 +46,8 @@ from fakes.apiserver import FakeApiServer, RequestRecord  # noqa: E402
 
 from benchmarks.agent import machine_info, write_report  # noqa: E402
 from gfd.kube import Kube  # noqa: E402
-from gfd.labelers.default import compute_labels  # noqa: E402
 from gfd.labelers.options import LabelOptions  # noqa: E402
+from gfd.labelers.pipeline import compute_labels  # noqa: E402
 from gfd.readers.simulate import simulate  # noqa: E402
 from gfd.sharing import Sharing  # noqa: E402
 from gfd.sinks.node import NodeSink  # noqa: E402

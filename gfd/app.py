@@ -16,7 +16,7 @@ from gfd.config import Part, Settings, changed, resolve
 from gfd.daemon import Duty, Parts
 from gfd.discovery import Discovery, GpuSource, read_snapshot_file
 from gfd.errors import ConfigError
-from gfd.labelers.default import Labelling, compute_labels
+from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
 from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot

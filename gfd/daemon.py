@@ -22,9 +22,9 @@ from typing import Protocol
 from gfd.backoff import backoff
 from gfd.config import Settings
 from gfd.errors import ConfigError, GfdError, NvmlInitError, PublishError
-from gfd.labelers.default import Labelling, compute_labels
 from gfd.labelers.inventory import model_groups
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.logs import Once
 from gfd.sinks.base import PublishResult, Sink
 from gfd.snapshot import Snapshot

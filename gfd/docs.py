@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gfd.labelers.catalog import LABELS
-from gfd.labelers.default import compute_labels
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import compute_labels
 from gfd.readers.simulate import SIMULATIONS, simulate
 
 HEADER = """# gfd label reference

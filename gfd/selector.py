@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gfd.errors import ConfigError
+from gfd.labelers.family import FAMILIES
 from gfd.labelers.naming import sanitise
 
 P = "nvidia.com/"
@@ -32,8 +33,6 @@ KNOWN_MODELS: tuple[str, ...] = (
     "NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5090",
 )
 
-FAMILIES = ("tesla", "fermi", "kepler", "maxwell", "pascal", "volta", "turing", "ampere",
-            "ada-lovelace", "hopper", "blackwell", "rubin")
 _PROFILE = re.compile(r"([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\.[a-z][a-z.]*)?")
 _COMPUTE = re.compile(r"([0-9]+)\.([0-9]+)")
 

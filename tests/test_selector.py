@@ -9,8 +9,8 @@ import yaml
 from click.testing import CliRunner
 
 from gfd.cli import cli
-from gfd.labelers.default import compute_labels
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import compute_labels
 from gfd.readers.simulate import simulate
 
 

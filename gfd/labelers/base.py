@@ -1,4 +1,5 @@
-"""What a labeler is, the Label it produces (value plus provenance), and merge()."""
+"""What a labeler is, the Label it produces (value plus provenance), merge(), and LabelDoc:
+the reference entry each area module declares for every label it computes."""
 
 from __future__ import annotations
 
@@ -31,6 +32,25 @@ class Result:
 
     labels: dict[str, Label] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabelDoc:
+    """One label in the reference (``docs/labels.md``), declared in the module computing it."""
+
+    key: str
+    """Key without ``nvidia.com/``; ``<R>`` is a resource (``gpu`` or ``mig-<profile>``),
+    ``<model>`` a sanitised model name."""
+    value: str
+    example: str
+    source: str
+    when: str
+    set: str
+    """``compat`` (GFD's label, same rule) or ``extended`` (gfd's own)."""
+    module: str = ""
+    """The labeler module(s) that compute it, short names joined with `` / ``
+    (``gfd/labelers/<module>.py``). Left blank where declared: the catalogue fills it in
+    from the modules whose ``LABELS`` list the entry."""
 
 
 class Labeler(Protocol):

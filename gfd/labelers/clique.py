@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import counted, has_gpus
+from gfd.labelers.base import Label, LabelDoc, Result, key
+from gfd.labelers.inventory import counted
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Fabric, Snapshot
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.clique", value="`<cluster UUID>.<clique id>`",
+             example="7b968a6d-c8aa-45e1-9e07-e1e51be99c31.1",
+             source="nvmlDeviceGetGpuFabricInfo",
+             when="fabric-attached GPUs agreeing on one clique", set="compat"),
+)
 
 
 def attached(fabric: Fabric | None) -> bool:
@@ -20,8 +27,6 @@ def attached(fabric: Fabric | None) -> bool:
 
 
 def clique(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     ids = {
         f"{g.fabric.cluster_uuid}.{g.fabric.clique_id}"
         for g in counted(snapshot)

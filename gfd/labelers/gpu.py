@@ -1,18 +1,34 @@
-"""Full-GPU resource labels: ``gpu.product``, ``.count``, ``.memory``, ``.family``,
-``.compute.major|minor``, ``.replicas``, ``.sharing-strategy`` (and ``.memory.per-replica``)."""
+"""Full-GPU resource labels: ``gpu.product``, ``gpu.count``, ``gpu.memory`` of the primary model
+(with its ``.replicas``, ``.sharing-strategy`` from resource.py and ``gpu.family`` from
+family.py)."""
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, has_gpus, model_groups
+from gfd.labelers.base import Label, LabelDoc, Result, key
+from gfd.labelers.family import capability_labels
+from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, model_groups
 from gfd.labelers.options import LabelOptions
-from gfd.labelers.resource import GPU_RESOURCE, family, per_replica, sharing_labels
+from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
 from gfd.snapshot import Snapshot
+
+# <R>.product, .count and .memory are computed here for full GPUs and in mig.py for MIG
+# devices (mig.py lists these same entries).
+PRODUCT = LabelDoc(
+    key="<R>.product",
+    value="sanitised model, `-MIG-<profile>` for MIG, `-SHARED` when shared and not renamed, "
+          "`-MIG-INVALID` for an invalid single layout; at most 63 characters",
+    example="NVIDIA-H100-80GB-HBM3", source="nvmlDeviceGetName",
+    when="GPUs present (MIG: per profile)", set="compat")
+COUNT = LabelDoc(key="<R>.count", value="integer", example="8", source="device enumeration",
+                 when="GPUs present", set="compat")
+MEMORY = LabelDoc(key="<R>.memory", value="MiB", example="81559",
+                  source="nvmlDeviceGetMemoryInfo (MIG: memorySizeMB)", when="memory known",
+                  set="compat")
+
+LABELS: tuple[LabelDoc, ...] = (PRODUCT, COUNT, MEMORY)
 
 
 def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     groups = model_groups(snapshot)
     if not groups:
         return Result()
@@ -32,7 +48,8 @@ def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
 
 def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
                  per_replica_ok: bool = True) -> dict[str, Label]:
-    """GFD's full-GPU labels for one model (reference §2.2, §5.2)."""
+    """GFD's full-GPU labels for one model (docs/gfd-compatibility.md, "Label catalogue"
+    and "MIG strategies")."""
     # MIG-enabled GPUs get sharing disabled (replicas 0); MIG-disabled GPUs of the same
     # model come later in GFD's merge and win, so any MIG-disabled GPU turns sharing on.
     sharing_enabled = any(not g.mig_enabled for g in group.gpus)
@@ -47,13 +64,4 @@ def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
             raw=f"{gpu.memory_total_bytes} bytes", rules=("bytes // 2^20 (MiB)",))
         if sharing_enabled and per_replica_ok:
             labels |= per_replica(GPU_RESOURCE, memory, options)
-    cc = gpu.compute_capability
-    if cc is not None and cc[0] != 0:
-        major, minor = cc
-        src = "nvmlDeviceGetCudaComputeCapability"
-        labels[key("gpu.family")] = Label(value=family(major, minor), source=src,
-                                          raw=f"{major}.{minor}",
-                                          rules=("GFD's family table by compute capability",))
-        labels[key("gpu.compute.major")] = Label(value=str(major), source=src)
-        labels[key("gpu.compute.minor")] = Label(value=str(minor), source=src)
-    return labels
+    return labels | capability_labels(gpu)

@@ -1,9 +1,13 @@
-"""Which GPUs count, how they group by model, and the deterministic primary model."""
+"""Which GPUs count, how they group by model, the deterministic primary model, and the
+node's model inventory: ``gpu.heterogeneous``, ``gpu.product.<model>``, ``gpu.memory.min``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gfd.labelers.base import Label, LabelDoc, Result, key
+from gfd.labelers.naming import sanitise, short_name
+from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Gpu, Snapshot
 
 # go-nvlib's default enumeration skips these (a DGX's display adapter is not a compute GPU).
@@ -61,3 +65,38 @@ def model_groups(snapshot: Snapshot) -> tuple[ModelGroup, ...]:
 
 
 PRIMARY_RULE = "primary model: most GPUs, then most memory, then name"
+
+
+_PRODUCT_KEY = "gpu.product."
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.heterogeneous", value="`true` / `false`", example="false",
+             source="nvmlDeviceGetName", when="GPUs present", set="extended"),
+    LabelDoc(key="gpu.product.<model>", value="GPU count of that model", example="8",
+             source="nvmlDeviceGetName", when="one per model present", set="extended"),
+    LabelDoc(key="gpu.memory.min", value="MiB", example="22731",
+             source="nvmlDeviceGetMemoryInfo", when="GPUs present", set="extended"),
+)
+
+
+def models(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    """Every model on the node with its GPU count, whether there is more than one, and the
+    smallest GPU memory: what a workload can rely on whichever GPU it gets."""
+    labels: dict[str, Label] = {}
+    groups = model_groups(snapshot)
+    if groups:
+        labels[key("gpu.heterogeneous")] = Label(
+            value="true" if len(groups) > 1 else "false", source="nvmlDeviceGetName",
+            rules=("true when healthy GPUs of more than one model are present",))
+    for group in groups:
+        model = sanitise(group.name).rstrip("-._")
+        name = short_name(model, 63 - len(_PRODUCT_KEY))
+        labels[key(_PRODUCT_KEY + name)] = Label(
+            value=str(len(group.gpus)), source="nvmlDeviceGetName", raw=group.name,
+            rules=("sanitise; key name part kept within 63 characters (stable hash)",))
+    memories = [g.memory_mib for g in healthy(snapshot) if g.memory_mib]
+    if memories:
+        labels[key("gpu.memory.min")] = Label(
+            value=str(min(memories)), source="nvmlDeviceGetMemoryInfo",
+            rules=("smallest full-GPU memory on the node, MiB",))
+    return Result(labels)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import has_gpus
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.naming import sanitise
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.machine", value="sanitised DMI product name, `unknown` if unreadable",
+             example="DGX-H100", source="--machine-type-file", when="GPUs present",
+             set="compat"),
+)
+
 
 def machine(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     raw = snapshot.machine_type
     if raw is None:
         label = Label(value="unknown", source="machine-type file",

@@ -6,8 +6,9 @@ from __future__ import annotations
 from fractions import Fraction
 from math import ceil, floor
 
-from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import counted, has_gpus
+from gfd.labelers.base import Label, LabelDoc, Result, key
+from gfd.labelers.gpu import COUNT, MEMORY, PRODUCT
+from gfd.labelers.inventory import counted
 from gfd.labelers.naming import product_value
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
@@ -15,10 +16,29 @@ from gfd.snapshot import Gpu, MigDevice, Snapshot
 
 ATTR_SOURCE = "nvmlDeviceGetAttributes (MIG device)"
 
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="mig.capable", value="`true` / `false`", example="true",
+             source="nvmlDeviceGetMigMode", when="GPUs present", set="compat"),
+    LabelDoc(key="mig.strategy", value="`single` / `mixed`", example="mixed",
+             source="--mig-strategy", when="GPUs present and strategy is not none",
+             set="compat"),
+    PRODUCT, COUNT, MEMORY,
+    *(LabelDoc(key=f"<R>.{a}", value="integer", example=e,
+               source="nvmlDeviceGetAttributes on the MIG device",
+               when="MIG devices under single (R = gpu) or mixed (R = mig-<profile>)",
+               set="compat")
+      for a, e in (("multiprocessors", "14"), ("slices.gi", "1"), ("slices.ci", "1"),
+                   ("engines.copy", "1"), ("engines.decoder", "0"), ("engines.encoder", "0"),
+                   ("engines.jpeg", "0"), ("engines.ofa", "0"))),
+    LabelDoc(key="mig.enabled.count", value="integer", example="4",
+             source="nvmlDeviceGetMigMode", when="MIG-capable GPUs present", set="extended"),
+    LabelDoc(key="mig.pending", value="`true`", example="true",
+             source="nvmlDeviceGetMigMode (pending)",
+             when="a MIG mode change awaits a GPU reset", set="extended"),
+)
+
 
 def mig_capable(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     capable = any(g.mig_capable for g in counted(snapshot))
     return Result({key("mig.capable"): Label(
         value="true" if capable else "false", source="nvmlDeviceGetMigMode",
@@ -73,7 +93,7 @@ def _mig_devices(snapshot: Snapshot) -> list[tuple[Gpu, MigDevice, str, tuple[st
 
 def mig_resources(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     strategy = options.mig_strategy
-    if strategy == "none" or not has_gpus(snapshot):
+    if strategy == "none":
         return Result()
     labels = {key("mig.strategy"): Label(value=strategy, source="--mig-strategy")}
     gpus = [g for g in counted(snapshot) if g.error is None]
@@ -133,8 +153,6 @@ def _mixed(snapshot: Snapshot, options: LabelOptions) -> dict[str, Label]:
 
 
 def mig_extended(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not options.extended or not has_gpus(snapshot):
-        return Result()
     gpus = counted(snapshot)
     if not any(g.mig_capable for g in gpus):
         return Result()

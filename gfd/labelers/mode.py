@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import has_gpus, healthy
+from gfd.labelers.base import Label, LabelDoc, Result, key
+from gfd.labelers.inventory import healthy
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 
 _MODES = {"0x030200": "compute", "0x030000": "graphics"}
 
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.mode", value="`compute` / `graphics` / `unknown`", example="compute",
+             source="sysfs PCI class of each GPU", when="GPUs present", set="compat"),
+)
+
 
 def mode(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     # A lost GPU cannot be read: its class says nothing about the node's mode.
     classes = {g.pci_class for g in healthy(snapshot)} or {None}
     only = next(iter(classes)) if len(classes) == 1 else None

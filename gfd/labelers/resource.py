@@ -1,24 +1,23 @@
-"""Resource labels shared by full GPUs and MIG devices: <R>.product/count/replicas/..., family."""
+"""Resource labels shared by full GPUs and MIG devices: ``<R>.replicas``,
+``<R>.sharing-strategy``, ``<R>.memory.per-replica`` (and ``<R>.product``/``.count`` values)."""
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label
+from gfd.labelers.base import Label, LabelDoc
 from gfd.labelers.naming import product_value
 from gfd.labelers.options import LabelOptions
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
-_FAMILIES = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper",
-             10: "blackwell", 12: "blackwell", 13: "rubin"}
-
-
-def family(major: int, minor: int) -> str:
-    """GFD's architecture family for a compute capability (reference §3.3)."""
-    if major == 7:
-        return "volta" if minor < 5 else "turing"
-    if major == 8:
-        return "ada-lovelace" if minor == 9 else "ampere"
-    return _FAMILIES.get(major, "undefined")
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="<R>.replicas", value="integer (0 for MIG-enabled full GPUs)", example="1",
+             source="config: sharing", when="GPUs present", set="compat"),
+    LabelDoc(key="<R>.sharing-strategy",
+             value="`none` / `time-slicing` / `mps` (empty when INVALID)", example="none",
+             source="config: sharing", when="GPUs present", set="compat"),
+    LabelDoc(key="<R>.memory.per-replica", value="MiB (memory // replicas)", example="3840",
+             source="<R>.memory and config: sharing", when="replicas > 1", set="extended"),
+)
 
 
 def sharing_labels(
@@ -61,7 +60,7 @@ def sharing_labels(
 def per_replica(resource: str, memory_mib: int, options: LabelOptions) -> dict[str, Label]:
     """Extended ``<R>.memory.per-replica``: memory divided by replicas, when shared."""
     replicas = options.sharing.replicas(resource)
-    if not options.extended or replicas <= 1 or memory_mib <= 0:
+    if replicas <= 1 or memory_mib <= 0:
         return {}
     return {
         f"{resource}.memory.per-replica": Label(

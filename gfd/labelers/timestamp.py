@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from gfd.labelers.base import Label, Result, key
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gfd.timestamp", value="Unix seconds", example="1724632719",
+             source="clock, once at agent start", when="always, unless --no-timestamp",
+             set="compat"),
+)
 
 
 def timestamp(snapshot: Snapshot, options: LabelOptions, /) -> Result:

@@ -3,18 +3,33 @@
 from __future__ import annotations
 
 from gfd.errors import DiscoveryError
-from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import has_gpus
+from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 
 DRIVER_SOURCE = "nvmlSystemGetDriverVersion"
 CUDA_SOURCE = "nvmlSystemGetCudaDriverVersion"
+_CUDA_DOC_SOURCE = f"{CUDA_SOURCE} (newest CUDA the driver supports)"
+
+LABELS: tuple[LabelDoc, ...] = (
+    *(LabelDoc(key=f"cuda.driver.{p}", value="driver version part (text)", example=e,
+               source=DRIVER_SOURCE, when="GPUs present (deprecated key)", set="compat")
+      for p, e in (("major", "580"), ("minor", "159"), ("rev", "04"))),
+    *(LabelDoc(key=f"cuda.driver-version.{p}", value="driver version part (text)", example=e,
+               source=DRIVER_SOURCE, when="GPUs present", set="compat")
+      for p, e in (("major", "580"), ("minor", "159"), ("revision", "04"),
+                   ("full", "580.159.04"))),
+    *(LabelDoc(key=f"cuda.runtime.{p}", value="integer", example=e, source=_CUDA_DOC_SOURCE,
+               when="GPUs present (deprecated key)", set="compat")
+      for p, e in (("major", "13"), ("minor", "0"))),
+    *(LabelDoc(key=f"cuda.runtime-version.{p}", value=v, example=e, source=_CUDA_DOC_SOURCE,
+               when="GPUs present", set="compat")
+      for p, v, e in (("major", "integer", "13"), ("minor", "integer", "0"),
+                      ("full", "`<major>.<minor>`", "13.0"))),
+)
 
 
 def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     labels: dict[str, Label] = {}
     driver = snapshot.driver_version
     if driver is not None:

@@ -25,8 +25,8 @@ from fakes.apiserver import FakeApiServer
 from gfd.backoff import backoff
 from gfd.errors import ApiError, PublishError
 from gfd.kube import Kube
-from gfd.labelers.default import compute_labels
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import compute_labels
 from gfd.readers.simulate import simulate
 from gfd.sinks.node import NodeSink
 from gfd.sinks.nodefeature import CONFLICT_RETRIES, NodeFeatureSink, object_name

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gfd.errors import ConfigError, DiscoveryError
-from gfd.labelers.default import compute_labels
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import compute_labels
 from gfd.labelers.validate import key_problem, validate, value_problem
 from gfd.snapshot import Snapshot
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gfd.labelers.default import Labelling, compute_labels
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.sharing import SharedResource, Sharing
 from gfd.snapshot import Fabric, Gpu, MigDevice, Snapshot, Vgpu
 

@@ -684,8 +684,8 @@ def test_compat_label_set_has_no_extended_key(strategy: str) -> None:
 def test_a_lost_gpu_does_not_turn_gpu_mode_unknown() -> None:
     from dataclasses import replace as _replace
 
-    from gfd.labelers.default import compute_labels as _compute
     from gfd.labelers.options import LabelOptions as _Options
+    from gfd.labelers.pipeline import compute_labels as _compute
     from gfd.readers.simulate import simulate as _simulate
 
     snap = _simulate("hgx-h100").snapshot

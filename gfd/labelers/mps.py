@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from gfd.errors import ConfigError
-from gfd.labelers.base import Label, Result, key
-from gfd.labelers.inventory import counted, has_gpus
+from gfd.labelers.base import Label, LabelDoc, Result, key
+from gfd.labelers.inventory import counted
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 
 MPS_WITH_MIG = (
     "MPS sharing is not supported for MIG devices: GPU(s) {gpus} have MIG enabled; "
     "remove sharing.mps from the config or disable MIG"
+)
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="mps.capable", value="`true` / `false`", example="false",
+             source="config: sharing.mps", when="GPUs present", set="compat"),
 )
 
 
@@ -24,8 +29,6 @@ def check_mps_with_mig(snapshot: Snapshot, options: LabelOptions) -> None:
 
 
 def mps_capable(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    if not has_gpus(snapshot):
-        return Result()
     check_mps_with_mig(snapshot, options)
     capable = options.sharing.strategy == "mps"
     return Result({key("mps.capable"): Label(

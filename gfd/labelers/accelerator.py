@@ -1,0 +1,27 @@
+"""``gpu.accelerator``: a lowercase slug of the primary model (``nvidia-tesla-t4``)."""
+
+from __future__ import annotations
+
+from gfd.labelers.base import Label, LabelDoc, Result, key
+from gfd.labelers.inventory import PRIMARY_RULE, model_groups
+from gfd.labelers.naming import accelerator_slug
+from gfd.labelers.options import LabelOptions
+from gfd.snapshot import Snapshot
+
+KEY = key("gpu.accelerator")
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.accelerator", value="lowercase slug, `nvidia-` prefixed",
+             example="nvidia-tesla-t4", source="nvmlDeviceGetName (primary model)",
+             when="GPUs present (also under --accelerator-label KEY)", set="extended"),
+)
+
+
+def accelerator(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    groups = model_groups(snapshot)
+    if not groups:
+        return Result()
+    primary = groups[0].name
+    return Result({KEY: Label(value=accelerator_slug(primary), source="nvmlDeviceGetName",
+                              raw=primary,
+                              rules=(PRIMARY_RULE, "lowercase slug, 'nvidia-' prefix"))})

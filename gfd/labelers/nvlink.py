@@ -1,0 +1,22 @@
+"""``gpu.nvlink``: whether any NVLink of any GPU is active."""
+
+from __future__ import annotations
+
+from gfd.labelers.base import Label, LabelDoc, Result, key
+from gfd.labelers.inventory import healthy
+from gfd.labelers.options import LabelOptions
+from gfd.snapshot import Snapshot
+
+LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.nvlink", value="`true` / `false`", example="true",
+             source="nvmlDeviceGetNvLinkState", when="GPUs present", set="extended"),
+)
+
+
+def nvlink(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    gpus = healthy(snapshot)
+    if not gpus:
+        return Result()
+    return Result({key("gpu.nvlink"): Label(
+        value="true" if any(g.nvlink_active for g in gpus) else "false",
+        source="nvmlDeviceGetNvLinkState", rules=("true when any link of any GPU is active",))})

@@ -1,0 +1,95 @@
+"""The one ordered list of labelers, and compute_labels(): snapshot + options -> labels.
+
+The pipeline, not the labelers, applies the two rules every label obeys: a labeler that
+needs GPUs is skipped when the node has none (NVML down, or no GPU), and with
+``--label-set compat`` every label the catalogue marks ``extended`` is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass
+
+from gfd.labelers.accelerator import KEY as ACCELERATOR_KEY
+from gfd.labelers.accelerator import accelerator
+from gfd.labelers.base import Label, Labeler, Result, flatten, merge
+from gfd.labelers.catalog import EXTENDED_KEY
+from gfd.labelers.clique import clique
+from gfd.labelers.compute_mode import compute_mode
+from gfd.labelers.gpu import full_gpus
+from gfd.labelers.inventory import has_gpus, models
+from gfd.labelers.machine import machine
+from gfd.labelers.mig import mig_capable, mig_extended, mig_resources
+from gfd.labelers.mode import mode
+from gfd.labelers.mps import mps_capable
+from gfd.labelers.nvlink import nvlink
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.timeslice import timeslice
+from gfd.labelers.timestamp import timestamp
+from gfd.labelers.unhealthy import unhealthy
+from gfd.labelers.validate import Rejection, validate
+from gfd.labelers.versions import versions
+from gfd.labelers.vgpu import vgpu
+from gfd.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One labeler in the pipeline, and whether it runs only on a node with GPUs."""
+
+    labeler: Labeler
+    _: KW_ONLY
+    needs_gpus: bool
+
+
+# Order follows GFD's merge (docs/gfd-compatibility.md, "Merge order and heterogeneous
+# nodes"): timestamp; machine, versions, mig.capable, sharing, resources (full GPUs, then
+# MIG), mode, clique; vGPU; then gfd's extended set.
+# A later labeler overwrites an earlier one for the same key.
+LABELERS: tuple[Step, ...] = (
+    Step(timestamp, needs_gpus=False),
+    Step(machine, needs_gpus=True),
+    Step(versions, needs_gpus=True),
+    Step(mig_capable, needs_gpus=True),
+    Step(mps_capable, needs_gpus=True),
+    Step(full_gpus, needs_gpus=True),
+    Step(mig_resources, needs_gpus=True),
+    Step(mode, needs_gpus=True),
+    Step(clique, needs_gpus=True),
+    Step(vgpu, needs_gpus=False),
+    Step(mig_extended, needs_gpus=True),
+    Step(models, needs_gpus=True),
+    Step(accelerator, needs_gpus=True),
+    Step(compute_mode, needs_gpus=True),
+    Step(nvlink, needs_gpus=True),
+    Step(timeslice, needs_gpus=True),
+    Step(unhealthy, needs_gpus=True),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Labelling:
+    """The outcome of labelling one snapshot."""
+
+    labels: dict[str, str]
+    """Valid labels, sorted by key: what gets published."""
+    explained: dict[str, Label]
+    """Every computed label with its provenance (including rejected ones)."""
+    rejected: tuple[Rejection, ...]
+    warnings: tuple[str, ...]
+
+
+def compute_labels(snapshot: Snapshot, options: LabelOptions, *,
+                   labelers: tuple[Step, ...] = LABELERS) -> Labelling:
+    """Run the labelers in order, merge, keep the chosen label set, validate. Pure."""
+    gpus = has_gpus(snapshot)
+    merged: Result = merge(step.labeler(snapshot, options) for step in labelers
+                           if gpus or not step.needs_gpus)
+    labels = merged.labels
+    if not options.extended:
+        is_extended = EXTENDED_KEY.fullmatch
+        labels = {k: label for k, label in labels.items() if not is_extended(k)}
+    elif options.accelerator_label and ACCELERATOR_KEY in labels:
+        # --accelerator-label KEY: gpu.accelerator again under the operator's key (extended).
+        labels[options.accelerator_label] = labels[ACCELERATOR_KEY]
+    good, rejected = validate(flatten(labels))
+    return Labelling(good, labels, rejected, merged.warnings)

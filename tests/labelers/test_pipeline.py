@@ -1,0 +1,161 @@
+"""The pipeline applies the GPU-presence guard and the compat/extended filter, once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gfd.labelers.base import Label, Labeler, Result
+from gfd.labelers.catalog import describe
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import LABELERS, Step, compute_labels
+from gfd.readers.simulate import SIMULATIONS, simulate
+from gfd.sharing import SharedResource, Sharing
+from gfd.snapshot import Gpu, Snapshot
+
+from .builders import P, gpu, snapshot
+
+NO_GPU = {
+    "no-gpu": snapshot(),
+    "nvml-unavailable": Snapshot(nvml_available=False, nvml_error="libnvidia-ml.so.1 not found",
+                                 gpus=(gpu(0),)),
+    "display-adapter-only": snapshot(gpu(0, "NVIDIA DGX Display", 4 * 2**30, (7, 5))),
+}
+
+
+def recording(calls: list[str], name: str, labels: dict[str, str] | None = None) -> Labeler:
+    """A labeler that notes each call and returns the given labels."""
+
+    def labeler(snap: Snapshot, options: LabelOptions, /) -> Result:
+        calls.append(name)
+        return Result({k: Label(value=v) for k, v in (labels or {}).items()})
+
+    return labeler
+
+
+@pytest.mark.parametrize("snap", list(NO_GPU.values()), ids=list(NO_GPU))
+def test_a_labeler_that_needs_gpus_is_not_called_without_gpus(snap: Snapshot) -> None:
+    calls: list[str] = []
+    steps = (Step(recording(calls, "needs"), needs_gpus=True),
+             Step(recording(calls, "always"), needs_gpus=False))
+    compute_labels(snap, LabelOptions(), labelers=steps)
+    assert calls == ["always"]
+
+
+def test_every_labeler_runs_in_order_on_a_node_with_gpus() -> None:
+    calls: list[str] = []
+    steps = (Step(recording(calls, "first"), needs_gpus=False),
+             Step(recording(calls, "second"), needs_gpus=True),
+             Step(recording(calls, "third"), needs_gpus=True))
+    compute_labels(snapshot(gpu(0)), LabelOptions(), labelers=steps)
+    assert calls == ["first", "second", "third"]
+
+
+def test_a_lost_gpu_still_counts_as_a_gpu_for_the_guard() -> None:
+    calls: list[str] = []
+    steps = (Step(recording(calls, "needs"), needs_gpus=True),)
+    compute_labels(snapshot(Gpu(index=0, error="GPU is lost")), LabelOptions(), labelers=steps)
+    assert calls == ["needs"]
+
+
+def test_a_later_labeler_wins_for_the_same_key() -> None:
+    calls: list[str] = []
+    steps = (Step(recording(calls, "a", {P + "gpu.mode": "compute"}), needs_gpus=False),
+             Step(recording(calls, "b", {P + "gpu.mode": "graphics"}), needs_gpus=False))
+    assert compute_labels(snapshot(), LabelOptions(), labelers=steps).labels == {
+        P + "gpu.mode": "graphics"}
+
+
+def test_only_timestamp_and_vgpu_run_without_gpus() -> None:
+    names = [getattr(s.labeler, "__name__", "") for s in LABELERS if not s.needs_gpus]
+    assert names == ["timestamp", "vgpu"]
+
+
+# --- the compat filter -------------------------------------------------------------------------
+
+MIXED = {
+    P + "gpu.product": "NVIDIA-A10",
+    P + "gpu.memory": "22731",
+    P + "mig-1g.5gb.memory": "4864",
+    P + "gpu.product.NVIDIA-A10": "1",
+    P + "gpu.product.": "1",
+    P + "gpu.memory.per-replica": "5682",
+    P + "mig-1G.5GB.memory.per-replica": "1216",
+    P + "gpu.nvlink": "false",
+    P + "mig.pending": "true",
+}
+COMPAT = (P + "gpu.product", P + "gpu.memory", P + "mig-1g.5gb.memory")
+
+
+def test_compat_drops_every_extended_key_whatever_labeler_made_it() -> None:
+    steps = (Step(recording([], "any", MIXED), needs_gpus=True),)
+    compat = compute_labels(snapshot(gpu(0)), LabelOptions(label_set="compat"), labelers=steps)
+    assert sorted(compat.explained) == sorted(COMPAT)
+    assert not [r for r in compat.rejected if r.key not in COMPAT]
+    extended = compute_labels(snapshot(gpu(0)), LabelOptions(label_set="extended"),
+                              labelers=steps)
+    assert sorted(extended.explained) == sorted(MIXED)
+
+
+SHARED = Sharing(strategy="time-slicing", resources=(
+    SharedResource(name="nvidia.com/gpu", replicas=2),
+    SharedResource(name="nvidia.com/mig-1g.5gb", replicas=2)))
+
+
+def _label_set(full_key: str) -> str:
+    doc = describe(full_key)
+    assert doc is not None, full_key
+    return doc.set
+
+
+@pytest.mark.parametrize("machine", sorted(SIMULATIONS))
+@pytest.mark.parametrize("strategy", ["none", "single", "mixed"])
+@pytest.mark.parametrize("sharing", [Sharing(), SHARED], ids=["unshared", "shared"])
+def test_compat_is_extended_without_the_catalogues_extended_keys(
+        machine: str, strategy: str, sharing: Sharing) -> None:
+    snap = simulate(machine).snapshot
+    extended = compute_labels(snap, LabelOptions(mig_strategy=strategy, sharing=sharing,
+                                                 timestamp=1, label_set="extended"))
+    compat = compute_labels(snap, LabelOptions(mig_strategy=strategy, sharing=sharing,
+                                               timestamp=1, label_set="compat"))
+    kept = {k: v for k, v in extended.labels.items() if _label_set(k) == "compat"}
+    assert compat.labels == kept
+    assert compat.warnings == extended.warnings
+
+
+def test_compat_has_no_accelerator_mirror() -> None:
+    snap = snapshot(gpu(0, "Tesla T4"))
+    compat = compute_labels(snap, LabelOptions(label_set="compat",
+                                               accelerator_label="accelerator"))
+    assert "accelerator" not in compat.explained
+    extended = compute_labels(snap, LabelOptions(accelerator_label="accelerator"))
+    assert extended.labels["accelerator"] == "nvidia-tesla-t4"
+    assert extended.explained["accelerator"] == extended.explained[P + "gpu.accelerator"]
+
+
+def test_a_mirror_key_that_is_a_compat_key_is_left_alone_in_compat() -> None:
+    snap = snapshot(gpu(0, "Tesla T4"))
+    got = compute_labels(snap, LabelOptions(label_set="compat",
+                                            accelerator_label=P + "gpu.product")).labels
+    assert got[P + "gpu.product"] == "Tesla-T4"
+
+
+def test_no_accelerator_mirror_without_gpus() -> None:
+    got = compute_labels(snapshot(), LabelOptions(accelerator_label="accelerator")).labels
+    assert "accelerator" not in got
+
+
+# --- the labelers leave both rules to the pipeline -----------------------------------------------
+
+LABELERS_DIR = Path(__file__).parent.parent.parent / "gfd" / "labelers"
+SHARED_MODULES = {"pipeline.py", "inventory.py", "options.py"}
+
+
+@pytest.mark.parametrize("path", sorted(p for p in LABELERS_DIR.glob("*.py")
+                                        if p.name not in SHARED_MODULES), ids=lambda p: p.name)
+def test_labelers_neither_guard_on_gpus_nor_read_the_label_set(path: Path) -> None:
+    text = path.read_text()
+    assert "has_gpus" not in text
+    assert "options.extended" not in text
+    assert "label_set" not in text
