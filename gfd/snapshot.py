@@ -22,6 +22,9 @@ SCHEMA_VERSION = 1
 # Compute modes as gfd names them (NVML_COMPUTEMODE_* 0, 2, 3; 1 is long deprecated).
 COMPUTE_MODES = ("default", "exclusive-thread", "prohibited", "exclusive-process")
 
+# GPU back ends (--device-discovery-strategy, once resolved).
+BACKENDS = ("nvml", "tegra", "vfio")
+
 # Fabric (multi-node NVLink) states, NVML_GPU_FABRIC_STATE_* 0..3.
 FABRIC_STATES = ("not-supported", "not-started", "in-progress", "completed")
 
@@ -134,6 +137,9 @@ class Snapshot:
     gpus: tuple[Gpu, ...] = ()
     source: str = ""
     """Where the snapshot came from: ``nvml``, ``simulate:<name>``, ``file:<path>``."""
+    backend: str = "nvml"
+    """The GPU back end that read it: ``nvml``, ``tegra`` (CUDA driver API) or ``vfio``
+    (PCI devices bound to vfio-pci). GFD derives a few labels differently per back end."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict, with the schema version."""
@@ -231,6 +237,9 @@ _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
 def validate_types(snapshot: Snapshot) -> None:
     """Check every scalar field has its declared type (snapshots from files are untrusted)."""
     _check(snapshot, "snapshot")
+    if snapshot.backend not in BACKENDS:
+        raise DiscoveryError(f"snapshot.backend: must be one of {', '.join(BACKENDS)}, got "
+                             f"{snapshot.backend!r}")
 
 
 def _check(obj: Any, where: str) -> None:
@@ -273,6 +282,7 @@ def load_snapshot(text: str, *, source: str) -> Snapshot:
 
 
 __all__ = [
+    "BACKENDS",
     "COMPUTE_MODES",
     "FABRIC_STATES",
     "SCHEMA_VERSION",
