@@ -21,7 +21,7 @@ from typing import Protocol
 
 from gfd.backoff import backoff
 from gfd.config import Settings
-from gfd.errors import ConfigError, GfdError, NvmlInitError, PublishError
+from gfd.errors import BackendInitError, ConfigError, GfdError, PublishError
 from gfd.labelers.inventory import model_groups
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import Labelling, compute_labels
@@ -259,7 +259,7 @@ class Agent:
         try:
             parts, snapshot, labelling, read_done = self._labelled(force_reload)
             result = parts.sink.publish(labelling.labels)
-        except NvmlInitError as exc:
+        except BackendInitError as exc:
             if first and self.parts.discovery.fail_on_init_error:
                 raise
             self._failed("discovery", exc, start)

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from gfd.errors import DiscoveryError, NvmlInitError
+from gfd.errors import BackendInitError, DiscoveryError
 from gfd.logs import Once
 from gfd.readers.host import HostReader
 from gfd.snapshot import Snapshot, Vgpu, load_snapshot
@@ -55,7 +55,7 @@ class Discovery:
         assert self.gpus is not None
         try:
             snap = self.gpus.read()
-        except NvmlInitError as exc:
+        except BackendInitError as exc:
             if self.fail_on_init_error:
                 raise
             self._init_errors.warning(

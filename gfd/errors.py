@@ -15,7 +15,12 @@ class DiscoveryError(GfdError):
     """Reading the GPUs failed (NVML, nvidia-smi, host files, snapshots)."""
 
 
-class NvmlInitError(DiscoveryError):
+class BackendInitError(DiscoveryError):
+    """The GPU back end could not start (its library missing, the driver not loaded, ...):
+    with --fail-on-init-error=false gfd labels without it and retries every cycle."""
+
+
+class NvmlInitError(BackendInitError):
     """NVML could not be started (library missing, driver not loaded, ...)."""
 
 
