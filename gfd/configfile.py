@@ -9,9 +9,11 @@ and ignores, are listed here. ``ConfigSource`` re-reads the file when asked.
 
 Decisions (where GFD's Go loader is lenient, odd, or silent):
 
-* Unknown fields are errors at every level except inside ``flags.plugin`` (plugin-only
-  settings gfd never reads). GFD ignores unknown fields silently, so a typo such as
-  ``sleepIntervall`` would otherwise be lost. Field names are case-sensitive.
+* Unknown fields are ignored with a warning naming them (and the closest known field, so
+  a typo such as ``sleepIntervall`` is noticed): the device plugin's config grows new
+  fields between releases and one ConfigMap serves both programs, so -- as GFD does --
+  a file written for a newer plugin must still load. Field names are case-sensitive.
+  Invalid values of known fields stay errors.
 * Booleans must be real YAML/JSON booleans. YAML 1.1 spellings (``yes``/``no``/``on``/
   ``off``) are booleans, as in GFD's loader; quoted strings (``"true"``) are rejected,
   as GFD's loader rejects them (a JSON string does not unmarshal into a Go bool).
@@ -29,6 +31,7 @@ Decisions (where GFD's Go loader is lenient, odd, or silent):
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -305,6 +308,16 @@ def _join(where: str, key: object) -> str:
     return f"{where}.{text}" if where else text
 
 
+def _unknown(key: object, known: tuple[str, ...]) -> str:
+    """An unknown field's name, with the known field it most likely meant."""
+    text = _key_text(key)
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75) if isinstance(
+        key, str) else []
+    if not close and isinstance(key, str):
+        close = [k for k in known if k.lower() == key.lower()]
+    return f"{text} (did you mean {close[0]}?)" if close else text
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -366,16 +379,22 @@ class _Parser:
     # generic shapes
 
     def mapping(self, value: object, where: str, known: tuple[str, ...]) -> dict[str, Any]:
-        """The mapping's set (non-null) fields; unknown fields are errors."""
+        """The mapping's set (non-null) known fields; unknown ones are warned about once per
+        mapping and ignored."""
         if not isinstance(value, dict):
             raise self.fail(where, f"must be a mapping, got {kind_of(value)}: {show(value)}")
         result: dict[str, Any] = {}
+        unknown: list[str] = []
         for key, item in value.items():
             if not isinstance(key, str) or key not in known:
-                raise self.fail(_join(where, key),
-                                f"unknown field (known: {', '.join(sorted(known))})")
-            if item is not None:
+                unknown.append(_unknown(key, known))
+            elif item is not None:
                 result[key] = item
+        if unknown:
+            plural = "s" if len(unknown) > 1 else ""
+            self.warnings.append(
+                f"{self.where}: {where or 'top level'}: unknown field{plural} ignored: "
+                f"{', '.join(unknown)} (known: {', '.join(sorted(known))})")
         return result
 
     def boolean(self, value: object, where: str) -> bool:

@@ -97,10 +97,10 @@ sharing:
     ("sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 1}]}}",
      "sharing.timeSlicing.resources[0].replicas: must be >= 2, got 1"),
     ("flags: {migStrategy: bogus}", "flags.migStrategy"),
-    ("flags: {gfd: {sleepIntervall: 10s}}", "flags.gfd.sleepIntervall: unknown field"),
+    ("flags: {gfd: {sleepInterval: soon}}", "flags.gfd.sleepInterval"),
     ("version: v2", "version"),
     ("{not yaml: [", "not valid YAML or JSON"),
-], ids=["replicas-1", "bad-strategy", "unknown-field", "bad-version", "malformed"])
+], ids=["replicas-1", "bad-strategy", "bad-duration", "bad-version", "malformed"])
 def test_an_invalid_config_exits_2_with_one_line_naming_the_field(tmp_path: Path, text: str,
                                                                   field: str) -> None:
     cfg = config(tmp_path, text)

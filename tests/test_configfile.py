@@ -83,10 +83,6 @@ def ts(entry: str, section: str = "timeSlicing", extra: str = "") -> str:
 ERRORS = [
     ("version-v2", "version: v2", "version", "must be v1, got 'v2'"),
     ("version-number", "version: 1", "version", "must be v1, got 1"),
-    ("unknown-top-level", "flagz: {}", "flagz",
-     "unknown field (known: flags, imex, resources, sharing, version)"),
-    ("unknown-top-level-odd-key", "? 3\n: x", "3",
-     "unknown field (known: flags, imex, resources, sharing, version)"),
     ("flags-not-mapping", "flags: [1]", "flags", "must be a mapping, got a list: [1]"),
     ("mig-strategy", "flags: {migStrategy: bogus}", "flags.migStrategy",
      "must be one of none, single, mixed, got 'bogus'"),
@@ -107,12 +103,6 @@ ERRORS = [
      "must be a string, got a number: 5"),
     ("plugin-not-mapping", "flags: {plugin: 5}", "flags.plugin",
      "must be a mapping, got a number: 5"),
-    ("unknown-flag-wrong-case", "flags: {migstrategy: none}", "flags.migstrategy",
-     "unknown field (known: deviceDiscoveryStrategy, failOnInitError, gdrcopyEnabled, "
-     "gdsEnabled, gfd, migStrategy, mofedEnabled, mpsRoot, nvidiaDevRoot, nvidiaDriverRoot, "
-     "plugin, restartOnDeviceUnhealthy, useNodeFeatureAPI)"),
-    ("unknown-gfd-flag", "flags:\n  gfd:\n    sleepIntervall: 1s", "flags.gfd.sleepIntervall",
-     "unknown field (known: machineTypeFile, noTimestamp, oneshot, outputFile, sleepInterval)"),
     ("gfd-not-mapping", "flags: {gfd: true}", "flags.gfd",
      "must be a mapping, got a boolean: True"),
     ("oneshot", "flags: {gfd: {oneshot: no way}}", "flags.gfd.oneshot",
@@ -135,8 +125,6 @@ ERRORS = [
      "must be a string, got a number: 5"),
     ("machine-type-file", "flags: {gfd: {machineTypeFile: [a]}}", "flags.gfd.machineTypeFile",
      "must be a string, got a list: ['a']"),
-    ("resources-unknown", "resources: {gpu: []}", "resources.gpu",
-     "unknown field (known: gpus, mig)"),
     ("resources-not-list", "resources: {gpus: x}", "resources.gpus",
      "must be a list, got a string: 'x'"),
     ("resources-missing-pattern", "resources: {gpus: [{name: gpu}]}",
@@ -148,10 +136,8 @@ ERRORS = [
      "or digit)"),
     ("sharing-not-mapping", "sharing: [timeSlicing]", "sharing",
      "must be a mapping, got a list: ['timeSlicing']"),
-    ("sharing-unknown", "sharing: {timeslicing: {}}", "sharing.timeslicing",
-     "unknown field (known: mps, timeSlicing)"),
-    ("section-unknown", "sharing: {timeSlicing: {replicas: 4}}", "sharing.timeSlicing.replicas",
-     "unknown field (known: failRequestsGreaterThanOne, renameByDefault, resources)"),
+    ("section-unknown", "sharing: {timeSlicing: {replicas: 4}}", "sharing.timeSlicing.resources",
+     "required: a non-empty list of {name, replicas}"),
     ("section-resources-missing", "sharing: {mps: {renameByDefault: true}}",
      "sharing.mps.resources", "required: a non-empty list of {name, replicas}"),
     ("section-resources-empty", "sharing: {timeSlicing: {resources: []}}",
@@ -164,8 +150,8 @@ ERRORS = [
      "sharing.timeSlicing.failRequestsGreaterThanOne", "must be a boolean, got 3"),
     ("entry-not-mapping", ts("gpu"), "sharing.timeSlicing.resources[0]",
      "must be a mapping, got a string: 'gpu'"),
-    ("entry-unknown", ts("{name: gpu, replica: 4}", "mps"), "sharing.mps.resources[0].replica",
-     "unknown field (known: devices, name, rename, replicas)"),
+    ("entry-unknown", ts("{name: gpu, replica: 4}", "mps"), "sharing.mps.resources[0].replicas",
+     "required: an integer >= 2"),
     ("name-missing", ts("{replicas: 4}"), "sharing.timeSlicing.resources[0].name", "required"),
     ("name-not-string", ts("{name: 5, replicas: 4}"), "sharing.timeSlicing.resources[0].name",
      "must be a string, got a number: 5"),
@@ -217,8 +203,6 @@ ERRORS = [
      "sharing.timeSlicing.resources[0].devices",
      'must be "all", a count > 0, or a list of GPU indices, MIG indices (<gpu>:<mig>) or '
      "GPU/MIG UUIDs, got a mapping: {'all': True}"),
-    ("imex-unknown", "imex: {channelIds: [0]}", "imex.channelIds",
-     "unknown field (known: channelIDs, required)"),
     ("imex-channel", "imex: {channelIDs: [-1]}", "imex.channelIDs[0]",
      "must be a non-negative integer, got -1"),
     ("imex-required", "imex: {required: maybe}", "imex.required",
@@ -230,6 +214,55 @@ ERRORS = [
                          [pytest.param(d, f, r, id=i) for i, d, f, r in ERRORS])
 def test_validation_error(document: str, field_path: str, rule: str) -> None:
     assert error_of(document) == f"{PREFIX}{field_path}: {rule}"
+
+
+# --- unknown fields: ignored with a warning naming them (GFD ignores them; one ConfigMap
+# serves the device plugin's newer releases too), the rest of the file still applies -----
+
+UNKNOWN_FIELDS = [
+    ("unknown-top-level", "flagz: {}", "top level: unknown field ignored: flagz (did you mean "
+     "flags?) (known: flags, imex, resources, sharing, version)"),
+    ("unknown-top-level-odd-key", "? 3\n: x", "top level: unknown field ignored: 3 (known: "
+     "flags, imex, resources, sharing, version)"),
+    ("unknown-flag-wrong-case", "flags: {migstrategy: none}", "flags: unknown field ignored: "
+     "migstrategy (did you mean migStrategy?) (known: deviceDiscoveryStrategy, failOnInitError, "
+     "gdrcopyEnabled, gdsEnabled, gfd, migStrategy, mofedEnabled, mpsRoot, nvidiaDevRoot, "
+     "nvidiaDriverRoot, plugin, restartOnDeviceUnhealthy, useNodeFeatureAPI)"),
+    ("unknown-gfd-flag", "flags:\n  gfd:\n    sleepIntervall: 1s", "flags.gfd: unknown field "
+     "ignored: sleepIntervall (did you mean sleepInterval?) (known: machineTypeFile, "
+     "noTimestamp, oneshot, outputFile, sleepInterval)"),
+    ("resources-unknown", "resources: {gpu: []}", "resources: unknown field ignored: gpu (did "
+     "you mean gpus?) (known: gpus, mig)"),
+    ("sharing-unknown", "sharing: {timeslicing: {}}", "sharing: unknown field ignored: "
+     "timeslicing (did you mean timeSlicing?) (known: mps, timeSlicing)"),
+    ("imex-unknown", "imex: {channelIds: [0]}", "imex: unknown field ignored: channelIds (did "
+     "you mean channelIDs?) (known: channelIDs, required)"),
+    ("newer-plugin", "flags: {migStrategy: mixed, someFutureFlag: true, plugin: {x: 1}}",
+     "flags: unknown field ignored: someFutureFlag (known: deviceDiscoveryStrategy, "
+     "failOnInitError, gdrcopyEnabled, gdsEnabled, gfd, migStrategy, mofedEnabled, mpsRoot, "
+     "nvidiaDevRoot, nvidiaDriverRoot, plugin, restartOnDeviceUnhealthy, useNodeFeatureAPI)"),
+]
+
+
+@pytest.mark.parametrize(("document", "warning"),
+                         [pytest.param(d, w, id=i) for i, d, w in UNKNOWN_FIELDS])
+def test_an_unknown_field_is_a_warning_naming_it(document: str, warning: str) -> None:
+    config = parse(document)
+    assert config.warnings == (f"{PREFIX}{warning}",)
+
+
+def test_known_fields_next_to_unknown_ones_still_apply() -> None:
+    config = parse("flags: {migStrategy: mixed, someFutureFlag: true, gfd: {oneshot: true, "
+                   "newer: 1}}\nsharing: {timeSlicing: {resources: [{name: gpu, replicas: 3, "
+                   "extra: x}]}}")
+    assert config.values == {"mig_strategy": "mixed", "oneshot": True}
+    assert config.sharing.replicas("nvidia.com/gpu") == 3
+    assert len(config.warnings) == 3
+
+
+def test_an_invalid_value_of_a_known_field_next_to_an_unknown_one_is_still_an_error() -> None:
+    assert error_of("flags: {someFutureFlag: 1, migStrategy: bogus}") == (
+        f"{PREFIX}flags.migStrategy: must be one of none, single, mixed, got 'bogus'")
 
 
 WHOLE_FILE_ERRORS = [

@@ -16,8 +16,8 @@ from gfd.configfile import ConfigSource
 
 GOOD_4 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}\n"
 GOOD_2 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}\n"
-# Valid YAML, invalid config: a typo'd field name (GFD would silently ignore it).
-BAD = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicaz: 2}]}}\n"
+# Valid YAML, invalid config: a known field with a value the device plugin refuses.
+BAD = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: -2}]}}\n"
 KEPT = "keeping the last good config"
 UNCHANGED = 'gfd_cycles_total{result="unchanged"}'
 CYCLES_WHILE_BAD = 8
@@ -52,7 +52,7 @@ def test_invalid_config_at_reload_keeps_the_last_good_one_then_applies_a_valid_o
     assert agent.labels() == good, "the last good config keeps labelling"
     assert agent.proc.poll() is None
     line = next(ln for ln in agent.logs().splitlines() if KEPT in ln)
-    assert "replicaz" in line and str(cfg) in line, line
+    assert "replicas: must be >= 2, got -2" in line and str(cfg) in line, line
 
     cfg.write_text(GOOD_2)
     wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "2", timeout=5)
