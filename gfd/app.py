@@ -104,7 +104,7 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
             return StdoutSink(write)
         from gfd.sinks.featurefile import FeatureFileSink
 
-        return FeatureFileSink(settings.output_file, expiry=settings.expiry)
+        return FeatureFileSink(settings.output_file, expiry=settings.file_expiry)
     if not settings.node_name:
         raise ConfigError(
             "--node-name / NODE_NAME is required with the NodeFeature and Node sinks "
@@ -129,8 +129,8 @@ def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[D
     kind = settings.effective_sink
     if kind in ("node", "nodefeature"):
         duties.append(Duty("resync", settings.resync_interval, sink.refresh))
-    elif settings.output_file != "-" and settings.expiry > 0:
-        duties.append(Duty("expiry refresh", settings.expiry / 2, sink.refresh))
+    elif settings.output_file != "-" and settings.file_expiry > 0:
+        duties.append(Duty("expiry refresh", settings.file_expiry / 2, sink.refresh))
     return tuple(duties)
 
 

@@ -494,6 +494,13 @@ class Settings:
     """From the config file's sharing section (no flag sets it)."""
 
     @property
+    def file_expiry(self) -> float:
+        """Seconds the feature file's labels live unless refreshed; 0: no expiry. A running
+        agent refreshes the expiry at half its life whatever its interval (``infinite``
+        included); ``--oneshot`` writes none, since nothing would be left to refresh it."""
+        return 0.0 if self.oneshot else self.expiry
+
+    @property
     def effective_sink(self) -> str:
         return "nodefeature" if self.use_node_feature_api and self.sink == "file" else self.sink
 

@@ -328,6 +328,15 @@ class Agent:
 
     # -- the loop -------------------------------------------------------------------
 
+    def _run_duty(self, duty: Duty) -> None:
+        log.debug("%s due", duty.name)
+        try:
+            duty.action()
+        except GfdError as exc:
+            self._errors.error("%s: %s", duty.name, exc)
+            if self.observer:
+                self.observer.error("publish")
+
     def _delay_after(self, ok: bool, started: float) -> float | None:
         """Seconds until the next label cycle; None: only a duty or a signal starts one."""
         interval = self.parts.settings.sleep_interval
@@ -351,8 +360,7 @@ class Agent:
                 now = self.clock()
                 due = schedule.pop_due(now)
                 for duty in due:
-                    log.debug("%s due", duty.name)
-                    duty.action()
+                    self._run_duty(duty)
                 force = signals.reload
                 signals.reload = False
                 if force or due or (next_cycle is not None and now >= next_cycle):

@@ -60,6 +60,16 @@ class Reloader:
         return None if item is None else replace(current, options=item)
 
 
+class Clock:
+    """The feature file's wall clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_790_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def sink(tmp_path) -> FeatureFileSink:
     return FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=lambda: 1_790_000_000.0)
 
@@ -242,3 +252,31 @@ def test_a_due_duty_runs_a_cycle_even_with_an_infinite_interval(tmp_path) -> Non
     thread.join(timeout=5)
     assert source.reads >= 3, "each due duty is followed by a cycle"
     assert refreshed[:2] == [1, 2]
+
+
+def test_the_expiry_refresh_keeps_a_failing_agents_labels_alive(tmp_path) -> None:
+    """A failed read never removes labels: the file's expiry is refreshed by its duty even
+    while every read fails (only a writer gone for good lets them age out)."""
+    clock = Clock()
+    file_sink = FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=clock)
+    source = Source(H100, DiscoveryError("NVML: Unknown Error"))
+    signals = Signals()
+    refreshes: list[float] = []
+
+    def refresh() -> None:
+        clock.now += 1800
+        file_sink.refresh()
+        refreshes.append(clock.now)
+
+    agent = make_agent(source, file_sink, LabelOptions(), interval=None,
+                       duties=(Duty("expiry refresh", 0.05, refresh),))
+    thread = threading.Thread(target=agent.run, args=(signals,))
+    thread.start()
+    while len(refreshes) < 3:
+        signals.wake.wait(0.01)
+    signals.request_stop()
+    thread.join(timeout=5)
+    assert source.reads >= 3 and agent.failures >= 2, "every read after the first failed"
+    labels, expires = parse((tmp_path / "gfd").read_text())
+    assert labels["nvidia.com/gpu.count"] == "8"
+    assert expires is not None and expires >= refreshes[2] + 3600

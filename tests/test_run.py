@@ -240,3 +240,27 @@ def test_a_busy_metrics_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
                       "Address already in use (another process may hold the port: choose a free "
                       "one, or 0 to serve no metrics)"]
     assert "Traceback" not in result.stderr
+
+
+def test_oneshot_writes_a_file_without_an_expiry_that_could_lapse(tmp_path: Path) -> None:
+    out = tmp_path / "gfd"
+    result = subprocess.run([sys.executable, "-m", "gfd", "run", "--oneshot", "--output-file",
+                             str(out), "--simulate", "hgx-h100"],
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 0, result.stderr
+    labels, expires = parse(out.read_text())
+    assert expires is None and not out.read_text().startswith("#")
+    assert labels["nvidia.com/gpu.count"] == "8"
+
+
+def test_an_idle_agent_keeps_refreshing_the_expiry(tmp_path: Path, agents: list[Agent]) -> None:
+    """--sleep-interval infinite labels once, then only the expiry refresh (every expiry / 2)
+    rewrites the file, so labels never lapse while the agent is merely idle."""
+    agent = Agent(tmp_path, None, None, "--simulate", "hgx-h100", "--sleep-interval",
+                  "infinite", "--expiry", "4s")
+    agents.append(agent)
+    wait_for(lambda: agent.out.exists())
+    first = parse(agent.out.read_text())[1]
+    assert first is not None
+    wait_for(lambda: (parse(agent.out.read_text())[1] or 0) > first, timeout=6)
+    assert agent.stop() == 0

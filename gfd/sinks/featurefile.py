@@ -1,6 +1,7 @@
 """The NFD feature file: sorted ``key=value`` lines under a ``# +expiry-time=`` header,
 written atomically (dot-file in the same directory, fsync, chmod, rename), never deleted
-on exit, rewritten only when labels change or half the expiry has passed."""
+on exit, rewritten only when labels change or, to refresh the expiry, when the loop's
+expiry-refresh duty says so (every expiry / 2, whatever the interval)."""
 
 from __future__ import annotations
 
@@ -107,11 +108,18 @@ class FeatureFileSink:
     clock: Callable[[], float] = time.time
     name: str = "file"
     _state: tuple[dict[str, str], float | None] | None = field(default=None, init=False)
-    _stale: bool = field(default=False, init=False)
 
     def refresh(self) -> None:
-        """Rewrite at the next publish (the loop's expiry-refresh duty, every expiry / 2)."""
-        self._stale = True
+        """Rewrite the file now, with the labels it holds and a new expiry: the loop's
+        expiry-refresh duty (every expiry / 2). It does not wait for a successful read, so the
+        labels of a writer that is alive -- idle, or failing to read the GPUs -- never age
+        out; only those of a writer gone for good do."""
+        if self.expiry <= 0:
+            return
+        if self._state is None:
+            self._state = self._load()
+        if self._state is not None and os.path.exists(self.path):
+            self._write(self._state[0], self.clock())
 
     def close(self) -> None:
         pass
@@ -156,9 +164,12 @@ class FeatureFileSink:
         old, expires = self._state
         now = self.clock()
         change = diff(old, labels)
-        if (change.empty and not self._stale and self._fresh(expires, now)
-                and os.path.exists(self.path)):
+        if change.empty and self._fresh(expires, now) and os.path.exists(self.path):
             return PublishResult(written=False, change=change)
+        self._write(labels, now)
+        return PublishResult(written=True, change=change)
+
+    def _write(self, labels: dict[str, str], now: float) -> None:
         new_expiry = now + self.expiry if self.expiry > 0 else None
         content = render(labels, expires=new_expiry)
         if len(content.encode()) > MAX_BYTES:
@@ -167,8 +178,6 @@ class FeatureFileSink:
                 f"ignores files over {MAX_BYTES} bytes (reduce labels: --label-set compat)")
         write_atomically(self.path, content)
         self._state = (dict(labels), new_expiry)
-        self._stale = False
-        return PublishResult(written=True, change=change)
 
     def prune(self) -> PublishResult:
         old = self.published()

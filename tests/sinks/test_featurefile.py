@@ -173,3 +173,33 @@ def test_stdout_sink_prints_once_per_change() -> None:
     sink.publish({"a/b": "1"})
     sink.publish({"a/b": "2"})
     assert out == ["a/b=1\n", "a/b=2\n"]
+
+
+def test_refresh_rewrites_the_held_labels_with_a_new_expiry_at_once(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    clock = Clock()
+    sink = FeatureFileSink(str(path), expiry=3600, clock=clock)
+    sink.publish(LABELS)
+    clock.now += 1800
+    sink.refresh()
+    labels, expires = parse(path.read_text())
+    assert labels == LABELS and expires == clock.now + 3600
+
+
+def test_refresh_adopts_the_file_a_previous_agent_wrote(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
+    later = Clock(T0 + 1800)
+    FeatureFileSink(str(path), expiry=3600, clock=later).refresh()
+    assert parse(path.read_text()) == (LABELS, T0 + 1800 + 3600)
+
+
+def test_refresh_writes_nothing_without_expiry_or_without_a_file(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    FeatureFileSink(str(path), expiry=3600, clock=Clock()).refresh()
+    assert not path.exists()
+    sink = FeatureFileSink(str(path), expiry=0, clock=Clock())
+    sink.publish(LABELS)
+    mtime = path.stat().st_mtime_ns
+    sink.refresh()
+    assert path.stat().st_mtime_ns == mtime
