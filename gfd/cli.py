@@ -120,18 +120,20 @@ def _configure_logging(level: str, fmt: str) -> None:
     configure(level=level, fmt=fmt)
 
 
+def exit_code(prog: str, exc: GfdError) -> Exit:
+    """One line on stderr for an error, and its exit code: 2 for usage and config, else 1."""
+    click.echo(f"{prog}: error: {exc}", err=True)
+    return Exit.USAGE if isinstance(exc, ConfigError) else Exit.FAILURE
+
+
 class GfdGroup(click.Group):
     """Maps gfd's errors to one line on stderr and an exit code, for every command."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except ConfigError as exc:
-            click.echo(f"gfd: error: {exc}", err=True)
-            ctx.exit(Exit.USAGE)
         except GfdError as exc:
-            click.echo(f"gfd: error: {exc}", err=True)
-            ctx.exit(Exit.FAILURE)
+            ctx.exit(exit_code("gfd", exc))
 
 
 @click.group(cls=GfdGroup,
@@ -318,16 +320,23 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     sys.exit(run_agent(_explicit(params)))
 
 
-def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None) -> int:
+Notes = Callable[[Settings, "FileConfig | None"], list[str]]
+
+
+def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
+              notes: Notes | None = None) -> int:
     """Start ``gfd run`` from explicit setting values (any command line maps onto these);
     returns the exit code. ``defaults``: the defaults to resolve against (GFD's own for the
-    ``gpu-feature-discovery`` command line)."""
+    ``gpu-feature-discovery`` command line); ``notes``: warnings to log once the settings
+    are known."""
     started = int(time.time())
     from gfd.app import Factory, Reloader, load_settings
 
     settings, loaded = load_settings(explicit, defaults=defaults)
     _configure_logging(settings.log_level, settings.log_format)
     log.info("gfd %s starting: %s", __version__, settings_summary(settings))
+    for note in notes(settings, loaded) if notes else ():
+        log.warning("%s", note)
     from gfd.daemon import Agent, Signals
     from gfd.metrics import Health, Metrics, MetricsServer
 
