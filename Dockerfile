@@ -26,22 +26,36 @@ FROM python:3.11.13-slim-bookworm
 # PYTHONDONTWRITEBYTECODE: the pod runs with readOnlyRootFilesystem, so never try to
 #   write __pycache__ (pip already compiled the bytecode at install time).
 # PYTHONUNBUFFERED: log lines reach `kubectl logs` at once.
-# NVIDIA_VISIBLE_DEVICES=all, NVIDIA_DRIVER_CAPABILITIES=utility: ask the NVIDIA
-#   container runtime for every GPU, for monitoring only; `utility` injects NVML and
-#   nvidia-smi, not the CUDA compute libraries gfd does not use. gfd requests no
-#   nvidia.com/gpu resource, so it never takes a GPU away from a workload.
+# NVIDIA_VISIBLE_DEVICES=all, NVIDIA_DRIVER_CAPABILITIES=compute,utility,
+#   NVIDIA_DISABLE_REQUIRE=true: what GFD's image asks of the NVIDIA container runtime,
+#   so this image is a drop-in where GFD's runs: every GPU, for monitoring only (gfd
+#   requests no nvidia.com/gpu resource, so it never takes a GPU from a workload);
+#   `utility` injects NVML and nvidia-smi, `compute` libcuda (the Tegra back end, for
+#   Jetson/IGX, reads the GPU through it). Our own manifests narrow it to `utility`.
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     NVIDIA_VISIBLE_DEVICES=all \
-    NVIDIA_DRIVER_CAPABILITIES=utility
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_DISABLE_REQUIRE=true
 # Bind-mount the build stage's /dist rather than COPY it, so the wheel itself never
 # becomes a layer of the image (BuildKit, the default builder since Docker 23).
+# /usr/bin/gpu-feature-discovery: the path GFD's static manifests run; the GPU Operator and
+# the device plugin's chart run `gpu-feature-discovery` from PATH (/usr/local/bin). It
+# accepts GFD's command line and defaults and names its process gpu-feature-discovery, so
+# GFD's config-manager sidecar finds it to send SIGHUP.
 RUN --mount=type=bind,from=build,source=/dist,target=/dist \
-    pip install --no-cache-dir /dist/*.whl
-# Numeric, so Kubernetes' runAsNonRoot can verify it without an /etc/passwd entry.
-# 65532 is the conventional "nonroot" id of distroless images.
-USER 65532:65532
+    pip install --no-cache-dir /dist/*.whl \
+    && ln -s /usr/local/bin/gpu-feature-discovery /usr/bin/gpu-feature-discovery
+# The default user is root, on purpose: the GPU Operator runs GFD's image with its own
+# default user (privileged, and no ClusterPolicy field sets a user), writes the feature
+# file into the host's root-owned features.d (0755), and reads the vGPU labels from PCI
+# config space, which only root reads in full (an unprivileged reader gets 64 of 4096
+# bytes, and every vgpu.* label would be missing). Where gfd is deployed by its own
+# manifests or chart, the pod sets the least privilege each mode needs: uid 65532 for the
+# API sinks, uid 0 with every capability dropped for the feature file.
+# hadolint ignore=DL3002
+USER 0:0
 # No HEALTHCHECK: Kubernetes ignores it; the manifests probe /healthz and /readyz on
 # --metrics-port instead.
 ENTRYPOINT ["gfd", "run"]

@@ -12,8 +12,9 @@ What is checked, and against what:
   that subcommand (checked against the click command itself);
 - least privilege: RBAC per sink exactly as documented, no API token where none is
   needed; container security settings; root only where a manifest explains why;
-- the Dockerfile's contract (non-root, entrypoint, no HEALTHCHECK, pinned base, no
-  NVIDIA libraries), and ``hadolint`` when its binary is available;
+- the Dockerfile's contract (root by default, with its reason, for the GPU Operator's pod
+  spec; our manifests always set their own user; entrypoint; gpu-feature-discovery at
+  /usr/bin; no HEALTHCHECK, pinned base, no NVIDIA libraries), and ``hadolint``;
 - no ``shell=True`` anywhere in gfd/.
 """
 
@@ -664,12 +665,34 @@ def final_stage() -> list[tuple[str, str]]:
     return instructions[last_from:]
 
 
-def test_dockerfile_runs_gfd_run_as_a_numeric_non_root_user() -> None:
+def test_dockerfile_runs_gfd_run_as_root_for_pod_specs_that_set_no_user() -> None:
+    """The GPU Operator runs the image's own user (no field sets one) and needs it to write the
+    root-owned features.d and read full PCI config space (vgpu.* labels): root, numeric, and
+    the reason written next to it."""
     assert entrypoint() == ["gfd", "run"]
     users = [v for k, v in final_stage() if k == "USER"]
-    assert users, "final stage has no USER"
-    uid = users[-1].split(":")[0]
-    assert uid.isdigit() and int(uid) != 0, f"USER {users[-1]} must be a numeric non-root uid"
+    assert users == ["0:0"], f"USER {users}"
+    text = (ROOT / "Dockerfile").read_text()
+    before = text[:text.index("USER 0:0")].rsplit("\n\n", 1)[-1]
+    assert "GPU Operator" in before and "features.d" in before and "vgpu" in before
+
+
+def test_every_gfd_container_of_ours_sets_its_own_user() -> None:
+    """The image's default user is root; our manifests never rely on it."""
+    found = [(directory, doc, spec, c) for directory in BUILDABLE
+             for doc, spec, c in gfd_containers(render(directory))]
+    assert len(found) >= 7, "every workload of every kustomization"
+    for directory, doc, spec, c in found:
+        user = (c.get("securityContext") or {}).get(
+            "runAsUser", (spec.get("securityContext") or {}).get("runAsUser"))
+        assert user is not None, (f"{rel(directory)}: {doc['metadata']['name']}/{c['name']}: "
+                                  "set runAsUser (the image's default user is root)")
+
+
+def test_dockerfile_installs_gpu_feature_discovery_where_gfds_manifests_run_it() -> None:
+    final_runs = " ".join(v for k, v in final_stage() if k == "RUN")
+    assert "ln -s /usr/local/bin/gpu-feature-discovery /usr/bin/gpu-feature-discovery" in (
+        final_runs)
 
 
 def test_dockerfile_has_no_healthcheck() -> None:
@@ -696,11 +719,12 @@ def test_dockerfile_builds_one_wheel_and_installs_only_it() -> None:
             f"the image must not bake in system or NVIDIA packages: {r}")
 
 
-def test_dockerfile_asks_the_nvidia_runtime_for_utility_only() -> None:
+def test_dockerfile_asks_the_nvidia_runtime_what_gfds_image_asks() -> None:
     env = " ".join(v for k, v in final_stage() if k == "ENV")
     pairs = dict(tok.split("=", 1) for tok in shlex.split(env) if "=" in tok)
     assert pairs.get("NVIDIA_VISIBLE_DEVICES") == "all"
-    assert pairs.get("NVIDIA_DRIVER_CAPABILITIES") == "utility"
+    assert pairs.get("NVIDIA_DRIVER_CAPABILITIES") == "compute,utility"
+    assert pairs.get("NVIDIA_DISABLE_REQUIRE") == "true"
 
 
 def test_dockerignore_admits_only_the_build_inputs() -> None:
