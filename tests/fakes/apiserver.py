@@ -73,6 +73,8 @@ import re
 import secrets
 import signal
 import socket
+import ssl
+import subprocess
 import threading
 import time
 import traceback
@@ -789,7 +791,7 @@ def _flag(value: str | None) -> bool | None:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, fake: FakeApiServer) -> None:
+    def __init__(self, fake: FakeApiServer, tls: ssl.SSLContext | None = None) -> None:
         self.fake = fake
         self.connections: set[socket.socket] = set()
         self.busy: set[socket.socket] = set()
@@ -797,6 +799,8 @@ class _HTTPServer(ThreadingHTTPServer):
         self.stopping = False
         self.connections_lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
+        if tls is not None:  # HTTPS, as in-cluster credentials expect
+            self.socket = tls.wrap_socket(self.socket, server_side=True)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.connections_lock:
@@ -869,9 +873,12 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeApiServer:
     """A fake kube-apiserver on ``127.0.0.1:<random port>``; see the module docstring."""
 
-    def __init__(self, *, token: str | None = DEFAULT_TOKEN, user: str = DEFAULT_USER) -> None:
+    def __init__(self, *, token: str | None = DEFAULT_TOKEN, user: str = DEFAULT_USER,
+                 tls: tuple[Path, Path] | None = None) -> None:
         self.token = token
         self.user = user
+        self.tls = tls
+        """(certificate, key) files to serve HTTPS with (see ``self_signed``); None: HTTP."""
         self._lock = threading.RLock()
         self._objects: dict[Resource, dict[tuple[str, str], _Stored]] = {
             r: {} for r in RESOURCES.values()
@@ -893,7 +900,11 @@ class FakeApiServer:
     def start(self) -> FakeApiServer:
         if self._httpd is not None:
             return self
-        self._httpd = _HTTPServer(self)
+        context = None
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
+        self._httpd = _HTTPServer(self, context)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.01},
@@ -929,7 +940,18 @@ class FakeApiServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def write_service_account(self, directory: Path, *, namespace: str) -> Path:
+        """What the kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount for
+        in-cluster credentials: token, ca.crt (this server's certificate) and namespace."""
+        if self.tls is None or self.token is None:
+            raise RuntimeError("in-cluster credentials need HTTPS and a token")
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "token").write_text(self.token)
+        (directory / "ca.crt").write_bytes(self.tls[0].read_bytes())
+        (directory / "namespace").write_text(namespace)
+        return directory
 
     def write_kubeconfig(self, path: str | Path, *, namespace: str | None = None) -> Path:
         """Write a kubeconfig (context, cluster and user all named ``fake``)."""
@@ -940,7 +962,8 @@ class FakeApiServer:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "fake", "cluster": {"server": self.url, **(
+                {"certificate-authority": str(self.tls[0])} if self.tls else {})}}],
             "contexts": [{"name": "fake", "context": context}],
             "users": [{"name": "fake", "user": user}],
             "current-context": "fake",
@@ -1275,7 +1298,7 @@ class FakeApiServer:
                 return fault
             if req.method == "GET" and req.path == "/version":
                 return _Response(200, {"major": "1", "minor": "35", "gitVersion": "v1.35.0-fake"})
-            if self.token is not None and req.authorization != f"Bearer {self.token}":
+            if self.token is not None and not _bearer_matches(req.authorization, self.token):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             route, params = self._route(req)
             with self._lock:
@@ -2003,3 +2026,20 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _bearer_matches(header: str | None, token: str) -> bool:
+    """The Authorization header carries this bearer token; the scheme is case-insensitive
+    (RFC 7235), as the API server reads it (in-cluster credentials send "bearer")."""
+    scheme, _, value = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and value == token
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made with the openssl command."""
+    cert, key = directory / "apiserver.crt", directory / "apiserver.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key

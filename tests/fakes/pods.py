@@ -1,0 +1,187 @@
+"""Run one container of a pod spec the way the kubelet and the container runtime would,
+without a container engine: the command and args as written (argv[0] too), the env with
+the downward API resolved, the volumes mounted at their mountPaths, the image's own
+environment and entrypoint (read from the Dockerfile), as the image's default user (root).
+``pod_init.py`` builds the container's root in a private mount namespace and execs.
+
+What stands in for what:
+
+* the image is this checkout's virtualenv, where gfd is installed (the Dockerfile's
+  ``/usr/bin/gpu-feature-discovery`` link is made inside the container's /usr);
+* the NVIDIA container runtime's injection of ``libnvidia-ml.so.1`` is the fake NVML
+  library (``LD_LIBRARY_PATH`` and ``FAKE_NVML_PROFILE``, the only variables not from the
+  pod spec, the image or the kubelet);
+* hostPath, emptyDir and configMap volumes are directories under the test's tmp_path;
+* in-cluster API credentials: the kubelet's ``KUBERNETES_SERVICE_HOST``/``PORT`` and a
+  service-account volume for a fake API server serving HTTPS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+POD_INIT = Path(__file__).with_name("pod_init.py")
+DEBIAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+@dataclass(frozen=True)
+class Downward:
+    """What the downward API and the kubelet fill in."""
+
+    node: str = "gpu-node-1"
+    namespace: str = "gpu-operator"
+    pod: str = "gpu-feature-discovery-x7k2p"
+
+    def field(self, path: str) -> str:
+        return {"spec.nodeName": self.node, "metadata.namespace": self.namespace,
+                "metadata.name": self.pod}[path]
+
+
+@dataclass
+class Host:
+    """The node: a directory per hostPath, emptyDir and configMap volume, and the API."""
+
+    tmp: Path
+    paths: dict[str, Path] = field(default_factory=dict)
+    """hostPath path -> directory standing in for it."""
+    config_maps: dict[str, Path] = field(default_factory=dict)
+    api: tuple[int, Path] | None = None
+    """(HTTPS port of the fake API server, service-account directory)."""
+
+    def empty_dir(self, name: str) -> Path:
+        directory = self.tmp / "emptydir" / name
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
+
+
+def load_workload(path: Path) -> dict[str, Any]:
+    (doc,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return dict(doc)
+
+
+def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    return dict(doc["spec"]["template"]["spec"])
+
+
+def container(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    for c in pod_spec(doc)["containers"]:
+        if c["name"] == name:
+            return dict(c)
+    raise KeyError(name)
+
+
+def dockerfile_final_stage() -> list[tuple[str, str]]:
+    """(INSTRUCTION, rest) of the Dockerfile's last stage, continuation lines joined."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in (REPO / "Dockerfile").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        keyword, _, rest = line.partition(" ")
+        if keyword.upper() == "FROM":
+            out = []
+        out.append((keyword.upper(), rest.strip()))
+    return out
+
+
+def image_env() -> dict[str, str]:
+    env = {}
+    for keyword, rest in dockerfile_final_stage():
+        if keyword == "ENV":
+            env.update(tok.split("=", 1) for tok in shlex.split(rest) if "=" in tok)
+    return env
+
+
+def image_entrypoint() -> list[str]:
+    entries = [rest for keyword, rest in dockerfile_final_stage() if keyword == "ENTRYPOINT"]
+    return list(json.loads(entries[-1]))
+
+
+def container_env(c: dict[str, Any], downward: Downward) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in c.get("env") or []:
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+        else:
+            env[item["name"]] = downward.field(item["valueFrom"]["fieldRef"]["fieldPath"])
+    return env
+
+
+def mounts(doc: dict[str, Any], c: dict[str, Any], host: Host) -> list[dict[str, Any]]:
+    volumes = {v["name"]: v for v in pod_spec(doc).get("volumes") or []}
+    out = []
+    for m in c.get("volumeMounts") or []:
+        volume = volumes[m["name"]]
+        if "hostPath" in volume:
+            source = host.paths[volume["hostPath"]["path"]]
+        elif "emptyDir" in volume:
+            source = host.empty_dir(m["name"])
+        elif "configMap" in volume:
+            source = host.config_maps[volume["configMap"]["name"]]
+        else:
+            raise ValueError(f"volume {m['name']}: unsupported source")
+        out.append({"source": str(source), "target": m["mountPath"],
+                    "read_only": bool(m.get("readOnly"))})
+    if host.api is not None:
+        out.append({"source": str(host.api[1]), "target": SERVICE_ACCOUNT, "read_only": True})
+    return out
+
+
+def unavailable() -> str | None:
+    """Why pods cannot be emulated here (no mount namespace, overlay or chroot), or None."""
+    try:
+        result = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-c",
+             "import subprocess; subprocess.run(['mount', '-t', 'tmpfs', 'tmpfs', '/mnt'], "
+             "check=True)"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare: {exc}"
+    if result.returncode != 0:
+        return f"no private mount namespace here: {result.stderr.strip()[-200:]}"
+    return None
+
+
+def start(doc: dict[str, Any], name: str, *, host: Host, downward: Downward,
+          runtime_env: dict[str, str], extra_env: dict[str, str] | None = None,
+          log: Path) -> subprocess.Popen[bytes]:
+    """Start container ``name`` of workload ``doc`` as its pod spec says; returns the process
+    (its pid is the container's main process)."""
+    c = container(doc, name)
+    argv = [*(c.get("command") or image_entrypoint()), *(c.get("args") or [])]
+    venv_bin = str(Path(sys.executable).parent)
+    env = {"PATH": f"{venv_bin}:{DEBIAN_PATH}", "HOSTNAME": downward.pod, "HOME": "/root",
+           **image_env(), **container_env(c, downward), **runtime_env, **(extra_env or {})}
+    if host.api is not None:
+        env |= {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(host.api[0])}
+    plan = {
+        "root": str(host.tmp / "root"),
+        "argv": argv,
+        "env": env,
+        "mounts": mounts(doc, c, host),
+        "links": [{"path": "/usr/bin/gpu-feature-discovery",
+                   "target": f"{venv_bin}/gpu-feature-discovery"}],
+    }
+    plan_file = host.tmp / f"plan-{name}.json"
+    plan_file.write_text(json.dumps(plan, indent=2))
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "--", sys.executable,
+             str(POD_INIT), str(plan_file)], stdout=out, stderr=subprocess.STDOUT,
+            env={"PATH": os.environ.get("PATH", DEBIAN_PATH)})
