@@ -70,6 +70,10 @@ def _simulation_sharing(settings: Settings) -> Settings:
 
 def make_gpu_source(settings: Settings) -> GpuSource:
     """The GPU back end for ``--device-discovery-strategy`` (one line per back end)."""
+    if settings.device_discovery_strategy == "vfio":
+        from gfd.readers.vfio import VfioReader
+
+        return VfioReader(settings.sysfs_root)
     from gfd.readers.nvml import NvmlReader
 
     return NvmlReader()
@@ -86,7 +90,8 @@ def make_discovery(settings: Settings) -> Discovery:
     if settings.snapshot:
         return Discovery(None, host, fixed=read_snapshot_file(settings.snapshot))
     smi = None
-    if settings.label_set == "extended":
+    # nvidia-smi numbers the GPUs NVML sees: none of them is a vfio GPU.
+    if settings.label_set == "extended" and settings.device_discovery_strategy != "vfio":
         from gfd.readers.smi import SmiReader
 
         smi = SmiReader(settings.nvidia_smi)

@@ -381,7 +381,7 @@ class Settings:
     sysfs_root: str = setting(
         "/sys", kind=PathKind(), flags=("--sysfs-root",), env=("GFD_SYSFS_ROOT",),
         part=Part.DISCOVERY, group=_DISCOVERY,
-        help="Root of sysfs, for PCI class and vGPU detection.")
+        help="Root of sysfs, for PCI class and vGPU detection and the vfio back end.")
     nvidia_smi: str = setting(
         "nvidia-smi", kind=Text(), flags=("--nvidia-smi",), env=("GFD_NVIDIA_SMI",),
         part=Part.DISCOVERY, group=_DISCOVERY,
@@ -401,7 +401,8 @@ class Settings:
         "auto", kind=Choice(DISCOVERY_STRATEGIES), flags=("--device-discovery-strategy",),
         env=("DEVICE_DISCOVERY_STRATEGY",), file="flags.deviceDiscoveryStrategy",
         part=Part.DISCOVERY, group=_DISCOVERY, gfd=("device-discovery-strategy",),
-        help="Accepted for GFD compatibility; gfd reads GPUs through NVML.")
+        help="How GPUs are read: vfio: GPUs bound to vfio-pci, from sysfs and the PCI IDs "
+             "database (never chosen by auto); any other value: NVML.")
     driver_root_ctr_path: str = setting(
         "/driver-root", kind=PathKind(),
         flags=("--driver-root-ctr-path", "--container-driver-root"),

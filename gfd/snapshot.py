@@ -73,8 +73,11 @@ class Gpu:
     index: int
     uuid: str = ""
     name: str = ""
-    """nvmlDeviceGetName, e.g. ``NVIDIA H100 80GB HBM3`` (raw, unsanitised)."""
+    """nvmlDeviceGetName, e.g. ``NVIDIA H100 80GB HBM3`` (raw, unsanitised); vfio: the PCI
+    IDs database's device name, e.g. ``GA100 [A100 SXM4 40GB]``."""
     memory_total_bytes: int | None = None
+    """NVML: the framebuffer total (nvmlDeviceGetMemoryInfo). vfio: the 64-bit BAR
+    apertures' total rounded up to a power of two, what go-nvlib reports for the GPU."""
     compute_capability: tuple[int, int] | None = None
     architecture: str | None = None
     """nvmlDeviceGetArchitecture as a name (``hopper``, ``ampere`` ...)."""
@@ -123,7 +126,8 @@ class Snapshot:
     """Everything gfd knows about a node's GPUs at one moment."""
 
     nvml_available: bool = True
-    """False when NVML could not start (only labels that need no NVML apply)."""
+    """False when NVML (or the chosen back end) could not start: only labels that need no
+    GPU back end apply."""
     nvml_error: str = ""
     """Why NVML was unavailable, for logs and ``explain``."""
     driver_version: str | None = None

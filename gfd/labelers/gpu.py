@@ -1,6 +1,11 @@
 """Full-GPU resource labels: ``gpu.product``, ``gpu.count``, ``gpu.memory`` of the primary model
 (with its ``.replicas``, ``.sharing-strategy`` from resource.py and ``gpu.family`` from
-family.py)."""
+family.py).
+
+On the vfio back end the model is the PCI IDs database's device name and the memory the
+64-bit BAR total (go-nvlib's value); gfd writes that memory in MiB like every other
+``gpu.memory``, where GFD writes it in bytes (docs/gfd-compatibility.md, "Back ends").
+"""
 
 from __future__ import annotations
 
@@ -17,13 +22,15 @@ PRODUCT = LabelDoc(
     key="<R>.product",
     value="sanitised model, `-MIG-<profile>` for MIG, `-SHARED` when shared and not renamed, "
           "`-MIG-INVALID` for an invalid single layout; at most 63 characters",
-    example="NVIDIA-H100-80GB-HBM3", source="nvmlDeviceGetName",
+    example="NVIDIA-H100-80GB-HBM3",
+    source="nvmlDeviceGetName; vfio: the PCI IDs database's device name",
     when="GPUs present (MIG: per profile)", set="compat")
 COUNT = LabelDoc(key="<R>.count", value="integer", example="8", source="device enumeration",
                  when="GPUs present", set="compat")
 MEMORY = LabelDoc(key="<R>.memory", value="MiB", example="81559",
-                  source="nvmlDeviceGetMemoryInfo (MIG: memorySizeMB)", when="memory known",
-                  set="compat")
+                  source="nvmlDeviceGetMemoryInfo (MIG: memorySizeMB; vfio: 64-bit BAR "
+                         "total, rounded up to a power of two)",
+                  when="memory known", set="compat")
 
 LABELS: tuple[LabelDoc, ...] = (PRODUCT, COUNT, MEMORY)
 
@@ -43,25 +50,32 @@ def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     mig_single = options.mig_strategy == "single" and any(
         g.mig_enabled for grp in groups for g in grp.gpus)
     return Result(group_labels(primary, options, several=len(groups) > 1,
-                               per_replica_ok=not mig_single), warnings)
+                               per_replica_ok=not mig_single, backend=snapshot.backend),
+                  warnings)
 
 
 def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
-                 per_replica_ok: bool = True) -> dict[str, Label]:
+                 per_replica_ok: bool = True, backend: str = "nvml") -> dict[str, Label]:
     """GFD's full-GPU labels for one model (docs/gfd-compatibility.md, "Label catalogue"
-    and "MIG strategies")."""
+    and "MIG strategies"); ``backend`` is the snapshot's."""
     # MIG-enabled GPUs get sharing disabled (replicas 0); MIG-disabled GPUs of the same
     # model come later in GFD's merge and win, so any MIG-disabled GPU turns sharing on.
     sharing_enabled = any(not g.mig_enabled for g in group.gpus)
-    source = "nvmlDeviceGetName" + (f"; {PRIMARY_RULE}" if several else "")
+    vfio = backend == "vfio"
+    name_source = "PCI IDs database (vfio)" if vfio else "nvmlDeviceGetName"
+    source = name_source + (f"; {PRIMARY_RULE}" if several else "")
     labels = sharing_labels(GPU_RESOURCE, group.name, (), options, count=len(group.gpus),
                             sharing_enabled=sharing_enabled, source=source)
     gpu = group.first
     memory = gpu.memory_mib
     if memory:
         labels[key("gpu.memory")] = Label(
-            value=str(memory), source="nvmlDeviceGetMemoryInfo",
-            raw=f"{gpu.memory_total_bytes} bytes", rules=("bytes // 2^20 (MiB)",))
+            value=str(memory),
+            source="sysfs resource: 64-bit BARs (vfio)" if vfio else "nvmlDeviceGetMemoryInfo",
+            raw=f"{gpu.memory_total_bytes} bytes",
+            rules=(("64-bit BAR sizes summed, rounded up to a power of two (go-nvlib)",
+                    "bytes // 2^20 (MiB; GFD writes the bytes)") if vfio
+                   else ("bytes // 2^20 (MiB)",)))
         if sharing_enabled and per_replica_ok:
             labels |= per_replica(GPU_RESOURCE, memory, options)
-    return labels | capability_labels(gpu)
+    return labels | capability_labels(gpu, backend=backend)

@@ -1,4 +1,5 @@
-"""``gpu.nvlink``: whether any NVLink of any GPU is active."""
+"""``gpu.nvlink``: whether any NVLink of any GPU is active. Not written on the vfio back end,
+which cannot see links (``false`` would be a guess)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from gfd.snapshot import Snapshot
 
 LABELS: tuple[LabelDoc, ...] = (
     LabelDoc(key="gpu.nvlink", value="`true` / `false`", example="true",
-             source="nvmlDeviceGetNvLinkState", when="GPUs present", set="extended"),
+             source="nvmlDeviceGetNvLinkState", when="GPUs present (not on vfio)",
+             set="extended"),
 )
 
 
 def nvlink(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     gpus = healthy(snapshot)
-    if not gpus:
+    if not gpus or snapshot.backend == "vfio":
         return Result()
     return Result({key("gpu.nvlink"): Label(
         value="true" if any(g.nvlink_active for g in gpus) else "false",
