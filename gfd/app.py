@@ -73,7 +73,7 @@ def make_gpu_source(settings: Settings) -> GpuSource:
     if settings.device_discovery_strategy == "vfio":
         from gfd.readers.vfio import VfioReader
 
-        return VfioReader(settings.sysfs_root)
+        return VfioReader(settings.sysfs_root, pci_ids_file=settings.pci_ids)
     from gfd.readers.nvml import NvmlReader
 
     return NvmlReader()

@@ -409,6 +409,11 @@ class Settings:
         env=("DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"), part=Part.NONE,
         group=_DISCOVERY, gfd=("driver-root-ctr-path", "container-driver-root"),
         help="Accepted for GFD compatibility; unused.")
+    pci_ids: str = setting(
+        "", kind=PathKind(), flags=("--pci-ids",), env=("GFD_PCI_IDS",), part=Part.DISCOVERY,
+        group=_DISCOVERY,
+        help="vfio back end: a pci.ids file to name GPUs from, instead of the NVIDIA section "
+             "of pci.ids bundled with gfd (mount a newer one for GPUs it does not know).")
     simulate: str = setting(
         "", kind=Text(), flags=("--simulate",), env=("GFD_SIMULATE",), part=Part.DISCOVERY,
         group=_DISCOVERY, help="Label a built-in simulated machine instead of this one.")

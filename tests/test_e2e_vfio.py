@@ -115,3 +115,33 @@ def test_missing_pci_devices_directory_with_fail_on_init_error_false_labels_with
     assert [line for line in result.stdout.splitlines()
             if not line.startswith("nvidia.com/gfd.timestamp=")] == []
     assert "cannot list PCI devices" in result.stderr
+
+
+def test_pci_ids_names_a_gpu_newer_than_the_bundled_database(tmp_path: Path) -> None:
+    """--pci-ids: a newer pci.ids (e.g. from a ConfigMap) names a device the bundled copy does
+    not know; the bundled copy gives GFD's UNKNOWN_DEVICE."""
+    sysfs = tmp_path / "sys"
+    pci_device(sysfs, "0000:07:00.0", device="0x2ff1", driver=VFIO,
+               resource=resource_text((0xE1000000, 32 * MiB, 0x40200)))
+    database = tmp_path / "pci.ids"
+    database.write_text("# a newer database\n10de  NVIDIA Corporation\n"
+                        "\t2ff1  GB999 [Imaginary Future GPU]\n\t\t10de 1234  Board\n"
+                        "10df  Someone Else\n\t2ff1  Not this one\n")
+    args = ["labels", "--device-discovery-strategy", "vfio", "--sysfs-root", str(sysfs),
+            "--label-set", "compat", "--no-timestamp"]
+    bundled = gfd(*args)
+    assert "nvidia.com/gpu.product=UNKNOWN_DEVICE" in bundled.stdout.splitlines(), bundled.stderr
+    newer = gfd(*args, "--pci-ids", str(database))
+    assert "nvidia.com/gpu.product=GB999-Imaginary-Future-GPU" in newer.stdout.splitlines(), (
+        newer.stderr)
+
+
+def test_an_unreadable_pci_ids_file_is_one_line(tmp_path: Path) -> None:
+    sysfs = tmp_path / "sys"
+    a100(sysfs, "0000:07:00.0", 0)
+    result = gfd("labels", "--device-discovery-strategy", "vfio", "--sysfs-root", str(sysfs),
+                 "--pci-ids", str(tmp_path / "missing.ids"))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"gfd: error: vfio: cannot read the PCI IDs database {tmp_path}/missing.ids: "
+        "No such file or directory (check --pci-ids)"]

@@ -40,6 +40,10 @@ class PciIds:
         return self.names.get(device)
 
 
+MAX_BYTES = 16 * 2**20
+"""The whole pci.ids database is about 1.3 MiB; refuse anything far larger."""
+
+
 def parse_pci_ids(text: str, *, vendor: int = NVIDIA) -> PciIds:
     """Read ``vendor``'s device lines from ``pci.ids`` text; the rest is skipped.
 
@@ -81,6 +85,21 @@ def _hex_id(entry: str) -> int | None:
         return int(entry[:4], 16)
     except ValueError:
         return None
+
+
+def load_file(path: str) -> PciIds:
+    """A ``pci.ids`` file given with ``--pci-ids`` (e.g. a newer one mounted from a
+    ConfigMap), instead of the bundled copy; a clear error when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise BackendInitError(f"vfio: cannot read the PCI IDs database {path}: "
+                               f"{exc.strerror} (check --pci-ids)") from exc
+    if len(text) > MAX_BYTES:
+        raise BackendInitError(f"vfio: {path} is larger than {MAX_BYTES // 2**20} MiB: not a "
+                               "pci.ids file (check --pci-ids)")
+    return parse_pci_ids(text, vendor=NVIDIA)
 
 
 def load_bundled() -> PciIds:

@@ -34,7 +34,7 @@ import os
 
 from gfd.errors import BackendInitError
 from gfd.logs import Once
-from gfd.readers.pciids import NVIDIA, PciIds, load_bundled
+from gfd.readers.pciids import NVIDIA, PciIds, load_bundled, load_file
 from gfd.snapshot import Gpu, Snapshot
 
 log = logging.getLogger(__name__)
@@ -123,10 +123,13 @@ class VfioReader:
     """Scans sysfs for NVIDIA GPUs bound to vfio-pci; one Snapshot (``backend="vfio"``)
     per read. Holds no session: ``close()`` has nothing to release."""
 
-    def __init__(self, sysfs_root: str, pci_ids: PciIds | None = None) -> None:
+    def __init__(self, sysfs_root: str, pci_ids: PciIds | None = None, *,
+                 pci_ids_file: str = "") -> None:
         self.sysfs_root = sysfs_root
         self._pci_ids = pci_ids
         """Parsed on the first read when not given (once per reader, not per cycle)."""
+        self._pci_ids_file = pci_ids_file
+        """``--pci-ids``: a pci.ids file to read instead of the bundled one ("": bundled)."""
         self._once = Once(log)
 
     @property
@@ -158,7 +161,8 @@ class VfioReader:
 
     def _database(self) -> PciIds:
         if self._pci_ids is None:
-            self._pci_ids = load_bundled()
+            self._pci_ids = (load_file(self._pci_ids_file) if self._pci_ids_file
+                             else load_bundled())
         return self._pci_ids
 
     def _gpu(self, address: str, index: int, database: PciIds) -> Gpu:
