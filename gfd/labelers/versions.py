@@ -1,4 +1,10 @@
-"""``cuda.driver.*``, ``cuda.driver-version.*``, ``cuda.runtime.*``, ``cuda.runtime-version.*``."""
+"""``cuda.driver.*``, ``cuda.driver-version.*``, ``cuda.runtime.*``, ``cuda.runtime-version.*``.
+
+Two rules depend on the GPU back end (docs/gfd-compatibility.md, "Back ends"): on Tegra
+(libcuda) GFD reports the driver version as ``unknown.unknown.unknown``, and splits the CUDA
+version from ``cuDriverGetVersion`` with ``minor = (v % 100) / 10`` instead of NVML's
+``(v % 1000) / 10``.
+"""
 
 from __future__ import annotations
 
@@ -9,29 +15,54 @@ from gfd.snapshot import Snapshot
 
 DRIVER_SOURCE = "nvmlSystemGetDriverVersion"
 CUDA_SOURCE = "nvmlSystemGetCudaDriverVersion"
-_CUDA_DOC_SOURCE = f"{CUDA_SOURCE} (newest CUDA the driver supports)"
+TEGRA_DRIVER_VERSION = "unknown.unknown.unknown"
+"""What GFD's Tegra back end reports as the driver version (libcuda does not say)."""
+TEGRA_DRIVER_SOURCE = "none on Tegra (libcuda has no driver version)"
+TEGRA_CUDA_SOURCE = "cuDriverGetVersion"
+_CUDA_DOC_SOURCE = f"{CUDA_SOURCE} (newest CUDA the driver supports); Tegra: {TEGRA_CUDA_SOURCE}"
+_DRIVER_DOC_SOURCE = f"{DRIVER_SOURCE}; Tegra: `unknown` (GFD's rule)"
+_NVML_CUDA_RULE = "major = v / 1000, minor = (v % 1000) / 10 (integer division)"
+_TEGRA_CUDA_RULE = "major = v / 1000, minor = (v % 100) / 10 (integer division; GFD's Tegra rule)"
 
 LABELS: tuple[LabelDoc, ...] = (
     *(LabelDoc(key=f"cuda.driver.{p}", value="driver version part (text)", example=e,
-               source=DRIVER_SOURCE, when="GPUs present (deprecated key)", set="compat")
+               source=_DRIVER_DOC_SOURCE, when="GPUs present (deprecated key)", set="compat")
       for p, e in (("major", "580"), ("minor", "159"), ("rev", "04"))),
     *(LabelDoc(key=f"cuda.driver-version.{p}", value="driver version part (text)", example=e,
-               source=DRIVER_SOURCE, when="GPUs present", set="compat")
+               source=_DRIVER_DOC_SOURCE, when="GPUs present", set="compat")
       for p, e in (("major", "580"), ("minor", "159"), ("revision", "04"),
                    ("full", "580.159.04"))),
-    *(LabelDoc(key=f"cuda.runtime.{p}", value="integer", example=e, source=_CUDA_DOC_SOURCE,
+    *(LabelDoc(key=f"cuda.runtime.{p}", value=v, example=e, source=_CUDA_DOC_SOURCE,
                when="GPUs present (deprecated key)", set="compat")
-      for p, e in (("major", "13"), ("minor", "0"))),
+      for p, v, e in (("major", "integer: v / 1000", "13"),
+                      ("minor", "integer: (v % 1000) / 10; Tegra: (v % 100) / 10", "0"))),
     *(LabelDoc(key=f"cuda.runtime-version.{p}", value=v, example=e, source=_CUDA_DOC_SOURCE,
                when="GPUs present", set="compat")
-      for p, v, e in (("major", "integer", "13"), ("minor", "integer", "0"),
+      for p, v, e in (("major", "integer: v / 1000", "13"),
+                      ("minor", "integer: (v % 1000) / 10; Tegra: (v % 100) / 10", "0"),
                       ("full", "`<major>.<minor>`", "13.0"))),
 )
+
+
+def cuda_version(version: int, *, backend: str) -> tuple[int, int]:
+    """GFD's (major, minor) of an encoded CUDA version (``1000 * major + 10 * minor``).
+
+    NVML: ``minor = (v % 1000) / 10``; Tegra (``cuDriverGetVersion``): ``(v % 100) / 10``.
+    They differ only when ``v % 1000 >= 100``, i.e. for a minor version of 10 or more,
+    which no CUDA release has had (12020 gives 12.2 either way; 12100 would be 12.10
+    under NVML's rule and 12.0 under Tegra's).
+    """
+    minor = version % 100 // 10 if backend == "tegra" else version % 1000 // 10
+    return version // 1000, minor
 
 
 def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     labels: dict[str, Label] = {}
     driver = snapshot.driver_version
+    driver_source = DRIVER_SOURCE
+    tegra = snapshot.backend == "tegra"
+    if driver is None and tegra:
+        driver, driver_source = TEGRA_DRIVER_VERSION, TEGRA_DRIVER_SOURCE
     if driver is not None:
         parts = driver.split(".")
         if len(parts) not in (2, 3):
@@ -40,10 +71,12 @@ def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
             )
         major, minor = parts[0], parts[1]
         rev = parts[2] if len(parts) == 3 else ""
-        split = ("split on '.'; parts kept as text (leading zeros survive)",)
+        split: tuple[str, ...] = ("split on '.'; parts kept as text (leading zeros survive)",)
+        if driver_source == TEGRA_DRIVER_SOURCE:
+            split = (f"Tegra back end: GFD reports {TEGRA_DRIVER_VERSION}", *split)
 
         def d(value: str) -> Label:
-            return Label(value=value, source=DRIVER_SOURCE, raw=driver, rules=split)
+            return Label(value=value, source=driver_source, raw=driver, rules=split)
 
         labels |= {
             key("cuda.driver.major"): d(major),
@@ -52,15 +85,17 @@ def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
             key("cuda.driver-version.major"): d(major),
             key("cuda.driver-version.minor"): d(minor),
             key("cuda.driver-version.revision"): d(rev),
-            key("cuda.driver-version.full"): Label(value=driver, source=DRIVER_SOURCE, raw=driver),
+            key("cuda.driver-version.full"): Label(value=driver, source=driver_source, raw=driver),
         }
     cuda = snapshot.cuda_driver_version
     if cuda is not None:
-        cmajor, cminor = str(cuda // 1000), str((cuda % 1000) // 10)
-        rule = ("major = v / 1000, minor = (v % 1000) / 10 (integer division)",)
+        major_n, minor_n = cuda_version(cuda, backend=snapshot.backend)
+        cmajor, cminor = str(major_n), str(minor_n)
+        rule = (_TEGRA_CUDA_RULE if tegra else _NVML_CUDA_RULE,)
+        cuda_source = TEGRA_CUDA_SOURCE if tegra else CUDA_SOURCE
 
         def c(value: str) -> Label:
-            return Label(value=value, source=CUDA_SOURCE, raw=str(cuda), rules=rule)
+            return Label(value=value, source=cuda_source, raw=str(cuda), rules=rule)
 
         labels |= {
             key("cuda.runtime.major"): c(cmajor),
