@@ -70,6 +70,10 @@ def _simulation_sharing(settings: Settings) -> Settings:
 
 def make_gpu_source(settings: Settings) -> GpuSource:
     """The GPU back end for ``--device-discovery-strategy`` (one line per back end)."""
+    if settings.device_discovery_strategy == "tegra":
+        from gfd.readers.tegra import TegraReader
+
+        return TegraReader()
     from gfd.readers.nvml import NvmlReader
 
     return NvmlReader()
