@@ -185,6 +185,13 @@ def test_both_cuda_minor_rules_agree_for_single_digit_minors(major: int) -> None
         assert tegra["cuda.runtime-version.full"] == nvml == f"{major}.{minor}"
 
 
+def test_tegra_gpu_mode_is_unknown_even_with_a_pci_class() -> None:
+    snap = snapshot(gpu(pci_class="0x030200"), driver=None, cuda=12020, backend="tegra")
+    result = labelling(snap)
+    assert result.labels[P + "gpu.mode"] == "unknown"
+    assert "Tegra" in result.explained[P + "gpu.mode"].source
+
+
 def test_tegra_compat_labels_follow_gfd_rules() -> None:
     got = labels(snapshot(tegra_gpu(), driver=None, cuda=12020, machine=None, backend="tegra"))
     assert got == {
