@@ -401,7 +401,8 @@ class Settings:
         "auto", kind=Choice(DISCOVERY_STRATEGIES), flags=("--device-discovery-strategy",),
         env=("DEVICE_DISCOVERY_STRATEGY",), file="flags.deviceDiscoveryStrategy",
         part=Part.DISCOVERY, group=_DISCOVERY, gfd=("device-discovery-strategy",),
-        help="Accepted for GFD compatibility; gfd reads GPUs through NVML.")
+        help="How GPUs are read: nvml, or tegra (the CUDA driver API, for Jetson/IGX); "
+             "auto and vfio read through NVML for now.")
     driver_root_ctr_path: str = setting(
         "/driver-root", kind=PathKind(),
         flags=("--driver-root-ctr-path", "--container-driver-root"),
