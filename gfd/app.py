@@ -70,10 +70,21 @@ def _simulation_sharing(settings: Settings) -> Settings:
 
 def make_gpu_source(settings: Settings) -> GpuSource:
     """The GPU back end for ``--device-discovery-strategy`` (one line per back end)."""
-    if settings.device_discovery_strategy == "vfio":
+    strategy = settings.device_discovery_strategy
+    if strategy == "auto":
+        from gfd.readers.nvml import device_names
+        from gfd.readers.platform import resolve
+
+        strategy, why = resolve(sysfs_root=settings.sysfs_root, nvml_device_names=device_names)
+        log.info("device discovery: auto chose %s: %s", strategy, why)
+    if strategy == "vfio":
         from gfd.readers.vfio import VfioReader
 
         return VfioReader(settings.sysfs_root, pci_ids_file=settings.pci_ids)
+    if strategy == "tegra":
+        from gfd.readers.tegra import TegraReader
+
+        return TegraReader()
     from gfd.readers.nvml import NvmlReader
 
     return NvmlReader()

@@ -401,8 +401,9 @@ class Settings:
         "auto", kind=Choice(DISCOVERY_STRATEGIES), flags=("--device-discovery-strategy",),
         env=("DEVICE_DISCOVERY_STRATEGY",), file="flags.deviceDiscoveryStrategy",
         part=Part.DISCOVERY, group=_DISCOVERY, gfd=("device-discovery-strategy",),
-        help="How GPUs are read: vfio: GPUs bound to vfio-pci, from sysfs and the PCI IDs "
-             "database (never chosen by auto); any other value: NVML.")
+        help="How GPUs are read: nvml; tegra (the CUDA driver API, for Jetson/IGX); vfio "
+             "(GPUs bound to vfio-pci, from sysfs and the PCI IDs database); auto: GFD's "
+             "rule (tegra on a Tegra SoC without NVML, else nvml; never vfio).")
     driver_root_ctr_path: str = setting(
         "/driver-root", kind=PathKind(),
         flags=("--driver-root-ctr-path", "--container-driver-root"),

@@ -59,11 +59,11 @@ class Discovery:
             if self.fail_on_init_error:
                 raise
             self._init_errors.warning(
-                "%s; publishing the labels that need no NVML, retrying each cycle", exc)
+                "%s; publishing the labels that need no GPU, retrying each cycle", exc)
             snap = Snapshot(nvml_available=False, nvml_error=str(exc), source="nvml")
         else:
             if self._init_errors.reset():
-                log.info("NVML is available now")
+                log.info("the GPU back end is available now")
         return self._with_host(snap)
 
     def _slow_facts(self, snap: Snapshot) -> tuple[dict[int, str] | None, Vgpu | None]:

@@ -24,6 +24,11 @@ class NvmlInitError(BackendInitError):
     """NVML could not be started (library missing, driver not loaded, ...)."""
 
 
+class CudaInitError(BackendInitError):
+    """The CUDA driver API (Tegra back end) could not be started: libcuda.so.1 missing or
+    ``cuInit`` failing."""
+
+
 class PublishError(GfdError):
     """Publishing labels failed (file system or API server)."""
 

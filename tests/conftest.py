@@ -1,4 +1,5 @@
-"""Shared fixtures. NVML: the fake libnvidia-ml.so.1, built once per session (tests/fakes)."""
+"""Shared fixtures. NVML: the fake libnvidia-ml.so.1; CUDA: the fake libcuda.so.1 (Tegra back
+end); each built once per session (tests/fakes)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakes import fakecuda
+from fakes.fakecuda import CudaMachine, FakeCuda
 from fakes.fakenvml import FakeNvml, Machine, build_library, load_in_process
 
 # ----------------------------------------------------------------------------- fake NVML
@@ -55,3 +58,48 @@ def nvml_machine(
     fake_nvml.reset_counts()
     yield NvmlMachine(fake_nvml, tmp_path / "machine.nvml", monkeypatch)
     fake_nvml.shutdown_all()
+
+
+# ----------------------------------------------------------------------------- fake CUDA
+
+
+@pytest.fixture(scope="session")
+def fake_cuda_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directory holding the fake libcuda.so.1 (for LD_LIBRARY_PATH in subprocesses)."""
+    return fakecuda.build_library(tmp_path_factory.mktemp("fake-cuda")).parent
+
+
+@pytest.fixture(scope="session")
+def fake_cuda_old_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directory holding the variant without cuDeviceTotalMem_v2 / cuDeviceGetUuid_v2."""
+    return fakecuda.build_library(tmp_path_factory.mktemp("fake-cuda-old"), no_v2=True).parent
+
+
+@pytest.fixture(scope="session")
+def fake_cuda(fake_cuda_lib: Path) -> FakeCuda:
+    """The fake opened in this process (a TegraReader given its path shares this copy)."""
+    return FakeCuda(fake_cuda_lib / fakecuda.SONAME)
+
+
+class CudaMachineFile:
+    """Callable: ``cuda_machine(machine)`` writes the profile and points the fake at it."""
+
+    def __init__(self, fake: FakeCuda, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.fake = fake
+        self.path = path
+        self.library = str(fake.path)
+        self._monkeypatch = monkeypatch
+
+    def __call__(self, machine: CudaMachine) -> Path:
+        machine.write(self.path)
+        self._monkeypatch.setenv(fakecuda.PROFILE_ENV, str(self.path))
+        return self.path
+
+
+@pytest.fixture
+def cuda_machine(fake_cuda: FakeCuda, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[CudaMachineFile]:
+    """Install a CudaMachine in the in-process fake libcuda, starting from a fresh session."""
+    fake_cuda.reset()
+    yield CudaMachineFile(fake_cuda, tmp_path / "machine.cuda", monkeypatch)
+    fake_cuda.reset()

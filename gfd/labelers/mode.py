@@ -1,4 +1,5 @@
-"""``gpu.mode``: compute or graphics, from each GPU's PCI class in sysfs."""
+"""``gpu.mode``: compute or graphics, from each GPU's PCI class in sysfs (always ``unknown``
+on the Tegra back end, as in GFD)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ LABELS: tuple[LabelDoc, ...] = (
 
 
 def mode(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    if snapshot.backend == "tegra":
+        return Result({key("gpu.mode"): Label(
+            value="unknown", source="none on Tegra (the integrated GPU is no PCI device)",
+            rules=("GFD's Tegra back end reports PCI class 0 -> unknown",))})
     # A lost GPU cannot be read: its class says nothing about the node's mode.
     classes = {g.pci_class for g in healthy(snapshot)} or {None}
     only = next(iter(classes)) if len(classes) == 1 else None

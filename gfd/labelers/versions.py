@@ -1,7 +1,10 @@
 """``cuda.driver.*``, ``cuda.driver-version.*``, ``cuda.runtime.*``, ``cuda.runtime-version.*``.
 
-On the vfio back end (``snapshot.backend == "vfio"``) no driver is asked: GFD writes the
-driver version ``unknown.unknown.unknown`` and the CUDA version ``0.0`` there.
+Two rules depend on the GPU back end (docs/gfd-compatibility.md, "Back ends"): where no
+driver can be asked -- Tegra (libcuda has no driver version) and vfio (no driver at all) --
+GFD reports the driver version ``unknown.unknown.unknown``, and on vfio the CUDA version
+``0.0``; on Tegra GFD splits the CUDA version from ``cuDriverGetVersion`` with
+``minor = (v % 100) / 10`` instead of NVML's ``(v % 1000) / 10``.
 """
 
 from __future__ import annotations
@@ -13,40 +16,60 @@ from gfd.snapshot import Snapshot
 
 DRIVER_SOURCE = "nvmlSystemGetDriverVersion"
 CUDA_SOURCE = "nvmlSystemGetCudaDriverVersion"
-VFIO_SOURCE = "vfio back end (no driver to ask)"
-VFIO_DRIVER_VERSION = "unknown.unknown.unknown"
-"""What GFD's vfio back end reports as the driver version."""
+UNKNOWN_DRIVER = "unknown.unknown.unknown"
+"""What GFD reports as the driver version where no driver can be asked (Tegra, vfio)."""
+PLACEHOLDER_DRIVER_SOURCES = {
+    "tegra": "none on Tegra (libcuda has no driver version)",
+    "vfio": "vfio back end (no driver to ask)",
+}
+TEGRA_CUDA_SOURCE = "cuDriverGetVersion"
 VFIO_CUDA_VERSION = 0
 """What GFD's vfio back end reports as the CUDA version (major 0, minor 0)."""
-_DRIVER_DOC_SOURCE = f"{DRIVER_SOURCE}; vfio: version `unknown.unknown.unknown`"
-_CUDA_DOC_SOURCE = f"{CUDA_SOURCE} (newest CUDA the driver supports); vfio: `0.0`"
+_DRIVER_DOC_SOURCE = f"{DRIVER_SOURCE}; Tegra and vfio: `{UNKNOWN_DRIVER}` (GFD's rule)"
+_CUDA_DOC_SOURCE = (f"{CUDA_SOURCE} (newest CUDA the driver supports); Tegra: "
+                    f"{TEGRA_CUDA_SOURCE}; vfio: `0.0`")
+_NVML_CUDA_RULE = "major = v / 1000, minor = (v % 1000) / 10 (integer division)"
+_TEGRA_CUDA_RULE = "major = v / 1000, minor = (v % 100) / 10 (integer division; GFD's Tegra rule)"
 
 LABELS: tuple[LabelDoc, ...] = (
     *(LabelDoc(key=f"cuda.driver.{p}", value="driver version part (text)", example=e,
-               source=_DRIVER_DOC_SOURCE, when="GPUs present (deprecated key)",
-               set="compat")
+               source=_DRIVER_DOC_SOURCE, when="GPUs present (deprecated key)", set="compat")
       for p, e in (("major", "580"), ("minor", "159"), ("rev", "04"))),
     *(LabelDoc(key=f"cuda.driver-version.{p}", value="driver version part (text)", example=e,
                source=_DRIVER_DOC_SOURCE, when="GPUs present", set="compat")
       for p, e in (("major", "580"), ("minor", "159"), ("revision", "04"),
                    ("full", "580.159.04"))),
-    *(LabelDoc(key=f"cuda.runtime.{p}", value="integer", example=e, source=_CUDA_DOC_SOURCE,
+    *(LabelDoc(key=f"cuda.runtime.{p}", value=v, example=e, source=_CUDA_DOC_SOURCE,
                when="GPUs present (deprecated key)", set="compat")
-      for p, e in (("major", "13"), ("minor", "0"))),
+      for p, v, e in (("major", "integer: v / 1000", "13"),
+                      ("minor", "integer: (v % 1000) / 10; Tegra: (v % 100) / 10", "0"))),
     *(LabelDoc(key=f"cuda.runtime-version.{p}", value=v, example=e, source=_CUDA_DOC_SOURCE,
                when="GPUs present", set="compat")
-      for p, v, e in (("major", "integer", "13"), ("minor", "integer", "0"),
+      for p, v, e in (("major", "integer: v / 1000", "13"),
+                      ("minor", "integer: (v % 1000) / 10; Tegra: (v % 100) / 10", "0"),
                       ("full", "`<major>.<minor>`", "13.0"))),
 )
 
 
+def cuda_version(version: int, *, backend: str) -> tuple[int, int]:
+    """GFD's (major, minor) of an encoded CUDA version (``1000 * major + 10 * minor``).
+
+    NVML: ``minor = (v % 1000) / 10``; Tegra (``cuDriverGetVersion``): ``(v % 100) / 10``.
+    They differ only when ``v % 1000 >= 100``, i.e. for a minor version of 10 or more,
+    which no CUDA release has had (12020 gives 12.2 either way; 12100 would be 12.10
+    under NVML's rule and 12.0 under Tegra's).
+    """
+    minor = version % 100 // 10 if backend == "tegra" else version % 1000 // 10
+    return version // 1000, minor
+
+
 def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     labels: dict[str, Label] = {}
-    vfio = snapshot.backend == "vfio"
+    backend = snapshot.backend
     driver = snapshot.driver_version
     driver_source = DRIVER_SOURCE
-    if driver is None and vfio:
-        driver, driver_source = VFIO_DRIVER_VERSION, VFIO_SOURCE
+    if driver is None and backend in PLACEHOLDER_DRIVER_SOURCES:
+        driver, driver_source = UNKNOWN_DRIVER, PLACEHOLDER_DRIVER_SOURCES[backend]
     if driver is not None:
         parts = driver.split(".")
         if len(parts) not in (2, 3):
@@ -55,7 +78,9 @@ def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
             )
         major, minor = parts[0], parts[1]
         rev = parts[2] if len(parts) == 3 else ""
-        split = ("split on '.'; parts kept as text (leading zeros survive)",)
+        split: tuple[str, ...] = ("split on '.'; parts kept as text (leading zeros survive)",)
+        if driver_source != DRIVER_SOURCE:
+            split = (f"{backend} back end: GFD reports {UNKNOWN_DRIVER}", *split)
 
         def d(value: str) -> Label:
             return Label(value=value, source=driver_source, raw=driver, rules=split)
@@ -67,16 +92,16 @@ def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
             key("cuda.driver-version.major"): d(major),
             key("cuda.driver-version.minor"): d(minor),
             key("cuda.driver-version.revision"): d(rev),
-            key("cuda.driver-version.full"): Label(value=driver, source=driver_source,
-                                                   raw=driver),
+            key("cuda.driver-version.full"): Label(value=driver, source=driver_source, raw=driver),
         }
     cuda = snapshot.cuda_driver_version
-    cuda_source = CUDA_SOURCE
-    if cuda is None and vfio:
-        cuda, cuda_source = VFIO_CUDA_VERSION, VFIO_SOURCE
+    cuda_source = TEGRA_CUDA_SOURCE if backend == "tegra" else CUDA_SOURCE
+    if cuda is None and backend == "vfio":
+        cuda, cuda_source = VFIO_CUDA_VERSION, PLACEHOLDER_DRIVER_SOURCES["vfio"]
     if cuda is not None:
-        cmajor, cminor = str(cuda // 1000), str((cuda % 1000) // 10)
-        rule = ("major = v / 1000, minor = (v % 1000) / 10 (integer division)",)
+        major_n, minor_n = cuda_version(cuda, backend=backend)
+        cmajor, cminor = str(major_n), str(minor_n)
+        rule = (_TEGRA_CUDA_RULE if backend == "tegra" else _NVML_CUDA_RULE,)
 
         def c(value: str) -> Label:
             return Label(value=value, source=cuda_source, raw=str(cuda), rules=rule)

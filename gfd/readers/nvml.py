@@ -521,4 +521,30 @@ class _ProfileNames:
         return table
 
 
-__all__ = ["NvmlReader"]
+def device_names() -> list[str] | None:
+    """The names NVML gives its devices, or None when NVML does not start: what the ``auto``
+    platform rule looks at (a Tegra integrated GPU names itself ``... (nvgpu)``). A device
+    that does not answer is left out."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        names = []
+        for index in range(int(pynvml.nvmlDeviceGetCount())):
+            try:
+                names.append(_text(pynvml.nvmlDeviceGetName(
+                    pynvml.nvmlDeviceGetHandleByIndex(index))))
+            except (pynvml.NVMLError, UnicodeDecodeError):
+                continue
+        return names
+    except pynvml.NVMLError:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+__all__ = ["NvmlReader", "device_names"]

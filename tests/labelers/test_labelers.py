@@ -122,6 +122,107 @@ def test_cuda_driver_version_splitting(cuda: int, major: str, minor: str) -> Non
     assert got["cuda.runtime-version.full"] == f"{major}.{minor}"
 
 
+# --- §2.5 the Tegra back end (libcuda) ----------------------------------------------------
+
+def tegra_gpu() -> Gpu:
+    """A Jetson AGX Orin as libcuda reports it: no PCI bus id, so no PCI class."""
+    return Gpu(index=0, uuid="GPU-0", name="Orin", memory_total_bytes=65893089280,
+               compute_capability=(8, 7))
+
+
+def test_tegra_driver_version_is_unknown_in_every_part() -> None:
+    got = labels(snapshot(tegra_gpu(), driver=None, cuda=12020, backend="tegra"))
+    assert {k: v for k, v in got.items() if k.startswith("cuda.driver")} == {
+        "cuda.driver.major": "unknown",
+        "cuda.driver.minor": "unknown",
+        "cuda.driver.rev": "unknown",
+        "cuda.driver-version.major": "unknown",
+        "cuda.driver-version.minor": "unknown",
+        "cuda.driver-version.revision": "unknown",
+        "cuda.driver-version.full": "unknown.unknown.unknown",
+    }
+
+
+def test_nvml_snapshot_without_a_driver_version_gets_no_driver_labels() -> None:
+    got = labels(snapshot(gpu(), driver=None))
+    assert not [k for k in got if k.startswith("cuda.driver")]
+    assert got["cuda.runtime.minor"] == "4"
+
+
+TEGRA_CUDA_CASES = [
+    (12020, "12", "2"),  # JetPack 6.0
+    (12060, "12", "6"),  # JetPack 6.1 / 6.2
+    (11040, "11", "4"),  # JetPack 5
+    (13000, "13", "0"),  # JetPack 7
+    (12045, "12", "4"),  # integer division
+    (12100, "12", "0"),  # a minor of 10 would lose its tens under v % 100 / 10
+]
+
+
+@pytest.mark.parametrize(("cuda", "major", "minor"), TEGRA_CUDA_CASES,
+                         ids=[str(c) for c, _, _ in TEGRA_CUDA_CASES])
+def test_tegra_cuda_version_splits_with_v_mod_100(cuda: int, major: str, minor: str) -> None:
+    got = labels(snapshot(tegra_gpu(), driver=None, cuda=cuda, backend="tegra"))
+    assert got["cuda.runtime.major"] == major
+    assert got["cuda.runtime.minor"] == minor
+    assert got["cuda.runtime-version.major"] == major
+    assert got["cuda.runtime-version.minor"] == minor
+    assert got["cuda.runtime-version.full"] == f"{major}.{minor}"
+
+
+def test_nvml_keeps_the_v_mod_1000_rule_where_tegra_differs() -> None:
+    assert labels(snapshot(gpu(), cuda=12100))["cuda.runtime-version.full"] == "12.10"
+    tegra = labels(snapshot(tegra_gpu(), driver=None, cuda=12100, backend="tegra"))
+    assert tegra["cuda.runtime-version.full"] == "12.0"
+
+
+@pytest.mark.parametrize("major", range(9, 14))
+def test_both_cuda_minor_rules_agree_for_single_digit_minors(major: int) -> None:
+    for minor, patch in itertools.product(range(10), (0, 5)):
+        cuda = 1000 * major + 10 * minor + patch
+        nvml = labels(snapshot(gpu(), cuda=cuda))["cuda.runtime-version.full"]
+        tegra = labels(snapshot(tegra_gpu(), driver=None, cuda=cuda, backend="tegra"))
+        assert tegra["cuda.runtime-version.full"] == nvml == f"{major}.{minor}"
+
+
+def test_tegra_gpu_mode_is_unknown_even_with_a_pci_class() -> None:
+    snap = snapshot(gpu(pci_class="0x030200"), driver=None, cuda=12020, backend="tegra")
+    result = labelling(snap)
+    assert result.labels[P + "gpu.mode"] == "unknown"
+    assert "Tegra" in result.explained[P + "gpu.mode"].source
+
+
+def test_tegra_compat_labels_follow_gfd_rules() -> None:
+    got = labels(snapshot(tegra_gpu(), driver=None, cuda=12020, machine=None, backend="tegra"))
+    assert got == {
+        "cuda.driver.major": "unknown",
+        "cuda.driver.minor": "unknown",
+        "cuda.driver.rev": "unknown",
+        "cuda.driver-version.major": "unknown",
+        "cuda.driver-version.minor": "unknown",
+        "cuda.driver-version.revision": "unknown",
+        "cuda.driver-version.full": "unknown.unknown.unknown",
+        "cuda.runtime.major": "12",
+        "cuda.runtime.minor": "2",
+        "cuda.runtime-version.major": "12",
+        "cuda.runtime-version.minor": "2",
+        "cuda.runtime-version.full": "12.2",
+        "gpu.compute.major": "8",
+        "gpu.compute.minor": "7",
+        "gpu.count": "1",
+        "gpu.family": "ampere",
+        "gpu.machine": "unknown",
+        "gpu.memory": "62840",  # 65893089280 // 2^20
+        "gpu.mode": "unknown",  # no PCI class on Tegra
+        "gpu.product": "Orin",
+        "gpu.replicas": "1",
+        "gpu.sharing-strategy": "none",
+        "mig.capable": "false",
+        "mps.capable": "false",
+        "vgpu.present": "false",
+    }
+
+
 # --- §3.3 family table -----------------------------------------------------------------
 
 FAMILY_TABLE = [
