@@ -80,13 +80,20 @@ def test_vfio_versions_name_their_source() -> None:
     assert explained[P + "gpu.product"].source.startswith("PCI IDs database")
 
 
-@pytest.mark.parametrize("backend", ["nvml", "tegra"])
-def test_other_back_ends_get_no_vfio_placeholders(backend: str) -> None:
-    snap = snapshot(gpu(cc=None), driver=None, cuda=None, backend=backend)
+def test_nvml_gets_no_placeholders() -> None:
+    snap = snapshot(gpu(cc=None), driver=None, cuda=None, backend="nvml")
     got = labels(snap)
     assert not [k for k in got if k.startswith("cuda.")]
     assert "gpu.family" not in got and "gpu.compute.major" not in got
     assert got["gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+
+
+def test_tegra_gets_its_own_driver_placeholder_but_none_of_vfios() -> None:
+    snap = snapshot(gpu(cc=None), driver=None, cuda=None, backend="tegra")
+    got = labels(snap)
+    assert got["cuda.driver-version.full"] == "unknown.unknown.unknown"  # GFD's Tegra rule
+    assert not [k for k in got if k.startswith("cuda.runtime")], "no vfio CUDA 0.0"
+    assert "gpu.family" not in got and "gpu.compute.major" not in got, "no vfio -1.-1"
 
 
 def test_vfio_versions_reported_by_the_snapshot_are_used_as_given() -> None:
