@@ -7,7 +7,7 @@ import threading
 from dataclasses import replace
 
 import pytest
-from agent_parts import make_agent
+from helpers.agent_parts import make_agent
 
 from gfd.backoff import backoff
 from gfd.daemon import Duty, Parts, Schedule, Signals

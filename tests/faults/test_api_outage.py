@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_parts import make_agent
 from fakes.apiserver import FakeApiServer
+from helpers.agent_parts import make_agent
 
 from gfd.backoff import backoff
 from gfd.errors import ApiError, PublishError

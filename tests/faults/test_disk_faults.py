@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_parts import make_agent
+from helpers.agent_parts import make_agent
 
 from gfd.errors import PublishError
 from gfd.labelers.options import LabelOptions

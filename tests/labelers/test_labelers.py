@@ -8,11 +8,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from gfd.errors import ConfigError, DiscoveryError
-from gfd.snapshot import Gpu, Snapshot, Vgpu
-
-from .builders import (
+from helpers.builders import (
     A10,
     A10_BYTES,
     A100_40,
@@ -35,6 +31,9 @@ from .builders import (
     snapshot,
     time_slicing,
 )
+
+from gfd.errors import ConfigError, DiscoveryError
+from gfd.snapshot import Gpu, Snapshot, Vgpu
 
 # --- §12.1: the worked example, every label ---------------------------------------------
 

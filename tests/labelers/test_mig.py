@@ -8,11 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from gfd.errors import ConfigError
-from gfd.snapshot import Gpu, MigDevice
-
-from .builders import (
+from helpers.builders import (
     A10,
     A10_BYTES,
     A100_1G5,
@@ -34,6 +30,9 @@ from .builders import (
     snapshot,
     time_slicing,
 )
+
+from gfd.errors import ConfigError
+from gfd.snapshot import Gpu, MigDevice
 
 MIG_SUFFIXES = ("product", "count", "replicas", "sharing-strategy", "memory", "multiprocessors",
                 "slices.gi", "slices.ci", "engines.copy", "engines.decoder", "engines.encoder",

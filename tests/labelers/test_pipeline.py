@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.builders import P, gpu, snapshot
 
 from gfd.labelers.base import Label, Labeler, Result
 from gfd.labelers.catalog import describe
@@ -13,8 +14,6 @@ from gfd.labelers.pipeline import LABELERS, Step, compute_labels
 from gfd.readers.simulate import SIMULATIONS, simulate
 from gfd.sharing import SharedResource, Sharing
 from gfd.snapshot import Gpu, Snapshot
-
-from .builders import P, gpu, snapshot
 
 NO_GPU = {
     "no-gpu": snapshot(),
