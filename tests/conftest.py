@@ -1,4 +1,5 @@
-"""Shared fixtures. NVML: the fake libnvidia-ml.so.1, built once per session (tests/fakes)."""
+"""Shared fixtures: the fake libnvidia-ml.so.1, built once per session (tests/fakes), and
+``agents``, which reaps every `gfd run` process a test starts (tests/helpers/process.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fakes.fakenvml import FakeNvml, Machine, build_library, load_in_process
+from helpers.process import Agent
 
 # ----------------------------------------------------------------------------- fake NVML
 
@@ -55,3 +57,19 @@ def nvml_machine(
     fake_nvml.reset_counts()
     yield NvmlMachine(fake_nvml, tmp_path / "machine.nvml", monkeypatch)
     fake_nvml.shutdown_all()
+
+
+# ----------------------------------------------------------------------------- gfd run processes
+
+
+@pytest.fixture
+def agents() -> Iterator[list[Agent]]:
+    """Append each started Agent; any still running at the end is killed and reaped."""
+    started: list[Agent] = []
+    yield started
+    for agent in started:
+        if agent.proc.poll() is None:
+            agent.proc.kill()
+            agent.proc.wait()
+        if not agent.log.closed:
+            agent.log.close()

@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 from fakes import profiles
-from test_run import Agent, agents, wait_for
+from helpers.process import Agent, wait_for
 
 from gfd.app import Factory
 from gfd.config import TABLE, Part, Settings
 from gfd.errors import ConfigError
-
-__all__ = ["agents"]
 
 
 def write(path: Path, text: str) -> None:

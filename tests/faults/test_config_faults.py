@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fakes import profiles
-from test_run import Agent, free_port, http, metric, wait_for
+from helpers.process import Agent, free_port, http, metric, wait_for
 
 from gfd.configfile import ConfigSource
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from fakes import profiles
-from test_run import Agent, free_port, http, metric, wait_for
+from helpers.process import Agent, free_port, http, metric, wait_for
 
 ERROR_CYCLES = 'gfd_cycles_total{result="error"}'
 
