@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers.paths import DATA
 
 from gfd.cli import cli
 
-GOLDEN_DIR = Path(__file__).parent / "data" / "golden" / "simulate"
+GOLDEN_DIR = DATA / "golden" / "simulate"
 GOLDEN_FILES = sorted(GOLDEN_DIR.glob("*.labels"))
 
 # Every environment variable the CLI reads: unset them so the host cannot leak in.

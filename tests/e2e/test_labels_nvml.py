@@ -15,10 +15,11 @@ import pytest
 from fakes import profiles
 from fakes.fakenvml import Machine, subprocess_env
 from fakes.sysfs import COMPUTE, GRAPHICS, gpu_tree
+from helpers.paths import DATA, FAKES
 
-GOLDEN = Path(__file__).parent / "data" / "golden" / "nvml"
-STUB_SMI = Path(__file__).parent / "fakes" / "stub_nvidia_smi.py"
-SMI_DEFAULT = Path(__file__).parent / "data" / "smi" / "timeslice-default-4gpu.txt"
+GOLDEN = DATA / "golden" / "nvml"
+STUB_SMI = FAKES / "stub_nvidia_smi.py"
+SMI_DEFAULT = DATA / "smi" / "timeslice-default-4gpu.txt"
 
 # machine name -> (profile builder, DMI product name, PCI class of its GPUs)
 MACHINES = {
