@@ -9,7 +9,6 @@ from dataclasses import replace
 import pytest
 from helpers.agent_parts import make_agent
 
-from gfd.backoff import backoff
 from gfd.daemon import Duty, Parts, Schedule, Signals
 from gfd.errors import ConfigError, DiscoveryError, NvmlInitError
 from gfd.labelers.options import LabelOptions
@@ -95,14 +94,6 @@ def test_an_error_is_logged_once_per_distinct_cause(tmp_path, caplog) -> None:
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert errors == ["NVML: Unknown Error", "other"]
     assert any("recovered" in r.getMessage() for r in caplog.records)
-
-
-def test_failures_back_off_exponentially_capped_with_jitter() -> None:
-    assert backoff(1, 300, rand=lambda: 1.0) == 1.0
-    assert backoff(4, 300, rand=lambda: 1.0) == 8.0
-    assert backoff(30, 300, rand=lambda: 1.0) == 300.0
-    assert backoff(4, 300, rand=lambda: 0.0) == 4.0
-    assert backoff(20, 10, rand=lambda: 1.0) == 10.0
 
 
 def test_nvml_missing_at_start_with_fail_on_init_error_exits_through_the_error(tmp_path) -> None:
