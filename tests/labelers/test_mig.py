@@ -544,3 +544,30 @@ def test_single_invalid_on_a_heterogeneous_node_has_no_memory_per_replica() -> N
                     mig_gpu(2, a100_migs(7)))
     got = labels(snap, strategy="single", sharing=time_slicing(4), label_set="extended")
     assert "gpu.memory.per-replica" not in got
+
+
+# --- moved from test_labelers.py ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capable", "value"),
+    [([False, False], "false"), ([False, True], "true"), ([True, True], "true")],
+    ids=["none-capable", "one-capable", "all-capable"],
+)
+def test_mig_capable_when_any_gpu_supports_mig(capable: list[bool], value: str) -> None:
+    snap = snapshot(*(gpu(i, mig_capable=c) for i, c in enumerate(capable)))
+    assert labels(snap)["mig.capable"] == value
+
+
+def test_mig_capable_counts_a_non_primary_model() -> None:
+    # Two A10s (primary by count, not MIG-capable) and one MIG-capable A100.
+    snap = snapshot(gpu(0, A10, A10_BYTES, (8, 6)), gpu(1, A10, A10_BYTES, (8, 6)),
+                    gpu(2, A100_80, A100_80_BYTES, mig_capable=True))
+    got = labels(snap)
+    assert got["gpu.product"] == "NVIDIA-A10"
+    assert got["mig.capable"] == "true"
+
+
+def test_mig_capable_regardless_of_mig_mode() -> None:
+    snap = snapshot(gpu(0, mig_capable=True, mig_enabled=False))
+    assert labels(snap)["mig.capable"] == "true"

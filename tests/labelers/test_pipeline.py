@@ -5,7 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.builders import P, gpu, snapshot
+from helpers.builders import (
+    A10,
+    A10_BYTES,
+    A100_40,
+    A100_40_BYTES,
+    A100_80,
+    A100_80_BYTES,
+    CUDA_550_12040,
+    P,
+    gpu,
+    is_extended_key,
+    labels,
+    snapshot,
+    time_slicing,
+)
 
 from gfd.labelers.base import Label, Labeler, Result
 from gfd.labelers.catalog import describe
@@ -13,7 +27,7 @@ from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import LABELERS, Step, compute_labels
 from gfd.readers.simulate import SIMULATIONS, simulate
 from gfd.sharing import SharedResource, Sharing
-from gfd.snapshot import Gpu, Snapshot
+from gfd.snapshot import Gpu, Snapshot, Vgpu
 
 NO_GPU = {
     "no-gpu": snapshot(),
@@ -158,3 +172,76 @@ def test_labelers_neither_guard_on_gpus_nor_read_the_label_set(path: Path) -> No
     assert "has_gpus" not in text
     assert "options.extended" not in text
     assert "label_set" not in text
+
+
+# --- moved from test_labelers.py ------------------------------------------------------------
+
+
+def test_worked_example_8x_a100_none_strategy_gives_exactly_the_reference_labels() -> None:
+    snap = snapshot(*(gpu(i, A100_40, A100_40_BYTES, (8, 0), mig_capable=True)
+                      for i in range(8)), machine="DGX-A100\n")
+    got = labels(snap, timestamp=1724632719)
+    assert got == {
+        **CUDA_550_12040,
+        "gfd.timestamp": "1724632719",
+        "gpu.compute.major": "8",
+        "gpu.compute.minor": "0",
+        "gpu.count": "8",
+        "gpu.family": "ampere",
+        "gpu.machine": "DGX-A100",
+        "gpu.memory": "40960",
+        "gpu.mode": "compute",
+        "gpu.product": "NVIDIA-A100-SXM4-40GB",
+        "gpu.replicas": "1",
+        "gpu.sharing-strategy": "none",
+        "mig.capable": "true",
+        "mps.capable": "false",
+        "vgpu.present": "false",
+    }
+
+
+@pytest.mark.parametrize("label_set", ["compat", "extended"])
+@pytest.mark.parametrize("strategy", ["none", "single", "mixed"])
+def test_no_gpu_gives_only_timestamp_and_vgpu(strategy: str, label_set: str) -> None:
+    snap = snapshot(machine="PowerEdge R650\n")
+    got = labels(snap, strategy=strategy, label_set=label_set, timestamp=1724632719)
+    assert got == {"gfd.timestamp": "1724632719", "vgpu.present": "false"}
+
+
+def test_no_gpu_and_no_timestamp_and_vgpu_scan_failed_gives_nothing() -> None:
+    assert labels(Snapshot(vgpu=None)) == {}
+
+
+@pytest.mark.parametrize("label_set", ["compat", "extended"])
+def test_nvml_unavailable_gives_only_timestamp_and_vgpu(label_set: str) -> None:
+    snap = Snapshot(nvml_available=False, nvml_error="libnvidia-ml.so.1 not found",
+                    vgpu=Vgpu(present=False))
+    got = labels(snap, label_set=label_set, timestamp=1724632719)
+    assert got == {"gfd.timestamp": "1724632719", "vgpu.present": "false"}
+
+
+def _rich_snapshot() -> Snapshot:
+    return snapshot(
+        gpu(0, A100_80, A100_80_BYTES, mig_capable=True, mig_pending_enabled=True,
+            compute_mode="default", nvlink_active=True, timeslice="default"),
+        gpu(1, A100_80, A100_80_BYTES, mig_capable=True, compute_mode="default",
+            nvlink_active=True, timeslice="default"),
+        gpu(2, A10, A10_BYTES, (8, 6), compute_mode="default", timeslice="default"),
+        gpu(3, A100_80, A100_80_BYTES, error="GPU is lost"),
+    )
+
+
+@pytest.mark.parametrize("strategy", ["none", "single", "mixed"])
+def test_compat_label_set_has_no_extended_key(strategy: str) -> None:
+    extended = labels(_rich_snapshot(), strategy=strategy, label_set="extended",
+                      sharing=time_slicing(4))
+    compat = labels(_rich_snapshot(), strategy=strategy, label_set="compat",
+                    sharing=time_slicing(4))
+    # The rich snapshot really produces every kind of extended key ...
+    for k in ("gpu.heterogeneous", "gpu.memory.min", "gpu.accelerator", "gpu.compute-mode",
+              "gpu.nvlink", "mig.enabled.count", "mig.pending", "gpu.unhealthy",
+              "gpu.timeslice", "gpu.memory.per-replica"):
+        assert k in extended, k
+    # ... and none of them in compat; extended only adds keys, never changes compat values.
+    assert not [k for k in compat if is_extended_key(k)]
+    assert {k: v for k, v in extended.items() if not is_extended_key(k)} == compat
