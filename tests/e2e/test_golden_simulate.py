@@ -4,8 +4,8 @@ Each file under ``tests/data/golden/simulate/`` is named
 ``<machine>__<mig-strategy>__<label-set>.labels`` and holds the sorted ``key=value``
 lines that ``gfd labels --simulate <machine> --no-timestamp`` must print. The lines
 were derived by hand from the machine's inputs (``gfd/readers/simulate.py``) and the
-rules (``reference/gfd-behaviour.md`` §2-§6, §12 and ``SPEC.md`` §2), never copied
-from the program's output. Lines starting with ``#`` are comments (each file names
+rules (``docs/gfd-compatibility.md`` and gfd's own extended labels, ``docs/labels.md``),
+never copied from the program's output. Lines starting with ``#`` are comments (each file names
 the rule sections it was derived from).
 
 A single changed, added or removed label fails the test with a line-by-line diff.

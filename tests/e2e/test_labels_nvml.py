@@ -1,6 +1,6 @@
 """End to end: `gfd labels` in a subprocess, on the real nvidia-ml-py binding over the fake
 libnvidia-ml.so.1, with host files laid out like a node's; compared line by line with golden
-files written from the reference rules (tests/data/golden/nvml)."""
+files written by hand from GFD's rules (tests/data/golden/nvml, docs/gfd-compatibility.md)."""
 
 from __future__ import annotations
 
@@ -168,7 +168,8 @@ def mig_resources(stdout: str) -> list[str]:
 
 # The device plugin names MIG resources from the same NVML profile: "MIG 1g.10gb+me" ->
 # nvidia.com/mig-1g.10gb.me (go-nvlib's profile string with '+' -> '.'), compute-instance
-# splits as <C>c.<G>g.<GB>gb (reference §5.6). The labels must use exactly those names.
+# splits as <C>c.<G>g.<GB>gb (docs/gfd-compatibility.md, "MIG profile names"). The labels
+# must use exactly those names.
 @pytest.mark.parametrize("machine, names", [
     (profiles.h100_mig, ["mig-1g.10gb.me", "mig-1g.20gb", "mig-3g.40gb"]),
     (profiles.a30_mig, ["mig-1g.6gb", "mig-1g.6gb.me", "mig-2g.12gb"]),

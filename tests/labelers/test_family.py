@@ -29,7 +29,7 @@ def test_selector_refuses_a_family_the_labelers_never_write(name: str) -> None:
         requirements(Constraints(family=name))
 
 
-# --- moved from test_labelers.py ------------------------------------------------------------
+# --- the labels --------------------------------------------------------------------------------
 
 
 FAMILY_TABLE = [
@@ -66,9 +66,9 @@ def test_family_table(cc: tuple[int, int], family: str) -> None:
 
 
 def test_negative_compute_capability_is_undefined_and_its_invalid_values_are_dropped() -> None:
-    # VFIO reports -1.-1 (§2.5): family 'undefined'; "-1" is not a valid label value
-    # (nfd-and-kubernetes §8.2: must start with an alphanumeric), so gfd drops those two
-    # labels alone (SPEC §2.1 #2) where GFD would write them for NFD to drop.
+    # The vfio back end reports -1.-1: family 'undefined'; "-1" is not a valid label value
+    # (it must start with an alphanumeric), so gfd drops those two labels alone where GFD
+    # would write them for NFD to drop (docs/gfd-compatibility.md, "Back ends").
     result = labelling(snapshot(gpu(cc=(-1, -1))))
     assert result.labels[P + "gpu.family"] == "undefined"
     assert P + "gpu.compute.major" not in result.labels

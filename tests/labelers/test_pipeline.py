@@ -174,10 +174,11 @@ def test_labelers_neither_guard_on_gpus_nor_read_the_label_set(path: Path) -> No
     assert "label_set" not in text
 
 
-# --- moved from test_labelers.py ------------------------------------------------------------
+# --- whole label sets from hand-built snapshots ---------------------------------------------
 
 
 def test_worked_example_8x_a100_none_strategy_gives_exactly_the_reference_labels() -> None:
+    # GFD's own worked example: every label of an 8 x A100-40GB DGX, no MIG strategy.
     snap = snapshot(*(gpu(i, A100_40, A100_40_BYTES, (8, 0), mig_capable=True)
                       for i in range(8)), machine="DGX-A100\n")
     got = labels(snap, timestamp=1724632719)

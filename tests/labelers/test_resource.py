@@ -8,8 +8,8 @@ import pytest
 from helpers.builders import A100_40_BYTES, gpu, labels, mps, snapshot, time_slicing
 
 
-def test_worked_example_none_with_time_slicing_4(  # §12.3 last-but-one bullet
-) -> None:
+def test_worked_example_none_with_time_slicing_4() -> None:
+    # GFD's worked example: 8 x A100-40GB, no MIG strategy, time-slicing with 4 replicas.
     snap = snapshot(*(gpu(i, mig_capable=True) for i in range(8)))
     got = labels(snap, sharing=time_slicing(4))
     assert got["gpu.replicas"] == "4"
