@@ -234,6 +234,32 @@ def test_refresh_recreates_an_object_someone_deleted(api: MemoryApi) -> None:
     assert stored_labels(api) == LABELS
 
 
+def test_a_change_after_someone_deleted_the_object_creates_it_again(api: MemoryApi) -> None:
+    # Regression: the replace answered 404 and every later change failed the same way until
+    # the next resync (an hour by default); now the sink re-reads and creates the object.
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.delete_nodefeature(NS, NF)
+    api.clear_log()
+    result = nodefeature.publish(CHANGED)
+    assert result.written and set(result.change.added) == set(CHANGED)
+    assert methods(api) == ["replace_nodefeature", "get_nodefeature", "create_nodefeature"]
+    assert stored_labels(api) == CHANGED
+    api.clear_log()
+    assert nodefeature.publish({**CHANGED, "nvidia.com/gpu.count": "2"}).written
+    assert methods(api) == ["replace_nodefeature"], "back to one write per change"
+
+
+def test_a_missing_crd_during_a_replace_is_not_taken_for_a_deleted_object(
+        api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.set_crd_installed(False)
+    with pytest.raises(ApiError, match="Node Feature Discovery"):
+        nodefeature.publish(CHANGED)
+    assert api.count("create_nodefeature") == 1, "only the first publish created it"
+
+
 # ----------------------------------------------------------------------------- the owner lookup
 
 
