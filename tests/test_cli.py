@@ -168,3 +168,12 @@ def test_json_output_is_the_same_labels() -> None:
 def test_unknown_simulation_lists_the_names() -> None:
     code, _, err = run("labels", "--simulate", "bogus")
     assert code == 2 and "hgx-h100" in err and "t4-time-sliced" in err
+
+
+def test_a_kubeconfig_that_is_not_yaml_exits_2_with_one_line(tmp_path: Path) -> None:
+    kubeconfig = config(tmp_path, "clusters: [1, 2\n", name="kubeconfig")
+    code, _, err = run("diff", "--simulate", "hgx-h100", "--sink", "node", "--node-name", "n1",
+                       "--kubeconfig", kubeconfig)
+    assert code == 2
+    assert err.startswith("gfd: error: cannot load Kubernetes credentials from " + kubeconfig)
+    assert len(err.strip().splitlines()) == 1

@@ -243,6 +243,15 @@ def test_a_kubeconfig_that_cannot_load_is_a_config_error(tmp_path: Path, text: s
         Kube(kubeconfig=str(path))
 
 
+def test_a_kubeconfig_that_is_not_yaml_is_one_line_config_error(tmp_path: Path) -> None:
+    # Regression: the YAML parser's error escaped as a traceback instead of exit 2.
+    path = tmp_path / "kubeconfig"
+    path.write_text("clusters: [1, 2\n")
+    with pytest.raises(ConfigError, match="cannot load Kubernetes credentials") as caught:
+        Kube(kubeconfig=str(path))
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
 def test_outside_a_pod_without_a_kubeconfig_is_a_config_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
