@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 from helpers.builders import A100_40, H100, P, gpu, labelling, labels, snapshot, time_slicing
 
+from gfd.labelers.accelerator import accelerator
+from gfd.labelers.options import LabelOptions
+
 ACCELERATORS = [
     ("Tesla T4", "nvidia-tesla-t4"),
     ("Tesla P4", "nvidia-tesla-p4"),
@@ -25,3 +28,16 @@ def test_accelerator_label_mirrored_under_an_operator_key() -> None:
                        accelerator_label="accelerator")
     assert result.labels["accelerator"] == "nvidia-tesla-t4"
     assert result.labels[P + "gpu.accelerator"] == "nvidia-tesla-t4"
+
+
+# --- the labeler itself, with its provenance (what `gfd explain` prints) ---
+
+
+def test_the_slug_is_of_the_primary_model_with_its_raw_name() -> None:
+    snap = snapshot(gpu(0, "Tesla T4"), gpu(1, "Tesla T4"), gpu(2, "NVIDIA A10"))
+    label = accelerator(snap, LabelOptions()).labels[P + "gpu.accelerator"]
+    assert (label.value, label.raw) == ("nvidia-tesla-t4", "Tesla T4")
+
+
+def test_no_healthy_gpu_gives_no_accelerator() -> None:
+    assert accelerator(snapshot(gpu(0, error="GPU is lost")), LabelOptions()).labels == {}

@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 from helpers.builders import CLUSTER, P, fabric, gpu, labelling, labels, snapshot
 
+from gfd.labelers.clique import attached, clique
+from gfd.labelers.options import LabelOptions
+
 
 def test_clique_when_every_attached_gpu_agrees() -> None:
     snap = snapshot(*(gpu(i, fabric=fabric()) for i in range(4)))
@@ -48,3 +51,19 @@ def test_disagreeing_cliques_give_no_label_and_a_warning(f0: object, f1: object)
     assert P + "gpu.clique" not in result.labels
     assert result.warnings
     assert any("clique" in w.lower() for w in result.warnings)
+
+
+# --- the labeler itself, with its provenance (what `gfd explain` prints) ---
+
+
+@pytest.mark.parametrize("fab, yes", [(f, False) for _, f in NOT_ATTACHED] + [(fabric(), True)],
+                         ids=[*(i for i, _ in NOT_ATTACHED), "attached"])
+def test_attached_means_completed_successful_and_a_nonzero_cluster(fab: object,
+                                                                   yes: bool) -> None:
+    assert attached(fab) is yes  # type: ignore[arg-type]
+
+
+def test_a_lost_gpus_fabric_still_counts() -> None:
+    snap = snapshot(gpu(0, fabric=fabric(clique=1)), gpu(1, fabric=fabric(clique=2),
+                                                          error="GPU is lost"))
+    assert clique(snap, LabelOptions()).labels == {}

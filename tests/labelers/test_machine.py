@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from helpers.builders import gpu, labels, snapshot
+from helpers.builders import P, gpu, labels, snapshot
+
+from gfd.labelers.machine import machine
+from gfd.labelers.options import LabelOptions
 
 MACHINE_CASES = [
     ("DGX H100\n", "DGX-H100"),
@@ -20,3 +23,18 @@ MACHINE_CASES = [
                          ids=[repr(r) for r, _ in MACHINE_CASES])
 def test_machine_type_trimmed_and_sanitised(raw: str | None, value: str) -> None:
     assert labels(snapshot(gpu(), machine=raw))["gpu.machine"] == value
+
+
+# --- the labeler itself, with its provenance (what `gfd explain` prints) ---
+
+
+def test_the_raw_file_content_and_the_rules_are_kept() -> None:
+    label = machine(snapshot(gpu(), machine=" DGX H100\n"), LabelOptions()).labels[
+        P + "gpu.machine"]
+    assert (label.value, label.raw, label.rules) == ("DGX-H100", " DGX H100\n",
+                                                     ("trim whitespace", "sanitise"))
+
+
+def test_an_unreadable_file_says_why_it_is_unknown() -> None:
+    label = machine(snapshot(gpu(), machine=None), LabelOptions()).labels[P + "gpu.machine"]
+    assert label.value == "unknown" and label.raw == "" and "unreadable" in label.rules[0]

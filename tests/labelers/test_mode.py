@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from helpers.builders import gpu, labels, snapshot
+from helpers.builders import P, gpu, labels, snapshot
+
+from gfd.labelers.mode import mode
+from gfd.labelers.options import LabelOptions
 
 MODE_CASES = [
     ("all-3d-controller", ["0x030200", "0x030200"], "compute"),
@@ -37,3 +40,12 @@ def test_a_lost_gpu_does_not_turn_gpu_mode_unknown() -> None:
     assert got["nvidia.com/gpu.mode"] == "compute"
     assert got["nvidia.com/gpu.count"] == "7"
     assert got["nvidia.com/gpu.unhealthy"] == "1"
+
+
+# --- the labeler itself, with its provenance (what `gfd explain` prints) ---
+
+
+def test_the_raw_value_lists_the_classes_seen() -> None:
+    snap = snapshot(gpu(0, pci_class="0x030200"), gpu(1, pci_class=None))
+    label = mode(snap, LabelOptions()).labels[P + "gpu.mode"]
+    assert (label.value, label.raw) == ("unknown", "0x030200,unreadable")

@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 from helpers.builders import A100_40_BYTES, gpu, labels, mps, snapshot, time_slicing
 
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
+
 
 def test_worked_example_none_with_time_slicing_4() -> None:
     # GFD's worked example: 8 x A100-40GB, no MIG strategy, time-slicing with 4 replicas.
@@ -63,3 +66,24 @@ def test_memory_per_replica(sharing: object, memory: int, value: str) -> None:
 def test_no_memory_per_replica_without_sharing_or_in_compat() -> None:
     assert "gpu.memory.per-replica" not in labels(snapshot(gpu(0)), label_set="extended")
     assert "gpu.memory.per-replica" not in labels(snapshot(gpu(0)), sharing=time_slicing(4))
+
+
+# --- the labeler itself, with its provenance (what `gfd explain` prints) ---
+
+
+def test_sharing_disabled_gives_zero_replicas_and_no_suffix() -> None:
+    labels = sharing_labels(GPU_RESOURCE, "NVIDIA A100-SXM4-40GB", (), LabelOptions(
+        sharing=time_slicing(4)), count=2, sharing_enabled=False, source="s")
+    assert {k: v.value for k, v in labels.items()} == {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.sharing-strategy": "none"}
+
+
+@pytest.mark.parametrize("replicas, memory, expected", [
+    (1, 40960, {}), (4, 0, {}), (4, 40960, {"nvidia.com/gpu.memory.per-replica": "10240"}),
+], ids=["not-shared", "memory-unknown", "shared"])
+def test_per_replica_only_when_shared_and_memory_is_known(replicas: int, memory: int,
+                                                          expected: dict[str, str]) -> None:
+    options = LabelOptions(sharing=time_slicing(replicas))
+    got = per_replica(GPU_RESOURCE, memory, options)
+    assert {k: v.value for k, v in got.items()} == expected

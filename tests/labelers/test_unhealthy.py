@@ -3,8 +3,10 @@ counted (an extended label)."""
 
 from __future__ import annotations
 
-from helpers.builders import gpu, labels, snapshot
+from helpers.builders import P, gpu, labels, snapshot
 
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.unhealthy import unhealthy
 from gfd.snapshot import Gpu
 
 
@@ -37,3 +39,12 @@ def test_unhealthy_is_an_extended_label() -> None:
     got = labels(snap)
     assert "gpu.unhealthy" not in got
     assert got["gpu.count"] == "1"
+
+
+# --- the labeler itself, with its provenance (what `gfd explain` prints) ---
+
+
+def test_the_raw_value_names_each_lost_gpu_and_its_error() -> None:
+    snap = snapshot(gpu(0), gpu(1, error="GPU is lost"), gpu(3, error="Unknown Error"))
+    label = unhealthy(snap, LabelOptions()).labels[P + "gpu.unhealthy"]
+    assert (label.value, label.raw) == ("2", "GPU 1: GPU is lost; GPU 3: Unknown Error")

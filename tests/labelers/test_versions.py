@@ -8,6 +8,8 @@ import pytest
 from helpers.builders import gpu, labelling, labels, snapshot
 
 from gfd.errors import DiscoveryError
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.versions import versions
 
 DRIVER_CASES = [
     ("three-parts", "550.54.15", ("550", "54", "15")),
@@ -56,3 +58,15 @@ def test_cuda_driver_version_splitting(cuda: int, major: str, minor: str) -> Non
     assert got["cuda.runtime-version.major"] == major
     assert got["cuda.runtime-version.minor"] == minor
     assert got["cuda.runtime-version.full"] == f"{major}.{minor}"
+
+
+# --- the labeler itself, with its provenance (what `gfd explain` prints) ---
+
+
+def test_unknown_versions_give_no_version_labels() -> None:
+    assert versions(snapshot(gpu(), driver=None, cuda=None), LabelOptions()).labels == {}
+
+
+def test_the_raw_driver_version_is_kept_for_every_part() -> None:
+    labels = versions(snapshot(gpu(), driver="535.104"), LabelOptions()).labels
+    assert {label.raw for k, label in labels.items() if ".driver" in k} == {"535.104"}

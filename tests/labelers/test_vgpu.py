@@ -3,8 +3,10 @@ when the scan failed; written with or without GPUs (docs/gfd-compatibility.md, "
 
 from __future__ import annotations
 
-from helpers.builders import gpu, labels, snapshot
+from helpers.builders import P, gpu, labels, snapshot
 
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.vgpu import vgpu
 from gfd.snapshot import Snapshot, Vgpu
 
 
@@ -35,3 +37,11 @@ def test_no_gpu_with_vgpu_present() -> None:
                               host_driver_branch="r550_40"))
     assert labels(snap) == {"vgpu.present": "true", "vgpu.host-driver-version": "550.54.16",
                             "vgpu.host-driver-branch": "r550_40"}
+
+
+# --- the labeler itself, with its provenance (what `gfd explain` prints) ---
+
+
+def test_a_present_vgpu_without_a_host_driver_record_writes_only_present() -> None:
+    result = vgpu(snapshot(gpu(0), vgpu=Vgpu(present=True)), LabelOptions())
+    assert {k: v.value for k, v in result.labels.items()} == {P + "vgpu.present": "true"}
