@@ -132,5 +132,6 @@ def test_nvml_non_init_error_mid_run_publishes_nothing_then_recovers(
     wait_for(lambda: agent.labels().get("nvidia.com/cuda.driver.rev") == "05", timeout=5)
     labels = agent.labels()
     assert labels["nvidia.com/gpu.count"] == "8"
-    assert "recovered" in agent.logs()
+    # the cycle logs "recovered" just after it publishes: wait for the line, do not race it
+    wait_for(lambda: "recovered" in agent.logs(), timeout=5)
     assert agent.stop(signal.SIGTERM) == 0
