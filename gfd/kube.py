@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from gfd.errors import ApiError, ConfigError
+from gfd.errors import ApiError, ConfigError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +106,11 @@ class Kube:
                 config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
             else:
                 config.load_incluster_config(client_configuration=cfg)
-        except (ConfigException, OSError, TypeError, ValueError) as exc:
+        except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
             where = kubeconfig or "in-cluster service account"
             raise ConfigError(
-                f"cannot load Kubernetes credentials from {where}: {exc} (set --kubeconfig / "
-                "KUBECONFIG, or run in a pod with a ServiceAccount)") from exc
+                f"cannot load Kubernetes credentials from {where}: {one_line(str(exc))} (set "
+                "--kubeconfig / KUBECONFIG, or run in a pod with a ServiceAccount)") from exc
         cfg.retries = False  # gfd decides about retries and backoff itself
         # Requests go straight through ApiClient: the generated CoreV1Api wraps 400+
         # methods in validators when imported (+21 MiB, +0.5 s) and gfd needs four calls.

@@ -1,5 +1,6 @@
-"""Shared fixtures. NVML: the fake libnvidia-ml.so.1; CUDA: the fake libcuda.so.1 (Tegra back
-end); each built once per session (tests/fakes)."""
+"""Shared fixtures: the fake libnvidia-ml.so.1 and the fake libcuda.so.1 (Tegra back end),
+each built once per session (tests/fakes), and ``agents``, which reaps every `gfd run`
+process a test starts (tests/helpers/process.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from fakes import fakecuda
 from fakes.fakecuda import CudaMachine, FakeCuda
 from fakes.fakenvml import FakeNvml, Machine, build_library, load_in_process
+from helpers.process import Agent
 
 # ----------------------------------------------------------------------------- fake NVML
 
@@ -103,3 +105,19 @@ def cuda_machine(fake_cuda: FakeCuda, tmp_path: Path,
     fake_cuda.reset()
     yield CudaMachineFile(fake_cuda, tmp_path / "machine.cuda", monkeypatch)
     fake_cuda.reset()
+
+
+# ----------------------------------------------------------------------------- gfd run processes
+
+
+@pytest.fixture
+def agents() -> Iterator[list[Agent]]:
+    """Append each started Agent; any still running at the end is killed and reaped."""
+    started: list[Agent] = []
+    yield started
+    for agent in started:
+        if agent.proc.poll() is None:
+            agent.proc.kill()
+            agent.proc.wait()
+        if not agent.log.closed:
+            agent.log.close()

@@ -25,7 +25,7 @@ P = "/etc/gfd/config.yaml"
 PREFIX = f"config file {P}: "
 UUID = "b1028956-cfa2-0990-bf4a-5da9abb51763"
 
-# Reference §6.3, the illustrative file.
+# The device plugin's documented example file, every gfd-relevant field set.
 REFERENCE_FILE = """\
 version: v1
 flags:

@@ -5,16 +5,17 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import replace
+from typing import Any
 
 import pytest
-from agent_parts import make_agent
+from helpers.agent_parts import make_agent
 
-from gfd.backoff import backoff
 from gfd.daemon import Duty, Parts, Schedule, Signals
-from gfd.errors import ConfigError, DiscoveryError, NvmlInitError
+from gfd.errors import ConfigError, DiscoveryError, NvmlInitError, PublishError
 from gfd.labelers.options import LabelOptions
 from gfd.readers.simulate import simulate
 from gfd.sharing import SharedResource, Sharing
+from gfd.sinks.base import PublishResult
 from gfd.sinks.featurefile import FeatureFileSink, parse
 from gfd.snapshot import Snapshot
 
@@ -105,14 +106,6 @@ def test_an_error_is_logged_once_per_distinct_cause(tmp_path, caplog) -> None:
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert errors == ["NVML: Unknown Error", "other"]
     assert any("recovered" in r.getMessage() for r in caplog.records)
-
-
-def test_failures_back_off_exponentially_capped_with_jitter() -> None:
-    assert backoff(1, 300, rand=lambda: 1.0) == 1.0
-    assert backoff(4, 300, rand=lambda: 1.0) == 8.0
-    assert backoff(30, 300, rand=lambda: 1.0) == 300.0
-    assert backoff(4, 300, rand=lambda: 0.0) == 4.0
-    assert backoff(20, 10, rand=lambda: 1.0) == 10.0
 
 
 def test_nvml_missing_at_start_with_fail_on_init_error_exits_through_the_error(tmp_path) -> None:
@@ -280,3 +273,226 @@ def test_the_expiry_refresh_keeps_a_failing_agents_labels_alive(tmp_path) -> Non
     labels, expires = parse((tmp_path / "gfd").read_text())
     assert labels["nvidia.com/gpu.count"] == "8"
     assert expires is not None and expires >= refreshes[2] + 3600
+
+
+# ------------------------------------------------------------------------ what the loop reports
+
+
+class Observer:
+    """Records every call the loop makes to metrics.Metrics."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        def record(*args: Any, **kwargs: Any) -> None:
+            self.calls.append((name, args if not kwargs else (*args, kwargs)))
+        return record
+
+    def named(self, name: str) -> list[Any]:
+        return [args for called, args in self.calls if called == name]
+
+
+class Health:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def cycle_started(self) -> None:
+        self.events.append("started")
+
+    def cycle_finished(self) -> None:
+        self.events.append("finished")
+
+    def mark_published(self) -> None:
+        self.events.append("published")
+
+
+class FailingSink:
+    """Publishes through ``inner`` once, then raises ``error`` (if any) on every publish."""
+
+    def __init__(self, inner: Any, error: Exception | None) -> None:
+        self.inner, self.error, self.publishes = inner, error, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        self.publishes += 1
+        if self.error is not None and self.publishes > 1:
+            raise self.error
+        return self.inner.publish(labels)
+
+
+def test_a_published_cycle_is_reported_to_the_observer_and_health(tmp_path) -> None:
+    observer, health = Observer(), Health()
+    times = iter([0.0, 0.25, 1.5])  # cycle start, snapshot read, cycle end
+    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), observer=observer,
+                       health=health, clock=lambda: next(times), wall=lambda: 1_790_000_000.0)
+    assert agent.cycle()
+    assert health.events == ["started", "finished", "published"]
+    assert observer.named("discovery") == [(0.25,)]
+    assert observer.named("cycle") == [("published", 1.5)]
+    [(count, changes)] = observer.named("published")
+    assert count == len(published(tmp_path))
+    assert changes == {"added": count, "changed": 0, "removed": 0, "when": 1_790_000_000.0}
+    assert observer.named("gpus") == [({"NVIDIA H100 80GB HBM3": 8},)]
+    assert observer.named("nvml_up") == [(True,)]
+    assert observer.named("error") == []
+
+
+def test_an_unchanged_cycle_is_reported_as_unchanged(tmp_path) -> None:
+    observer = Observer()
+    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), observer=observer)
+    agent.cycle()
+    agent.cycle()
+    assert [args[0] for args in observer.named("cycle")] == ["published", "unchanged"]
+
+
+@pytest.mark.parametrize("error, kind", [
+    (DiscoveryError("NVML: Unknown Error"), "discovery"),
+    (NvmlInitError("NVML could not start"), "discovery"),
+    (PublishError("cannot write feature file"), "publish"),
+    (ConfigError("MPS with MIG"), "config"),
+], ids=["discovery", "backend-init", "publish", "config"])
+def test_a_failed_cycle_after_the_first_is_counted_by_kind(tmp_path, error: Exception,
+                                                           kind: str) -> None:
+    observer, health = Observer(), Health()
+    publishing = isinstance(error, PublishError)
+    failing = Source(H100) if publishing else Source(H100, error)
+    target = FailingSink(sink(tmp_path), error if publishing else None)
+    agent = make_agent(failing, target, LabelOptions(), observer=observer, health=health)
+    assert agent.cycle()
+    assert not agent.cycle()
+    assert observer.named("error") == [(kind,)]
+    assert observer.named("cycle")[-1][0] == "error"
+    assert health.events[-2:] == ["started", "finished"], "a failed cycle is not 'published'"
+    assert agent.failures == 1
+
+
+def test_rejected_labels_are_counted_by_reason(tmp_path) -> None:
+    observer = Observer()
+    bad = replace(H100, driver_version="550.54.-15")
+    agent = make_agent(Source(bad), sink(tmp_path), LabelOptions(), observer=observer)
+    assert agent.cycle()
+    assert observer.named("rejected") == [("invalid-value", 2)]
+    assert "nvidia.com/cuda.driver.rev" not in published(tmp_path)
+
+
+def test_label_warnings_are_logged_once_while_they_last(tmp_path, caplog) -> None:
+    mixed = simulate("mixed-a100-a10").snapshot
+    agent = make_agent(Source(mixed, mixed, H100, mixed), sink(tmp_path), LabelOptions())
+    for _ in range(4):
+        agent.cycle()
+    warned = [r for r in caplog.records if "several GPU models" in r.getMessage()]
+    assert len(warned) == 2, "once, then again when it comes back"
+
+
+def test_a_change_is_logged_with_its_keys(tmp_path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="gfd")
+    major, minor, _ = str(H100.driver_version).split(".")
+    newer = replace(H100, driver_version=f"{major}.{minor}.99")
+    agent = make_agent(Source(H100, newer), sink(tmp_path), LabelOptions())
+    agent.cycle()
+    agent.cycle()
+    changes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("labels")]
+    assert changes[-1] == ("labels changed: +0 ~3 -0: ~nvidia.com/cuda.driver-version.full "
+                           "~nvidia.com/cuda.driver-version.revision ~nvidia.com/cuda.driver.rev")
+
+
+def test_oneshot_that_fails_exits_one(tmp_path) -> None:
+    agent = make_agent(Source(DiscoveryError("NVML: Unknown Error")), sink(tmp_path),
+                       LabelOptions(), oneshot=True)
+    assert agent.run(Signals()) == 1
+    assert not (tmp_path / "gfd").exists()
+
+
+# ----------------------------------------------------------------------------- reload transactions
+
+
+class Closable:
+    """A sink or discovery that records prune() and close()."""
+
+    name = "old"
+    fail_on_init_error = True
+
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner
+        self.closed = False
+        self.pruned = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def prune(self) -> PublishResult:
+        self.pruned = True
+        return self.inner.prune()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Candidates:
+    """A PartsSource that offers one prepared candidate."""
+
+    def __init__(self) -> None:
+        self.candidate: Any = None
+
+    def poll(self, current: Parts, *, force: bool) -> Parts | None:
+        candidate, self.candidate = self.candidate, None
+        return None if candidate is None else candidate(current)
+
+
+def test_a_new_sink_takes_the_labels_and_the_old_one_is_pruned_and_closed(tmp_path) -> None:
+    old = Closable(FeatureFileSink(str(tmp_path / "old"), expiry=0))
+    new = FeatureFileSink(str(tmp_path / "new"), expiry=0)
+    reloader = Candidates()
+    agent = make_agent(Source(H100), old, LabelOptions(), reloader=reloader)
+    agent.cycle()
+    assert (tmp_path / "old").exists()
+    reloader.candidate = lambda current: replace(current, sink=new, changes=("--sink: a -> b",))
+    assert agent.cycle()
+    assert agent.parts.sink is new
+    assert old.pruned and old.closed
+    assert not (tmp_path / "old").exists() and (tmp_path / "new").exists()
+
+
+def test_a_candidate_whose_new_back_end_fails_is_refused_and_closed(tmp_path, caplog) -> None:
+    reloader = Candidates()
+    running = Source(H100)
+    broken = Closable(Source(DiscoveryError("NVML: Unknown Error")))
+    agent = make_agent(running, sink(tmp_path), LabelOptions(), reloader=reloader)
+    agent.cycle()
+    reloader.candidate = lambda current: replace(current, discovery=broken)
+    assert agent.cycle(), "the running parts label this cycle"
+    assert agent.parts.discovery is running and broken.closed
+    assert "new config refused: its GPU back end failed" in caplog.text
+
+
+def test_a_pending_candidate_is_closed_when_the_agent_stops(tmp_path) -> None:
+    reloader = Candidates()
+    new_sink = Closable(FeatureFileSink(str(tmp_path / "new"), expiry=0))
+    source = Source(DiscoveryError("NVML: Unknown Error"))
+    agent = make_agent(source, sink(tmp_path), LabelOptions(), reloader=reloader)
+    reloader.candidate = lambda current: replace(current, sink=new_sink)
+    signals = Signals()
+    signals.stop = True
+    agent.run(signals)  # the cycle fails with the running back end: the candidate waits
+    assert new_sink.closed and source.closed
+
+
+# ----------------------------------------------------------------------------- signals
+
+
+def test_signals_set_their_flag_and_wake_the_loop() -> None:
+    signals = Signals()
+    signals.request_reload()
+    assert signals.reload and signals.wake.is_set() and not signals.stop
+    signals.wake.clear()
+    signals.request_stop()
+    assert signals.stop and signals.wake.is_set()
+
+
+def test_an_empty_schedule_is_never_due() -> None:
+    schedule = Schedule()
+    schedule.set((), now=0.0)
+    assert schedule.next_due() is None and schedule.pop_due(1e9) == []

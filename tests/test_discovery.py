@@ -1,19 +1,23 @@
-"""Discovery: facts only an admin changes (timeslice policy via nvidia-smi, the vGPU scan) are
-read at start, on refresh() (SIGHUP, and the loop's host-refresh duty every
---host-refresh-interval), and when the GPU set changes."""
+"""Discovery: one snapshot per read from the GPU source and the host files, with GFD's
+--fail-on-init-error semantics. Facts only an admin changes (timeslice policy via nvidia-smi,
+the vGPU scan) are read at start, on refresh() (SIGHUP, and the loop's host-refresh duty every
+--host-refresh-interval), and when the GPU set changes. Recorded snapshot files load with a
+clear error."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 
-from fakes.sysfs import gpu_tree
+import pytest
+from fakes.sysfs import COMPUTE, GRAPHICS, gpu_tree
 
-from gfd.discovery import Discovery
-from gfd.errors import NvmlInitError
+from gfd.discovery import Discovery, read_snapshot_file
+from gfd.errors import DiscoveryError, NvmlInitError
 from gfd.readers.host import HostReader
 from gfd.readers.simulate import simulate
-from gfd.snapshot import Snapshot
+from gfd.snapshot import Snapshot, Vgpu
 
 H100 = replace(simulate("hgx-h100").snapshot, machine_type=None, vgpu=None)
 
@@ -90,3 +94,114 @@ def test_nvml_down_with_fail_on_init_error_false_still_scans_vgpu(tmp_path: Path
                   fail_on_init_error=False)
     snap = d.read()
     assert not snap.nvml_available and snap.vgpu is not None and snap.gpus == ()
+
+
+# ----------------------------------------------------------------------------- host facts
+
+
+class Closing(Gpus):
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_each_gpu_gets_its_pci_class_and_timeslice_and_the_node_its_machine_type(
+        tmp_path: Path) -> None:
+    root = gpu_tree(tmp_path / "sys", [g.pci_bus_id for g in H100.gpus[:4]], pci_class=GRAPHICS)
+    (tmp_path / "dmi").write_text("DGX H100\n")
+    host = HostReader(machine_type_file=str(tmp_path / "dmi"), sysfs_root=str(root))
+    snap = Discovery(Gpus(H100), host, smi=Smi()).read()
+    assert [g.pci_class for g in snap.gpus] == [GRAPHICS] * 4 + [None] * 4
+    assert {g.timeslice for g in snap.gpus} == {"default"}
+    assert snap.machine_type == "DGX H100\n"
+    assert snap.vgpu == Vgpu(present=False)
+
+
+def test_a_lost_gpu_gets_no_pci_class(tmp_path: Path) -> None:
+    lost = replace(H100, gpus=(replace(H100.gpus[0], error="GPU is lost"), *H100.gpus[1:]))
+    root = gpu_tree(tmp_path / "sys", [g.pci_bus_id for g in H100.gpus])
+    host = HostReader(machine_type_file="", sysfs_root=str(root))
+    snap = Discovery(Gpus(lost), host).read()
+    assert snap.gpus[0].pci_class is None and snap.gpus[1].pci_class == COMPUTE
+
+
+def test_without_gpus_neither_nvidia_smi_nor_the_machine_type_is_read(tmp_path: Path) -> None:
+    smi = Smi()
+    (tmp_path / "dmi").write_text("PowerEdge R650\n")
+    host = HostReader(machine_type_file=str(tmp_path / "dmi"),
+                      sysfs_root=str(gpu_tree(tmp_path / "sys", [])))
+    snap = Discovery(Gpus(Snapshot(source="nvml")), host, smi=smi).read()
+    assert smi.calls == 0 and snap.machine_type is None
+    assert snap.vgpu == Vgpu(present=False), "the vGPU scan runs without GPUs"
+
+
+def test_a_fixed_snapshot_is_returned_as_is(tmp_path: Path) -> None:
+    fixed = simulate("t4-time-sliced").snapshot
+    host = HostReader(machine_type_file=str(tmp_path / "missing"), sysfs_root=str(tmp_path))
+    assert Discovery(None, host, fixed=fixed).read() is fixed
+
+
+# ----------------------------------------------------------------------------- --fail-on-init-error
+
+
+def test_nvml_down_with_fail_on_init_error_is_raised(tmp_path: Path) -> None:
+    host = HostReader(machine_type_file="", sysfs_root=str(gpu_tree(tmp_path, [])))
+    with pytest.raises(NvmlInitError):
+        Discovery(Gpus(NvmlInitError("NVML could not start: x")), host).read()
+
+
+def test_another_read_error_is_raised_whatever_fail_on_init_error_says(tmp_path: Path) -> None:
+    host = HostReader(machine_type_file="", sysfs_root=str(gpu_tree(tmp_path, [])))
+    d = Discovery(Gpus(DiscoveryError("NVML: Unknown Error")), host, fail_on_init_error=False)
+    with pytest.raises(DiscoveryError, match="Unknown Error"):
+        d.read()
+
+
+def test_nvml_down_is_warned_once_and_its_return_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gfd")
+    down = NvmlInitError("NVML could not start: Driver Not Loaded")
+    host = HostReader(machine_type_file="", sysfs_root=str(gpu_tree(tmp_path, [])))
+    d = Discovery(Gpus(down, down, down, H100, H100, down, H100), host,
+                  fail_on_init_error=False)
+    snaps = [d.read() for _ in range(7)]
+    assert [s.nvml_available for s in snaps] == [False, False, False, True, True, False, True]
+    assert snaps[0].nvml_error == str(down) and snaps[0].source == "nvml"
+    text = [r.getMessage() for r in caplog.records]
+    assert sum("Driver Not Loaded" in t for t in text) == 2, "once per outage"
+    assert text.count("the GPU back end is available now") == 2
+
+
+def test_close_closes_the_gpu_source(tmp_path: Path) -> None:
+    gpus = Closing(H100)
+    host = HostReader(machine_type_file="", sysfs_root=str(tmp_path))
+    Discovery(gpus, host).close()
+    assert gpus.closed
+    Discovery(None, host, fixed=H100).close()  # nothing to close: no error
+
+
+# ----------------------------------------------------------------------------- recorded snapshots
+
+
+def test_a_recorded_snapshot_file_is_loaded_with_its_path_as_source(tmp_path: Path) -> None:
+    path = tmp_path / "node.json"
+    path.write_text(H100.to_json())
+    snap = read_snapshot_file(str(path))
+    assert snap.source == f"file:{path}" and snap.gpus == H100.gpus
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "No such file or directory"),
+    ("{", "snapshot: not valid JSON"),
+    ('{"gpus": [{"index": "0"}]}', "snapshot.gpus[0].index: expected int"),
+], ids=["missing", "not-json", "wrong-type"])
+def test_a_bad_snapshot_file_is_one_discovery_error_naming_it(tmp_path: Path, content: str | None,
+                                                              message: str) -> None:
+    path = tmp_path / "node.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(DiscoveryError) as caught:
+        read_snapshot_file(str(path))
+    assert str(caught.value).startswith(f"snapshot file {path}: ")
+    assert message in str(caught.value) and "\n" not in str(caught.value)

@@ -68,3 +68,39 @@ def test_settings_doc_has_one_row_per_setting_with_its_variables() -> None:
     assert len(rows) == len(TABLE)
     mig = next(row for row in rows if row.startswith("| `--mig-strategy`"))
     assert "`GFD_MIG_STRATEGY`, `MIG_STRATEGY`" in mig and "`flags.migStrategy`" in mig
+
+
+def test_the_label_table_has_one_row_per_catalogue_entry_in_order() -> None:
+    rows = [line for line in render().splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == [doc.key for doc in LABELS]
+
+
+def test_a_row_names_the_modules_and_escapes_pipes_in_cells() -> None:
+    row = next(line for line in render().splitlines() if line.startswith("| `<R>.product`"))
+    assert "`labelers/gpu.py` / `labelers/mig.py`" in row
+    cells = row.strip("|").split(" | ")
+    assert len(cells) == 7, "no unescaped '|' inside a cell"
+
+
+@pytest.mark.parametrize("machine", sorted(SIMULATIONS))
+def test_every_simulated_machine_has_its_example_labels(machine: str) -> None:
+    text = render()
+    strategy = "mixed" if "mig" in machine else "none"
+    heading = f"### `{machine}`" + (f" (`--mig-strategy {strategy}`)" if strategy != "none"
+                                    else "")
+    assert heading + "\n" in text
+    block = text.split(heading + "\n", 1)[1].split("```")[1]
+    sim = simulate(machine)
+    options = LabelOptions(mig_strategy=strategy, sharing=sim.sharing or Sharing())
+    labels = compute_labels(sim.snapshot, options).labels
+    assert block.strip().splitlines() == [f"{k}={v}" for k, v in labels.items()]
+
+
+def test_the_settings_rows_show_defaults_as_written_and_a_dash_for_none() -> None:
+    from gfd.docs import render_settings
+
+    rows = {line.split("`")[1]: line for line in render_settings().splitlines()
+            if line.startswith("| `--")}
+    assert "| `10s` | schedule |" in rows["--sleep-interval"]
+    assert "| - | `" in rows["--sysfs-root"] and "| `/sys` | discovery |" in rows["--sysfs-root"]
+    assert rows["--node-name"].split(" | ")[3] == '``', "an empty default is shown empty"

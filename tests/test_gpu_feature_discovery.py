@@ -14,8 +14,9 @@ import pytest
 from fakes import profiles
 from fakes.fakenvml import subprocess_env
 from fakes.sysfs import gpu_tree
-from test_e2e_nvml import node
-from test_run import wait_for
+from helpers.machines import node
+from helpers.paths import DATA
+from helpers.process import config_manager_lookup, wait_for
 
 from gfd.errors import ConfigError
 from gfd.gpu_feature_discovery import GFD_DEFAULTS, NAME, Command, flags, parse
@@ -177,7 +178,7 @@ def test_oneshot_go_style_writes_the_file_once_with_no_lapsing_expiry(
     labels, expires = parse_file(out.read_text())
     assert expires is None
     assert labels["nvidia.com/mig.strategy"] == "mixed"
-    golden = Path(__file__).parent / "data/golden/nvml/dgx_a100_layout__mixed__compat.labels"
+    golden = DATA / "golden/nvml/dgx_a100_layout__mixed__compat.labels"
     assert labels == parse_file(golden.read_text())[0], "GFD's labels for this layout"
     assert "nvidia.com/gpu.heterogeneous" not in labels, "GFD's label set by default"
     assert "NODE_NAME is not set" in result.stderr
@@ -200,19 +201,6 @@ def test_an_unknown_flag_is_one_line_and_exit_2(tmp_path: Path) -> None:
                             "--help)\n"
 
 
-def config_manager_lookup(name: str) -> list[int]:
-    """What GFD's config-manager does: every process whose cmdline[0] equals ``name``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0] == name.encode():
-            found.append(int(entry.name))
-    return found
 
 
 def test_the_config_manager_finds_it_by_argv0_and_its_sighup_reloads(

@@ -1,7 +1,10 @@
-"""Tests for gfd.metrics: the metrics, liveness/readiness, and the real HTTP server."""
+"""The metrics on a private registry, liveness and readiness, and the real HTTP server that
+serves /metrics, /healthz and /readyz."""
 
 from __future__ import annotations
 
+import http.client
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -9,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gfd.errors import ConfigError
 from gfd.metrics import Health, Metrics, MetricsServer
 
 
@@ -293,3 +297,58 @@ def test_server_stop_is_idempotent_and_frees_the_port(metrics: Metrics, health: 
     srv.stop()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+
+
+def test_a_busy_port_is_one_config_error_naming_it(metrics: Metrics, health: Health) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        srv = MetricsServer(metrics, health, port=port, host="127.0.0.1")
+        with pytest.raises(ConfigError) as caught:
+            srv.start()
+    message = str(caught.value)
+    assert message.startswith(f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}: ")
+    assert "choose a free one, or 0 to serve no metrics" in message
+    assert srv.port == port, "not started: the requested port"
+
+
+def test_a_server_starts_once(server: MetricsServer) -> None:
+    with pytest.raises(RuntimeError, match="already started"):
+        server.start()
+
+
+def test_a_query_string_does_not_change_the_path(server: MetricsServer) -> None:
+    assert get(server, "/healthz?verbose=1")[::2] == (200, "ok\n")
+    assert get(server, "/metrics?name[]=gfd_nvml_up")[0] == 200
+
+
+@pytest.mark.parametrize("path, status", [("/metrics", 200), ("/healthz", 200),
+                                          ("/readyz", 503), ("/nope", 404)])
+def test_head_answers_the_status_and_length_without_a_body(server: MetricsServer, path: str,
+                                                           status: int) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    try:
+        connection.request("HEAD", path)
+        response = connection.getresponse()
+        assert response.status == status
+        assert int(response.headers["Content-Length"]) > 0
+        assert response.read() == b""
+    finally:
+        connection.close()
+
+
+def test_a_metrics_rendering_failure_is_a_500_and_the_server_keeps_serving(
+        health: Health, caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(Metrics):
+        def render(self) -> bytes:
+            raise RuntimeError("collector broke")
+
+    srv = MetricsServer(Broken(version="x"), health, port=0, host="127.0.0.1")
+    srv.start()
+    try:
+        assert get(srv, "/metrics")[::2] == (500, "error rendering metrics\n")
+        assert get(srv, "/healthz")[0] == 200
+    finally:
+        srv.stop()
+    assert "rendering metrics failed" in caplog.text

@@ -143,6 +143,12 @@ class NodeFeatureSink:
                     return PublishResult(written=False, change=diff(old, labels))
                 known_version = str(current["metadata"].get("resourceVersion", ""))
             except ApiError as exc:
+                if exc.status == 404 and known_version and not exc.resource_missing:
+                    # deleted behind gfd's back: read again, which creates it anew
+                    log.info("NodeFeature %s/%s was deleted: creating it again", self.namespace,
+                             object_name(self.node))
+                    known_version = ""
+                    continue
                 if exc.status not in (409,):
                     raise
                 log.debug("NodeFeature conflict (%s): re-reading", exc.reason)

@@ -15,11 +15,10 @@ Python client through a kubeconfig that points at it::
 
 It serves Nodes (core/v1, cluster scoped), NodeFeatures
 (``nfd.k8s-sigs.io/v1alpha1``, namespaced) and read-only Pods and DaemonSets,
-and reproduces the behaviour gfd depends on (see TESTING.md section 3 and
-nfd-and-kubernetes.md sections 4, 8 and 9): merge, strategic-merge, JSON and
-server-side-apply patches; a global ``resourceVersion`` bumped on every write
-(no bump for a write that changes nothing, like the real server); 409 for a
-stale ``resourceVersion``; 422 with the exact label rules; 403 from a rule set;
+and reproduces the behaviour gfd depends on (tests/README.md, "The fakes"): merge,
+strategic-merge, JSON and server-side-apply patches; a global ``resourceVersion``
+bumped on every write (no bump for a write that changes nothing, like the real
+server); 409 for a stale ``resourceVersion``; 422 with the exact label rules; 403 from a rule set;
 404 for missing objects and for the NodeFeature API when the CRD is absent;
 fault injection, latency, dropped connections; and an exact request log.
 

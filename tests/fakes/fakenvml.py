@@ -274,7 +274,7 @@ A100_40GB = _table(
     [
         # R510 `-lgip` on A100-PCIE-40GB: 4.75 / 9.75 / 19.62 / 19.62 / 39.50 GiB.
         # Newer drivers report 2g.10gb 9856, 3g/4g 19968 and 7g 40192 MiB; we keep
-        # 20096 for 3g.20gb as gfd-behaviour.md §5.6-5.7 does.
+        # 20096 for 3g.20gb as GFD's worked MIG examples do.
         (0, 19, "MIG 1g.5gb", 1, 4864, 14, 1, 0, 0, 0, 0, 7),
         (7, 20, "MIG 1g.5gb+me", 1, 4864, 14, 1, 1, 0, 1, 1, 1),
         # 1g.10gb exists from R525 on; values from an R525+ `-lgip` (9.62 GiB).

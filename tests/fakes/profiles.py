@@ -189,7 +189,7 @@ _DGX_A100_BUSES = ("07", "0F", "47", "4E", "87", "90", "B7", "BD")
 
 
 def dgx_a100(layouts: list[list[GI] | None] | None = None) -> Machine:
-    """8 x A100-SXM4-40GB as in gfd-behaviour.md §12; ``layouts[i]`` turns MIG on for
+    """8 x A100-SXM4-40GB as in GFD's worked examples; ``layouts[i]`` turns MIG on for
     GPU i with that layout ([] = MIG on, no devices; None = MIG off)."""
     layouts = layouts if layouts is not None else [None] * 8
     return Machine(
@@ -227,7 +227,7 @@ def dgx_a100_layout() -> Machine:
 
 
 def dgx_a100_all_1g5gb() -> Machine:
-    """Every GPU split into 7 x 1g.5gb (gfd-behaviour.md §12.2)."""
+    """Every GPU split into 7 x 1g.5gb (GFD's worked example)."""
     machine = dgx_a100([mig(*["1g.5gb"] * 7) for _ in range(8)])
     machine.seed = "dgx_a100_all_1g5gb"
     return machine

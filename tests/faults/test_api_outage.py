@@ -4,10 +4,10 @@ Everything runs the real Agent over the real NodeSink / NodeFeatureSink and the 
 kubernetes client (gfd.kube.Kube) against the local FakeApiServer; only the retry sleep is
 injected (recorded, never slept).
 
-Promises: SPEC §2.1.5 ("a failed read never removes labels" -- and neither does a failed
-write: the last published labels stay), SPEC §4 ("409 conflicts are retried; 429/5xx back off
-with jitter"; NodeFeature "conflict-safe", owner = the DaemonSet), SPEC §5 ("errors ... retried
-with backoff; the process does not crash-loop on a transient error").
+Promises: a failed write never removes labels (the last published labels stay); 409
+conflicts are retried, 429 and 5xx back off with jitter (Retry-After honoured); the
+NodeFeature is conflict-safe and owned by the DaemonSet; errors are retried with backoff and
+the process does not crash-loop on a transient error.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_parts import make_agent
 from fakes.apiserver import FakeApiServer
+from helpers.agent_parts import make_agent
 
 from gfd.backoff import backoff
 from gfd.errors import ApiError, PublishError
@@ -115,7 +115,7 @@ def expected_on_server(kind: str, labels: dict[str, str]) -> dict[str, str]:
 @pytest.mark.parametrize("kind", ["node", "nodefeature"])
 def test_api_server_down_for_many_cycles_loses_no_label_and_converges_in_one_cycle(
         kind: str, server: FakeApiServer, kube: Kube) -> None:
-    """SPEC §2.1.5 + §5: with the API server unreachable for 25 cycles (while the GPUs changed),
+    """With the API server unreachable for 25 cycles (while the GPUs changed),
     every cycle fails cleanly (False, no exception), the published labels stay exactly the last
     published ones, other writers' labels stay; the first cycle after it is back converges."""
     sleeps, clock = Sleeps(), Clock()
@@ -153,7 +153,7 @@ def test_api_server_down_for_many_cycles_loses_no_label_and_converges_in_one_cyc
 @pytest.mark.parametrize("kind", ["node", "nodefeature"])
 def test_api_server_5xx_storm_loses_no_label(kind: str, server: FakeApiServer,
                                              kube: Kube) -> None:
-    """SPEC §2.1.5 + §4: every request answered 503 for many cycles -- cycles fail, nothing
+    """Every request answered 503 for many cycles -- cycles fail, nothing
     published is removed or changed, and the labels converge once the storm ends."""
     sleeps, clock = Sleeps(), Clock()
     source = Source(H100)
@@ -172,7 +172,7 @@ def test_api_server_5xx_storm_loses_no_label(kind: str, server: FakeApiServer,
 
 
 def test_nodefeature_409_storm_ends_in_convergence(server: FakeApiServer, kube: Kube) -> None:
-    """SPEC §4 (NodeFeature "conflict-safe"; 409 retried): a burst of conflicts on PUT that the
+    """The NodeFeature is conflict-safe (409 retried): a burst of conflicts on PUT that the
     sink's bounded re-read-and-retry absorbs ends with the new labels, in one cycle."""
     sleeps, clock = Sleeps(), Clock()
     source = Source(H100)
@@ -186,7 +186,7 @@ def test_nodefeature_409_storm_ends_in_convergence(server: FakeApiServer, kube: 
 
 def test_nodefeature_endless_409_is_a_clear_error_never_label_loss(server: FakeApiServer,
                                                                   kube: Kube) -> None:
-    """SPEC §4 + §2.1.5: a 409 storm that outlasts the bounded retries ends in one clear
+    """A 409 storm that outlasts the bounded retries ends in one clear
     PublishError (no endless loop, a bounded number of requests), the NodeFeature keeps the
     last published labels, the agent keeps cycling, and converges when the storm ends."""
     sleeps, clock = Sleeps(), Clock()
@@ -213,7 +213,7 @@ def test_nodefeature_endless_409_is_a_clear_error_never_label_loss(server: FakeA
 @pytest.mark.parametrize(("kind", "method"), [("node", "PATCH"), ("nodefeature", "PUT")])
 def test_429_retry_after_is_honoured_exactly(kind: str, method: str, server: FakeApiServer,
                                              kube: Kube) -> None:
-    """SPEC §4 (429 backs off): a 429 with Retry-After: 7 makes the retry sleep exactly 7 s
+    """429 backs off as told: a 429 with Retry-After: 7 makes the retry sleep exactly 7 s
     (not the jittered backoff), then the write goes through in the same cycle."""
     sleeps, clock = Sleeps(), Clock()
     source = Source(H100)
@@ -228,7 +228,7 @@ def test_429_retry_after_is_honoured_exactly(kind: str, method: str, server: Fak
 
 
 def test_first_retry_delays_of_a_fleet_are_spread_no_thundering_herd() -> None:
-    """SPEC §4 (5xx back off *with jitter*): 200 agents (independent random streams) that see
+    """5xx back off *with jitter*: 200 agents (independent random streams) that see
     the same 5xx at the same moment pick first-retry delays spread over [50 %, 100 %] of the
     step -- not all equal, coefficient of variation well above 0.1."""
     delays = [backoff(1, 30.0, random.Random(seed).random, start=0.5) for seed in range(200)]
@@ -240,7 +240,7 @@ def test_first_retry_delays_of_a_fleet_are_spread_no_thundering_herd() -> None:
 
 
 def test_retry_of_a_fleet_uses_its_jitter_on_5xx() -> None:
-    """SPEC §4: the same through gfd.sinks.api.Retry -- 200 agents' first sleep after a 503
+    """The same through gfd.sinks.retry.Retry -- 200 agents' first sleep after a 503
     is jittered per agent (Retry-After absent), so their retries do not arrive together."""
     firsts: list[float] = []
     for seed in range(200):
@@ -263,7 +263,7 @@ def test_retry_of_a_fleet_uses_its_jitter_on_5xx() -> None:
 
 def test_nodefeature_gets_its_daemonset_owner_even_if_the_api_was_down_at_startup(
         server: FakeApiServer, kube: Kube) -> None:
-    """SPEC §4 (NodeFeature "owner = the DaemonSet") + §5 (transient errors are retried): an
+    """The NodeFeature's owner is the DaemonSet, and transient errors are retried: an
     API server that is unreachable when gfd starts must not leave the NodeFeature ownerless
     (it would then outlive an uninstall)."""
     sleeps, clock = Sleeps(), Clock()

@@ -1,8 +1,8 @@
 """An invalid device-plugin config file appearing under a running `gfd run`.
 
-Promises: SPEC §5 ("config changes are picked up without a restart ... when the config file's
-content changes"; "errors in a cycle are logged once per distinct error, counted"), SPEC §2.1.5
-(labels stay), SPEC §7 (messages are one line naming the problem and the fix).
+Promises: config changes are picked up without a restart when the file's content changes;
+an invalid one is refused, counted, and logged once per distinct error; the labels stay those
+of the last good config; the message is one line naming the problem and the fix.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fakes import profiles
-from test_run import Agent, free_port, http, metric, wait_for
+from helpers.process import Agent, free_port, http, metric, wait_for
 
 from gfd.configfile import ConfigSource
 
@@ -39,7 +39,7 @@ def _cycles(port: int) -> float:
 
 def test_invalid_config_at_reload_keeps_the_last_good_one_then_applies_a_valid_one(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
-    """SPEC §5 reload + §2.1.5: an invalid config written over a good one is refused with a
+    """Reload keeps the labels: an invalid config written over a good one is refused with a
     one-line error naming the field; for many cycles the labels stay exactly those of the last
     good config and the agent keeps cycling; a valid config written next is applied."""
     port = free_port()
@@ -62,7 +62,7 @@ def test_invalid_config_at_reload_keeps_the_last_good_one_then_applies_a_valid_o
 
 def test_invalid_config_error_is_logged_once_not_every_cycle(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
-    """SPEC §5 ("errors in a cycle are logged once per distinct error"): while the same invalid
+    """Errors are logged once per distinct error: while the same invalid
     config stays in place for 8+ cycles, its error appears once in the log, and no
     'recovered' line claims the problem went away."""
     port = free_port()

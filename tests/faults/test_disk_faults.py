@@ -1,9 +1,9 @@
 """A full or read-only output filesystem while publishing the feature file.
 
-Promises: TESTING.md §4 ("read-only or full output directory -- the previous labels survive"),
-SPEC §7 (errors are "one line naming the problem and the fix"), SPEC §5 ("a cycle publishes
-everything or nothing"; errors are retried, "the process does not crash-loop on a transient
-error") and SPEC §4 (written as a dot-file, renamed into place: no litter).
+Promises: on a read-only or full output directory the previous labels survive; the error is
+one line naming the problem and the fix; a cycle publishes everything or nothing, is retried,
+and never crashes the process; the file is written as a dot-file and renamed into place, so
+a failed write leaves no litter.
 
 The disk is broken by monkeypatching ``os`` -- the one place the suite fakes the OS, because
 no unprivileged test can fill or remount a filesystem.
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_parts import make_agent
+from helpers.agent_parts import make_agent
 
 from gfd.errors import PublishError
 from gfd.labelers.options import LabelOptions
@@ -56,7 +56,7 @@ def _entries(directory: Path) -> list[str]:
 @pytest.mark.parametrize(("func", "code", "fix"), CASES)
 def test_full_or_read_only_disk_is_one_clear_error_and_the_old_file_survives(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, func: str, code: int, fix: str) -> None:
-    """TESTING.md §4 / SPEC §7: ENOSPC, EDQUOT, EROFS, EACCES on any step of the atomic write
+    """ENOSPC, EDQUOT, EROFS, EACCES on any step of the atomic write
     raise PublishError with one line naming the file and the fix; the previous feature file is
     byte-identical and no temp file is left behind."""
     path = tmp_path / "gfd"
@@ -77,7 +77,7 @@ def test_full_or_read_only_disk_is_one_clear_error_and_the_old_file_survives(
 @pytest.mark.parametrize(("func", "code", "fix"), CASES[:1] + CASES[3:4])
 def test_sink_on_a_broken_disk_keeps_the_old_labels_then_publishes_when_it_is_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, func: str, code: int, fix: str) -> None:
-    """SPEC §2.1.5 / §5: the sink's publish fails whole (old labels stay readable by
+    """The sink's publish fails whole (old labels stay readable by
     nfd-worker), and the same sink object publishes the change once the disk is back."""
     path = tmp_path / "gfd"
     sink = FeatureFileSink(str(path), clock=lambda: NOW, expiry=3600)
@@ -109,8 +109,8 @@ class _Source:
 
 def test_agent_cycle_fails_on_a_full_disk_and_the_next_succeeds_once_it_is_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """SPEC §5 ("a cycle publishes everything or nothing"; transient errors are retried, no
-    crash) and §2.1.5 (the last published labels stay): through the Agent, a cycle on a full
+    """A cycle publishes everything or nothing, transient errors are retried without a crash,
+    and the last published labels stay: through the Agent, a cycle on a full
     disk returns False without raising and leaves the file as it was; every later cycle on
     the full disk does the same; the first cycle after space is freed publishes the change."""
     path = tmp_path / "features.d" / "gfd"

@@ -1,8 +1,8 @@
 """SIGKILL at random points while gfd rewrites its feature file.
 
-Promises (SPEC §4 feature file: "written as a dot-file in the same directory, fsynced,
-renamed into place"; SPEC §2.1.4 "no lost labels on restart"; TESTING.md §4 fault tests
-"SIGTERM during a write -- the previous labels survive"): a reader (nfd-worker) only ever
+Promises (the feature file is written as a dot-file in the same directory, fsynced and
+renamed into place; no labels are lost on a restart; the previous labels survive a kill
+during a write): a reader (nfd-worker) only ever
 sees a complete old or complete new file, a killed writer leaves nothing but dot-files
 behind (nfd-worker ignores those), and a restarted agent adopts what it finds.
 """
@@ -59,7 +59,7 @@ def _stray_names(directory: Path) -> set[str]:
 
 
 def test_sigkill_mid_write_leaves_old_or_new_file_never_partial(tmp_path: Path) -> None:
-    """SPEC §4 (atomic dot-file + rename) and §2.1.4 (no lost labels): 30 SIGKILLs at seeded
+    """Atomic dot-file + rename, no lost labels: 30 SIGKILLs at seeded
     random points (0-50 ms into a tight rewrite loop) -- the feature file is always exactly the
     complete old or the complete new content, and only dot-files are ever left beside it."""
     directory = tmp_path / "features.d"
@@ -95,7 +95,7 @@ def test_sigkill_mid_write_leaves_old_or_new_file_never_partial(tmp_path: Path) 
 
 
 def test_restarted_sink_adopts_a_file_left_by_a_killed_writer(tmp_path: Path) -> None:
-    """SPEC §2.1.4 (no lost labels on restart) and §4 (not rewritten when unchanged): after a
+    """No lost labels on restart, and no rewrite when unchanged: after a
     writer is SIGKILLed, a fresh FeatureFileSink over the same path reads back the complete
     labels, does not rewrite them when they are what it wants, and publishes a change fine,
     unbothered by the dot-files the killed writer may have left."""

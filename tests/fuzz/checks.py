@@ -10,7 +10,7 @@ from gfd.snapshot import Snapshot
 
 
 def check_labelling(snapshot: Snapshot, options: LabelOptions) -> None:
-    """SPEC §2.1.2: compute_labels gives only valid, sorted labels, drops each invalid one
+    """compute_labels gives only valid, sorted labels, drops each invalid one
     alone, and is deterministic; the only exceptions are its two documented refusals."""
     try:
         labelling = compute_labels(snapshot, options)
@@ -36,4 +36,4 @@ def check_labelling(snapshot: Snapshot, options: LabelOptions) -> None:
     computed = {k: lab.value for k, lab in labelling.explained.items()}
     good, _ = validate(computed)
     assert good == labels
-    assert compute_labels(snapshot, options).labels == labels, "deterministic (§2.1.1)"
+    assert compute_labels(snapshot, options).labels == labels, "deterministic"

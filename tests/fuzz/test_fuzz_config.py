@@ -1,8 +1,8 @@
 """Property tests: the device-plugin config parser on any document.
 
-Promises: SPEC §3 (the config file is the device plugin's YAML/JSON v1 file) and SPEC §7
-(config problems are a ConfigError -- exit code 2 -- whose message is one line naming the
-problem), TESTING.md §4 ("property tests for ... the config parser: never crash").
+Promises: the config file is the device plugin's YAML/JSON v1 file; config problems are a
+ConfigError (exit code 2) whose message is one line naming the problem; the parser never
+crashes.
 Whatever the text, parse_config returns a FileConfig or raises ConfigError, nothing else.
 """
 
@@ -109,7 +109,7 @@ def _yaml(document: Any) -> str:
          "      replicas: 1e3\n")
 @example("\x85\u2028\u2029: x")
 def test_any_text_is_a_file_config_or_one_line_config_error(text: str) -> None:
-    """SPEC §7: raw text of any kind (broken YAML, JSON, tags, aliases, deep nesting, duplicate
+    """Raw text of any kind (broken YAML, JSON, tags, aliases, deep nesting, duplicate
     keys, odd line breaks) gives a FileConfig or a one-line ConfigError, never another error."""
     _check(text)
 
@@ -118,7 +118,7 @@ def test_any_text_is_a_file_config_or_one_line_config_error(text: str) -> None:
 @given(json_values)
 def test_any_json_or_yaml_document_is_a_file_config_or_one_line_config_error(
         document: Any) -> None:
-    """SPEC §3 + §7: any JSON value, written as JSON and as YAML, parses or is refused cleanly."""
+    """Any JSON value, written as JSON and as YAML, parses or is refused cleanly."""
     _check(json.dumps(document))
     _check(_yaml(document))
 
@@ -134,7 +134,7 @@ def test_any_json_or_yaml_document_is_a_file_config_or_one_line_config_error(
 @example({"resources": {"gpus": [{"pattern": "*", "name": "gpu"}]}, "imex": {"channelIDs": [-1]}})
 def test_config_shaped_documents_are_a_file_config_or_one_line_config_error(
         document: dict[str, Any]) -> None:
-    """SPEC §3 + §7: documents built from the real field names (so the deep checks run:
+    """Documents built from the real field names (so the deep checks run:
     durations, resource names, replicas, devices, booleans) parse or fail with one line."""
     _check(json.dumps(document))
     _check(_yaml(document))

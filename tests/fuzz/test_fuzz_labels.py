@@ -1,11 +1,11 @@
 """Property tests: the sanitiser and naming rules, and compute_labels on arbitrary snapshots.
 
-Promises: SPEC §2.1.2 ("Valid values, always": every key and value is validated with the API
-server's rules; long products are shortened keeping the suffixes, trailing ``-._`` trimmed;
-an invalid label is dropped alone), SPEC §2.1.1 (deterministic: the same input gives the same
-labels), SPEC §2.2 (``gpu.accelerator`` a lowercase ``nvidia-`` slug; ``gpu.product.<model>``
-key name part <= 63), TESTING.md §4 ("property tests for the sanitiser, label validation ...:
-never crash, never emit an invalid label").
+Promises: valid values, always -- every key and value is validated with the API server's
+rules, long products are shortened keeping their suffixes with trailing ``-._`` trimmed, and
+an invalid label is dropped alone; labelling is deterministic (the same input gives the same
+labels); ``gpu.accelerator`` is a lowercase ``nvidia-`` slug and a ``gpu.product.<model>`` key
+name part is at most 63 characters; the sanitiser and the labelling never crash and never
+emit an invalid label.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ SUFFIXES = st.lists(st.sampled_from(
 @example(" \t\u00a0\u2028NVIDIA\u3000A100 ")
 @example("\uff2e\uff36\uff29\uff24\uff29\uff21 \uff28\uff11\uff10\uff10")  # full-width: not ASCII
 def test_sanitise_never_crashes_and_keeps_only_allowed_characters(text: str) -> None:
-    """SPEC §2.1 (GFD's sanitise): any text sanitises to [A-Za-z0-9-_.] only, idempotently."""
+    """GFD's sanitise: any text sanitises to [A-Za-z0-9-_.] only, idempotently."""
     out = sanitise(text)
     assert SANITISED.fullmatch(out), out
     assert sanitise(out) == out
@@ -47,7 +47,7 @@ def test_sanitise_never_crashes_and_keeps_only_allowed_characters(text: str) -> 
 @example("A" * 62 + "-", ["SHARED"])
 @example("...", ["MIG-INVALID"])
 def test_product_value_fits_63_and_keeps_its_suffixes(model: str, suffixes: list[str]) -> None:
-    """SPEC §2.1.2: product values never pass 63 characters; a shortened value keeps its
+    """Product values never pass 63 characters; a shortened value keeps its
     suffixes whole and ends without '-._'; an unshortened one is GFD's exact join."""
     value, rules = product_value(model, *suffixes)
     assert all(isinstance(r, str) and r for r in rules)
@@ -72,7 +72,7 @@ def test_product_value_fits_63_and_keeps_its_suffixes(model: str, suffixes: list
 @example("nvidia" * 30)
 @example("x" * 200)
 def test_accelerator_slug_is_a_valid_lowercase_nvidia_slug(model: str) -> None:
-    """SPEC §2.2 gpu.accelerator: lowercase, ``nvidia``-prefixed, at most 63 characters, and a
+    """gpu.accelerator: lowercase, ``nvidia``-prefixed, at most 63 characters, and a
     valid label value whenever the model has any ASCII letter or digit."""
     slug = accelerator_slug(model)
     assert slug == slug.lower() and slug.startswith("nvidia") and len(slug) <= MAX_VALUE
@@ -85,7 +85,7 @@ def test_accelerator_slug_is_a_valid_lowercase_nvidia_slug(model: str) -> None:
 @example("a" * 64, 63)
 @example("a" * 54 + "-" * 20, 63)
 def test_short_name_fits_its_limit_and_is_stable(text: str, limit: int) -> None:
-    """SPEC §2.2 gpu.product.<model>: "long models shortened with a stable short hash" -- the
+    """gpu.product.<model>: long models are shortened with a stable short hash -- the
     result fits the limit, is the text itself when it fits, and is the same every time."""
     out = short_name(text, limit)
     assert len(out) <= limit
@@ -100,7 +100,7 @@ def test_short_name_fits_its_limit_and_is_stable(text: str, limit: int) -> None:
 @given(snapshots, label_options)
 def test_compute_labels_on_arbitrary_snapshots_never_crashes_nor_emits_an_invalid_label(
         snapshot: Snapshot, options: LabelOptions) -> None:
-    """SPEC §2.1.2 + TESTING.md §4: arbitrary GPU names (any text), memory, compute capability,
+    """Arbitrary GPU names (any text), memory, compute capability,
     MIG profile names, fabric, vGPU and host strings, under every MIG strategy, label set and
     sharing config -- compute_labels never crashes (only the two documented refusals) and
     every published key and value passes the API server's rules."""
@@ -111,5 +111,5 @@ def test_compute_labels_on_arbitrary_snapshots_never_crashes_nor_emits_an_invali
 @given(snapshots)
 def test_compute_labels_with_default_options_never_emits_an_invalid_label(
         snapshot: Snapshot) -> None:
-    """SPEC §2.1.2: the same with the defaults `gfd run` starts with (no config file)."""
+    """The same with the defaults `gfd run` starts with (no config file)."""
     check_labelling(snapshot, LabelOptions())

@@ -1,8 +1,8 @@
 """Property tests: the ``nvidia-smi compute-policy --list`` parser on any text.
 
-Promises: SPEC §2.2 (``gpu.timeslice`` is one of ``default``/``short``/``medium``/``long``),
-SPEC §3 (nvidia-smi is only a helper: "its absence is normal" -- and garbage from it must
-never break a cycle), TESTING.md §4 (never crash).
+Promises: ``gpu.timeslice`` is one of ``default``/``short``/``medium``/``long``; nvidia-smi
+is only a helper (its absence is normal) and garbage from it never breaks a cycle; the parser
+never crashes.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _check(output: str) -> dict[int, str]:
 
 
 def test_real_outputs_parse() -> None:
-    """SPEC §2.2 gpu.timeslice: the real table shape gives per-GPU policies; GeForce's
+    """gpu.timeslice: the real table shape gives per-GPU policies; GeForce's
     failure text gives none."""
     assert _check(SUPPORTED) == {0: "default", 1: "long"}
     assert _check(GEFORCE) == {}
@@ -66,13 +66,13 @@ def test_real_outputs_parse() -> None:
 @example(SUPPORTED.replace("|", "│"))
 @example("0 Timeslice Default\x850 Timeslice Long\u20281 Timeslice short")
 def test_any_output_never_crashes_and_gives_only_known_policies(output: str) -> None:
-    """SPEC §2.2 + §3: any text gives a dict of int GPU index -> one of default, short,
+    """Any text gives a dict of int GPU index -> one of default, short,
     medium, long; nothing else, never an exception."""
     _check(output)
 
 
 def test_an_absurdly_long_gpu_index_is_skipped_not_a_crash() -> None:
-    """SPEC §3 (nvidia-smi output never breaks a cycle) + TESTING.md §4 (never crash): a row
+    """nvidia-smi output never breaks a cycle, and the parser never crashes: a row
     with a 5000-digit GPU index is garbage, to be skipped like any unparseable row."""
     output = SUPPORTED + f"| {'1' * 5000}     Timeslice            Default  |\n"
     assert _check(output) == {0: "default", 1: "long"}

@@ -1,10 +1,10 @@
 """Property tests: the snapshot JSON loader (``gfd labels --snapshot FILE``, bug reports).
 
-Promises: SPEC §3 (a recorded snapshot ``--snapshot FILE.json`` replaces NVML) and §7 (``gfd
-snapshot`` output fed back reproduces the labels; errors are one line), and the loader's own
-contract (gfd.snapshot: "a clear DiscoveryError on bad input"; "snapshots from files are
-untrusted"): any input gives a Snapshot or a DiscoveryError, never another exception
-(and on one line: SPEC §7), and a valid snapshot round-trips exactly.
+Promises: a recorded snapshot (``--snapshot FILE.json``) replaces NVML, and ``gfd snapshot``
+output fed back reproduces the labels; the loader's own contract (gfd.snapshot: "a clear
+DiscoveryError on bad input"; "snapshots from files are untrusted"): any input gives a
+Snapshot or a DiscoveryError, never another exception, its message on one line, and a valid
+snapshot round-trips exactly.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _load(text: str) -> Snapshot | None:
 
 @pytest.mark.parametrize("snapshot", REAL, ids=sorted(SIMULATIONS))
 def test_every_simulated_snapshot_round_trips_exactly(snapshot: Snapshot) -> None:
-    """SPEC §7 (``gfd snapshot`` fed back with ``--snapshot``): to_json then load_snapshot
+    """``gfd snapshot`` fed back with ``--snapshot``: to_json then load_snapshot
     gives back an equal Snapshot, field for field."""
     assert load_snapshot(snapshot.to_json(), source=snapshot.source) == snapshot
 
@@ -55,7 +55,7 @@ def test_every_simulated_snapshot_round_trips_exactly(snapshot: Snapshot) -> Non
 @fuzz_settings(150)
 @given(snapshots)
 def test_any_built_snapshot_round_trips_exactly(snapshot: Snapshot) -> None:
-    """SPEC §7: any well-typed snapshot (arbitrary strings, huge integers, nested MIG devices,
+    """Any well-typed snapshot (arbitrary strings, huge integers, nested MIG devices,
     fabric, vGPU) survives to_json -> load_snapshot unchanged."""
     assert load_snapshot(snapshot.to_json(), source=snapshot.source) == snapshot
     assert Snapshot.from_dict(json.loads(json.dumps(snapshot.to_dict()))) == snapshot
@@ -133,7 +133,7 @@ def test_mutated_real_snapshots_are_a_snapshot_or_a_discovery_error(
     """gfd.snapshot contract on near-valid input: a real snapshot (every built-in simulation)
     with fields replaced by any JSON value, deleted, or joined by unknown ones loads or fails
     with a DiscoveryError; when it loads, it round-trips, and labelling it (as `gfd labels
-    --snapshot` does) never crashes nor emits an invalid label (SPEC §2.1.2)."""
+    --snapshot` does) never crashes nor emits an invalid label."""
     mutated = _mutate(REAL_DICTS[which], random.Random(seed), replacements)
     snap = _load(json.dumps(mutated))
     if snap is not None:
@@ -151,7 +151,7 @@ def test_deeply_nested_json_is_a_discovery_error() -> None:
 
 @pytest.mark.parametrize("key", ["a\nb", "\x850", "\x1e0", "x\u2028y"])
 def test_unknown_field_names_cannot_break_the_error_message_into_lines(key: str) -> None:
-    """SPEC §7 ("messages are one line naming the problem"): an unknown field whose name holds
+    """Messages are one line naming the problem: an unknown field whose name holds
     a line break is still reported on one line (e.g. quoted with repr, as configfile does)."""
     with pytest.raises(DiscoveryError) as err:
         load_snapshot(json.dumps({key: 1}), source="file:bad.json")

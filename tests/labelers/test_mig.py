@@ -1,18 +1,15 @@
-"""MIG labels from hand-built snapshots: reference/gfd-behaviour.md §5.2 (full-GPU labels
-under every strategy), §5.3 none, §5.4 single (incl. the three INVALID cases), §5.5 mixed,
-§5.6 profile names and the eighths rule, §6.4 sharing of MIG resources, §12.2/§12.3 worked
-examples; SPEC §2.2 for mig.enabled.count, mig.pending and <R>.memory.per-replica."""
+"""MIG labels from hand-built snapshots (docs/gfd-compatibility.md, "MIG strategies" and
+"MIG profile names"): full-GPU labels under every strategy; ``none``; ``single`` with its
+three INVALID layouts; ``mixed``; profile names and the eighths rule when NVML gives none;
+sharing of MIG resources; worked examples on 8 x A100-40GB; ``mig.capable``; and gfd's
+extended ``mig.enabled.count``, ``mig.pending`` and ``<R>.memory.per-replica``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-
-from gfd.errors import ConfigError
-from gfd.snapshot import Gpu, MigDevice
-
-from .builders import (
+from helpers.builders import (
     A10,
     A10_BYTES,
     A100_1G5,
@@ -35,12 +32,15 @@ from .builders import (
     time_slicing,
 )
 
+from gfd.errors import ConfigError
+from gfd.snapshot import Gpu, MigDevice
+
 MIG_SUFFIXES = ("product", "count", "replicas", "sharing-strategy", "memory", "multiprocessors",
                 "slices.gi", "slices.ci", "engines.copy", "engines.decoder", "engines.encoder",
                 "engines.jpeg", "engines.ofa")
 ATTRIBUTE_SUFFIXES = MIG_SUFFIXES[4:]
 
-# Node-level labels of a 2 x A100-40GB test node, from §2.1 (machine "DGX-A100\n").
+# Node-level labels of a 2 x A100-40GB test node (machine "DGX-A100\n").
 A100_NODE = {
     **CUDA_550_12040,
     "gpu.machine": "DGX-A100",
@@ -63,7 +63,7 @@ def keys_for(resource: str, got: dict[str, str]) -> dict[str, str]:
             if k.startswith(resource + ".")}
 
 
-# --- §5.2 full-GPU labels under every strategy ------------------------------------------------
+# --- full-GPU labels under every strategy -----------------------------------------------------
 
 
 @pytest.mark.parametrize("strategy", ["none", "mixed"])
@@ -93,7 +93,7 @@ def test_no_memory_per_replica_for_mig_enabled_full_gpus() -> None:
     assert "gpu.memory.per-replica" not in got
 
 
-# --- §5.3 none --------------------------------------------------------------------------------
+# --- none -------------------------------------------------------------------------------------
 
 
 def test_none_strategy_ignores_mig_devices() -> None:
@@ -109,7 +109,7 @@ def test_none_strategy_ignores_mig_devices() -> None:
     }
 
 
-# --- §5.4 single --------------------------------------------------------------------------------
+# --- single -------------------------------------------------------------------------------------
 
 INVALID_LABELS = {
     "gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-INVALID",
@@ -213,7 +213,7 @@ def test_single_without_mig_enabled_gpus_is_none_plus_strategy() -> None:
     assert labels(snap, strategy="single") == {**none, "mig.strategy": "single"}
 
 
-# --- §5.5 mixed ---------------------------------------------------------------------------------
+# --- mixed --------------------------------------------------------------------------------------
 
 
 def test_mixed_strategy_labels_each_profile() -> None:
@@ -225,7 +225,7 @@ def test_mixed_strategy_labels_each_profile() -> None:
     got = labels(snap, strategy="mixed")
     assert got["mig.strategy"] == "mixed"
     assert got["gpu.count"] == "3"
-    assert got["gpu.replicas"] == "1"  # a MIG-disabled A100 is present (§5.2 step 3)
+    assert got["gpu.replicas"] == "1"  # a MIG-disabled A100 is present: sharing applies
     assert keys_for("mig-1g.5gb", got) == {
         "product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "count": "5", "replicas": "1",
         "sharing-strategy": "none", "memory": "4864", "multiprocessors": "14",
@@ -239,7 +239,7 @@ def test_mixed_strategy_labels_each_profile() -> None:
     mig_keys = {k for k in got if k.startswith("mig-")}
     assert mig_keys == {f"mig-{p}.{s}" for p in ("1g.5gb", "2g.10gb", "3g.20gb")
                         for s in MIG_SUFFIXES}
-    # MIG resources never get family or compute keys of their own (§2.3).
+    # MIG resources never get family or compute keys of their own.
     assert not any(k.endswith((".family", ".compute.major", ".compute.minor"))
                    for k in mig_keys)
 
@@ -318,7 +318,7 @@ def test_mps_with_mig_enabled_is_a_config_error(strategy: str) -> None:
         labelling(snap, strategy=strategy, sharing=mps(2))
 
 
-# --- §5.6 profile names ------------------------------------------------------------------------
+# --- profile names -----------------------------------------------------------------------------
 
 NVML_NAMES = [
     ("plus-me-becomes-dot-me", "MIG 1g.10gb+me", H100, H100_BYTES, "1g.10gb.me"),
@@ -342,8 +342,8 @@ def test_profile_name_normalisation(raw: str, model: str, total: int, name: str)
     assert single["gpu.product"] == product
 
 
-# Eighths rule (§5.6 step 6) when NVML gives no profile name. The first two rows are the
-# §5.6 worked table; the others apply the same arithmetic.
+# The eighths rule when NVML gives no profile name (old drivers). The first two rows are
+# GFD's worked examples; the others apply the same arithmetic.
 EIGHTHS = [
     ("a100-40-1slice-worked", A100_40_BYTES, 4864, 1, 1, "1g.5gb"),
     ("a100-40-3slice-worked", A100_40_BYTES, 20096, 3, 3, "3g.20gb"),
@@ -391,9 +391,9 @@ def test_long_model_with_mig_profile_is_shortened_not_dropped() -> None:
             "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edi-MIG-1g.24gb")
 
 
-# --- §12.2 / §12.3 worked examples (8 x A100-40GB) ---------------------------------------------
+# --- worked examples (8 x A100-40GB) ----------------------------------------------------------
 
-# The dgxa100 mock's 1-slice profile (§12.2): 1 copy engine, 1 decoder, 0/0/0, 14 SMs, 4864 MiB.
+# The 1-slice profile of GFD's dgxa100 mock: 1 copy engine, 1 decoder, 0/0/0, 14 SMs, 4864 MiB.
 MOCK_1G5 = dict(profile="MIG 1g.5gb", memory=4864, sms=14, gi=1, ci=1, copy=1, dec=1)
 
 
@@ -460,7 +460,7 @@ def test_worked_example_mixed_every_gpu_7x_1g5gb() -> None:
     }
 
 
-# --- SPEC §2.2: mig.enabled.count, mig.pending ----------------------------------------------
+# --- extended: mig.enabled.count, mig.pending ------------------------------------------------
 
 
 def test_mig_enabled_count() -> None:
@@ -499,7 +499,7 @@ def test_mig_pending(current: bool, pending: bool | None, value: str | None) -> 
 
 
 def test_mig_pending_does_not_change_the_strategy_labels() -> None:
-    # §5.1: the current MIG mode decides; a pending change is ignored.
+    # The current MIG mode decides; a pending change is ignored.
     snap = snapshot(gpu(0, mig_capable=True, mig_enabled=False, mig_pending_enabled=True),
                     gpu(1, mig_capable=True, mig_enabled=False, mig_pending_enabled=True))
     got = labels(snap, strategy="single")
@@ -516,7 +516,7 @@ def test_mig_extended_labels_absent_in_compat() -> None:
 
 
 def test_single_uses_only_the_nvidia_com_gpu_sharing_entry() -> None:
-    # §5.4 step 4: under single the MIG devices are nvidia.com/gpu; an entry for
+    # Under single the MIG devices are nvidia.com/gpu; an entry for
     # nvidia.com/mig-1g.5gb names a resource that does not exist under single.
     snap = snapshot(mig_gpu(0, a100_migs(7)), mig_gpu(1, a100_migs(7)))
     got = labels(snap, strategy="single", sharing=time_slicing(2, "nvidia.com/mig-1g.5gb"),
@@ -545,3 +545,30 @@ def test_single_invalid_on_a_heterogeneous_node_has_no_memory_per_replica() -> N
                     mig_gpu(2, a100_migs(7)))
     got = labels(snap, strategy="single", sharing=time_slicing(4), label_set="extended")
     assert "gpu.memory.per-replica" not in got
+
+
+# --- mig.capable ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capable", "value"),
+    [([False, False], "false"), ([False, True], "true"), ([True, True], "true")],
+    ids=["none-capable", "one-capable", "all-capable"],
+)
+def test_mig_capable_when_any_gpu_supports_mig(capable: list[bool], value: str) -> None:
+    snap = snapshot(*(gpu(i, mig_capable=c) for i, c in enumerate(capable)))
+    assert labels(snap)["mig.capable"] == value
+
+
+def test_mig_capable_counts_a_non_primary_model() -> None:
+    # Two A10s (primary by count, not MIG-capable) and one MIG-capable A100.
+    snap = snapshot(gpu(0, A10, A10_BYTES, (8, 6)), gpu(1, A10, A10_BYTES, (8, 6)),
+                    gpu(2, A100_80, A100_80_BYTES, mig_capable=True))
+    got = labels(snap)
+    assert got["gpu.product"] == "NVIDIA-A10"
+    assert got["mig.capable"] == "true"
+
+
+def test_mig_capable_regardless_of_mig_mode() -> None:
+    snap = snapshot(gpu(0, mig_capable=True, mig_enabled=False))
+    assert labels(snap)["mig.capable"] == "true"

@@ -1,6 +1,6 @@
-"""Naming rules: sanitise (gfd-behaviour §3.1), product values and suffixes (§3.2),
-the 63-character rule (SPEC §2.1 difference 2, NVIDIA/k8s-device-plugin#1876) and
-accelerator slugs (SPEC §2.2 ``gpu.accelerator``)."""
+"""Naming rules: GFD's sanitise, product values and their suffixes, gfd's 63-character rule
+(a long value is shortened in the model part, never dropped; NVIDIA/k8s-device-plugin#1876)
+and accelerator slugs (docs/gfd-compatibility.md, "Sanitising and product names")."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from gfd.labelers.naming import accelerator_slug, product_value, sanitise
 from gfd.labelers.validate import value_problem
 
-# --- §3.1 sanitise -------------------------------------------------------------------
+# --- sanitise -----------------------------------------------------------------------
 
 SANITISE_TABLE = [
-    # The four rows of the §3.1 table, exactly.
+    # GFD's own examples, exactly.
     ("NVIDIA-TITAN-X-(Pascal)", "NVIDIA-TITAN-X-Pascal"),
     ("some [ / thing / ]else", "some-thing-else"),
     ("  input  with multiple   spaces   ", "input-with-multiple-spaces"),
@@ -30,14 +30,14 @@ def test_sanitise_reference_table(raw: str, expected: str) -> None:
 
 
 def test_sanitise_table_row_with_its_quotes_gives_the_same_result() -> None:
-    # §3.1 writes the third row quoted; the quotes are removed characters anyway.
+    # GFD's example writes the third row quoted; the quotes are removed characters anyway.
     assert sanitise('"  input  with multiple   spaces   "') == "input-with-multiple-spaces"
 
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ("a+b,c:d/e", "abcde"),  # + , : / disappear (§3.1 step 1)
+        ("a+b,c:d/e", "abcde"),  # + , : / disappear (outside the kept set)
         ("x\ty", "xy"),  # only the space is kept as a separator; a tab is removed
         ("NVIDIA GeForce RTX 3060 Laptop GPU", "NVIDIA-GeForce-RTX-3060-Laptop-GPU"),
         ("g4dn.xlarge", "g4dn.xlarge"),
@@ -77,7 +77,7 @@ def test_sanitise_output_only_has_allowed_characters(text: str) -> None:
     assert _SANITISED.fullmatch(sanitise(text))
 
 
-# --- §3.2 product names and suffixes ---------------------------------------------------
+# --- product names and suffixes -------------------------------------------------------
 
 A100 = "NVIDIA A100-SXM4-40GB"
 
@@ -101,7 +101,7 @@ def test_product_value_reference_table(suffixes: tuple[str, ...], expected: str)
 
 
 def test_product_value_skips_empty_parts() -> None:
-    # §3.2: "the list of sanitised, non-empty parts joined with '-'".
+    # A product value is its sanitised, non-empty parts joined with '-'.
     assert product_value("(((", "MIG", "1g.5gb")[0] == "MIG-1g.5gb"
     assert product_value("", "SHARED")[0] == "SHARED"
 
@@ -110,7 +110,7 @@ def test_product_value_sanitises_the_model() -> None:
     assert product_value("NVIDIA TITAN X (Pascal)")[0] == "NVIDIA-TITAN-X-Pascal"
 
 
-# --- the 63-character rule (SPEC §2.1 #2; issue NVIDIA/k8s-device-plugin#1876) ---------
+# --- the 63-character rule (gfd differs from GFD; NVIDIA/k8s-device-plugin#1876) --------
 
 RTX_PRO = "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"
 RTX_PRO_SANITISED = "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition"  # 55 characters
@@ -187,7 +187,7 @@ def test_product_value_of_exactly_63_characters_is_kept() -> None:
     assert len(value) == 63
 
 
-# --- accelerator slugs (SPEC §2.2) -------------------------------------------------------
+# --- accelerator slugs (gpu.accelerator)---------------------------------------------------
 
 SLUGS = [
     ("Tesla T4", "nvidia-tesla-t4"),
@@ -246,8 +246,8 @@ def test_product_value_is_a_valid_label_value_or_the_model_sanitised_to_nothing(
         assert value == "-".join(suffixes)
         assert value_problem(value) is None
         return
-    # GFD's sanitise keeps a leading '-', '.' or '_' (§3.1), and gfd's only deliberate
-    # fix (SPEC §2.1 #2) is the 63-character cut; such a value is left to validation.
+    # GFD's sanitise keeps a leading '-', '.' or '_', and gfd's only deliberate fix is the
+    # 63-character cut; such a value is left to validation.
     if not _starts_alnum(sanitised):
         return
     if not suffixes and not sanitised[-1].isalnum() and len(sanitised) <= 63:

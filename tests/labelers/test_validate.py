@@ -1,5 +1,6 @@
-"""Label validation with the API server's rules (nfd-and-kubernetes.md §8.1 keys, §8.2 values),
-and SPEC §2.1 #2: an invalid label is dropped alone, never blocking the others."""
+"""Label validation with the API server's exact rules for keys (an optional DNS-subdomain
+prefix and a name part of at most 63 characters) and values (at most 63 characters,
+alphanumeric at both ends): an invalid label is dropped alone, never blocking the others."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from hypothesis import strategies as st
 
 from gfd.labelers.validate import key_problem, validate, value_problem
 
-# --- §8.2 values ---------------------------------------------------------------------
+# --- values --------------------------------------------------------------------------
 
 VALUE_QUICK_CHECKS = [
-    # The §8.2 quick-check table, row by row.
+    # Product-shaped values, a MIG profile, the empty value; a bracket, a trailing or leading
+    # '-', one character too many.
     ("NVIDIA-A100-SXM4-40GB", True),
     ("1g.5gb", True),
     ("", True),
@@ -51,9 +53,9 @@ def test_value_rules(value: str, valid: bool) -> None:
     assert (value_problem(value) is None) is valid
 
 
-# --- §8.1 keys -------------------------------------------------------------------------
+# --- keys -----------------------------------------------------------------------------
 
-# 253 characters, a valid subdomain with parts longer than 63 (not checked, §8.1).
+# 253 characters, a valid subdomain with parts longer than 63 (the API does not check those).
 PREFIX_253 = "a" * 126 + "." + "b" * 126
 PREFIX_254 = "a" * 127 + "." + "b" * 126
 
@@ -121,7 +123,8 @@ def test_validate_of_nothing() -> None:
     assert validate({}) == ({}, ())
 
 
-# Independent oracle written from §8.1/§8.2 (re.fullmatch, per the Python note).
+# Independent oracle written from the API server's rules (re.fullmatch: '$' would accept a
+# trailing newline).
 _PREFIX_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NAME_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _VALUE_RE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")

@@ -9,7 +9,6 @@ import pytest
 
 from gfd.errors import PublishError
 from gfd.sinks.featurefile import FeatureFileSink, parse, render
-from gfd.sinks.stdout import StdoutSink
 
 LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/cuda.driver.rev": "",
           "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -164,15 +163,6 @@ def test_prune_removes_the_file_and_reports_the_removed_keys(tmp_path) -> None:
     assert result.written and set(result.change.removed) == set(LABELS)
     assert not path.exists()
     assert not sink.prune().written
-
-
-def test_stdout_sink_prints_once_per_change() -> None:
-    out: list[str] = []
-    sink = StdoutSink(out.append)
-    sink.publish({"a/b": "1"})
-    sink.publish({"a/b": "1"})
-    sink.publish({"a/b": "2"})
-    assert out == ["a/b=1\n", "a/b=2\n"]
 
 
 def test_refresh_rewrites_the_held_labels_with_a_new_expiry_at_once(tmp_path) -> None:

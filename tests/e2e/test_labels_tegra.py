@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from fakes.fakecuda import CudaMachine, jetson_agx_orin, jetson_orin_nano, subprocess_env
 from fakes.sysfs import config_space, pci_device
+from helpers.paths import DATA
 
-GOLDEN = Path(__file__).parent / "data" / "golden" / "tegra"
+GOLDEN = DATA / "golden" / "tegra"
 ENV_PREFIXES = ("GFD_", "MIG_STRATEGY", "FAIL_ON_INIT_ERROR", "CONFIG_FILE", "NODE_NAME",
                 "NAMESPACE", "KUBECONFIG", "USE_NODE_FEATURE_API", "DEVICE_DISCOVERY_STRATEGY",
                 "FAKE_CUDA_PROFILE")

@@ -1,25 +1,17 @@
 """A changed config file reaches every setting it names, or is refused with one line.
 
-Process tests: `gfd run` over the fake NVML, the config file rewritten while it runs, one
-test per class of setting in the settings table (labels, discovery, sink, schedule,
-restart). In-process tests: what `app.Factory.rebuild` rebuilds for each class.
+`gfd run` over the fake NVML, the config file rewritten while it runs, one test per class
+of setting in the settings table (labels, discovery, sink, schedule, restart). What
+`app.Factory.rebuild` builds anew for each class is tested in process in tests/test_app.py.
 """
 
 from __future__ import annotations
 
 import signal
-from dataclasses import replace
 from pathlib import Path
 
-import pytest
 from fakes import profiles
-from test_run import Agent, agents, wait_for
-
-from gfd.app import Factory
-from gfd.config import TABLE, Part, Settings
-from gfd.errors import ConfigError
-
-__all__ = ["agents"]
+from helpers.process import Agent, wait_for
 
 
 def write(path: Path, text: str) -> None:
@@ -140,77 +132,3 @@ def test_a_change_overridden_by_a_flag_is_not_reported_as_reloaded(
     assert "config reloaded" not in agent.logs()
     assert "nvidia.com/mig.strategy" not in agent.labels()
     assert agent.stop() == 0
-
-
-# ----------------------------------------------------------------------------- in process
-
-
-class Tracked:
-    """Stands in for a discovery or sink: records close()."""
-
-    fail_on_init_error = True
-    name = "tracked"
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    def refresh(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def running(tmp_path: Path) -> tuple[Factory, Settings]:
-    settings = Settings(simulate="hgx-h100", output_file=str(tmp_path / "gfd"))
-    return Factory(started=1, write=lambda text: None), settings
-
-
-def value_for(part: Part) -> dict[str, object]:
-    """One changed setting of each class."""
-    return {
-        Part.LABELS: {"mig_strategy": "mixed"},
-        Part.DISCOVERY: {"machine_type_file": "/elsewhere"},
-        Part.SINK: {"expiry": 60.0},
-        Part.SCHEDULE: {"sleep_interval": 1.0},
-    }[part]
-
-
-@pytest.mark.parametrize("part, new_discovery, new_sink", [
-    (Part.LABELS, False, False),
-    (Part.DISCOVERY, True, False),
-    (Part.SINK, False, True),
-    (Part.SCHEDULE, False, False),
-], ids=lambda v: v.value if isinstance(v, Part) else str(v))
-def test_rebuild_builds_anew_only_what_the_change_affects(
-        tmp_path: Path, part: Part, new_discovery: bool, new_sink: bool) -> None:
-    factory, settings = running(tmp_path)
-    current = factory.parts(settings)
-    candidate = factory.rebuild(current, replace(settings, **value_for(part)))  # type: ignore[arg-type]
-    assert (candidate.discovery is not current.discovery) is new_discovery
-    assert (candidate.sink is not current.sink) is new_sink
-    assert candidate.settings != current.settings and len(candidate.changes) == 1
-    if part is Part.LABELS:
-        assert candidate.options.mig_strategy == "mixed"
-
-
-def test_rebuild_refuses_a_restart_only_setting(tmp_path: Path) -> None:
-    factory, settings = running(tmp_path)
-    current = factory.parts(settings)
-    with pytest.raises(ConfigError, match=r"flags\.gfd\.oneshot cannot change while gfd runs"):
-        factory.rebuild(current, replace(settings, oneshot=True))
-
-
-def test_rebuild_closes_a_new_discovery_when_the_new_sink_cannot_be_built(
-        tmp_path: Path) -> None:
-    factory, settings = running(tmp_path)
-    current = factory.parts(settings)
-    bad = replace(settings, machine_type_file="/x", sink="node", node_name="")
-    with pytest.raises(ConfigError, match="NODE_NAME"):
-        factory.rebuild(current, bad)
-
-
-def test_every_setting_of_the_table_has_a_class_and_help() -> None:
-    for entry in TABLE:
-        assert isinstance(entry.spec.part, Part) and entry.spec.help, entry.name
-        assert entry.spec.flags[0].startswith("--"), entry.name

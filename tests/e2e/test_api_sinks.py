@@ -274,3 +274,14 @@ def test_nodefeature_prune_deletes_the_object(server: FakeApiServer, kube: Kube)
     result = nf_sink(kube, Clock()).prune()
     assert result.written and set(result.change.removed) == set(LABELS)
     assert server.nodefeature(NS, object_name(NODE)) is None
+
+
+def test_nodefeature_deleted_under_a_running_sink_is_created_again(server: FakeApiServer,
+                                                                    kube: Kube) -> None:
+    sink = nf_sink(kube, Clock())
+    sink.publish(LABELS)
+    assert kube.delete_nodefeature(NS, object_name(NODE))
+    assert sink.publish({**LABELS, "nvidia.com/gpu.count": "4"}).written
+    assert nf_labels(server)["nvidia.com/gpu.count"] == "4"
+    owners = server.nodefeature(NS, object_name(NODE))["metadata"]["ownerReferences"]
+    assert [o["kind"] for o in owners] == ["DaemonSet"]

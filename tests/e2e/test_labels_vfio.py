@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 from fakes.sysfs import NVIDIA, NVSWITCH, VFIO, MiB, a100, pci_device, resource_text
+from helpers.paths import DATA
 
-GOLDEN = Path(__file__).parent / "data" / "golden" / "vfio"
+GOLDEN = DATA / "golden" / "vfio"
 ENV_PREFIXES = ("GFD_", "MIG_STRATEGY", "FAIL_ON_INIT_ERROR", "CONFIG_FILE", "NODE_NAME",
                 "NAMESPACE", "KUBECONFIG", "USE_NODE_FEATURE_API", "DEVICE_DISCOVERY_STRATEGY",
                 "LD_LIBRARY_PATH", "FAKE_NVML")

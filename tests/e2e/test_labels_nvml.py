@@ -1,6 +1,6 @@
 """End to end: `gfd labels` in a subprocess, on the real nvidia-ml-py binding over the fake
 libnvidia-ml.so.1, with host files laid out like a node's; compared line by line with golden
-files written from the reference rules (tests/data/golden/nvml)."""
+files written by hand from GFD's rules (tests/data/golden/nvml, docs/gfd-compatibility.md)."""
 
 from __future__ import annotations
 
@@ -13,39 +13,18 @@ from typing import Any
 
 import pytest
 from fakes import profiles
-from fakes.fakenvml import Machine, subprocess_env
-from fakes.sysfs import COMPUTE, GRAPHICS, gpu_tree
+from fakes.fakenvml import subprocess_env
+from fakes.sysfs import gpu_tree
+from helpers.machines import node
+from helpers.paths import DATA, FAKES
 
-GOLDEN = Path(__file__).parent / "data" / "golden" / "nvml"
-STUB_SMI = Path(__file__).parent / "fakes" / "stub_nvidia_smi.py"
-SMI_DEFAULT = Path(__file__).parent / "data" / "smi" / "timeslice-default-4gpu.txt"
+GOLDEN = DATA / "golden" / "nvml"
+STUB_SMI = FAKES / "stub_nvidia_smi.py"
+SMI_DEFAULT = DATA / "smi" / "timeslice-default-4gpu.txt"
 
 # machine name -> (profile builder, DMI product name, PCI class of its GPUs)
-MACHINES = {
-    "hgx_h100": (profiles.hgx_h100, "DGX H100\n", COMPUTE),
-    "t4x4": (profiles.t4x4, "g4dn.12xlarge\n", COMPUTE),
-    "a100_a10": (profiles.a100_a10, "PowerEdge R750xa\n", COMPUTE),
-    "geforce": (profiles.geforce, "Legion 5 15ACH6H\n", GRAPHICS),
-    "no_gpu": (profiles.no_gpu, "PowerEdge R650\n", COMPUTE),
-    "driver_not_loaded": (profiles.driver_not_loaded, "PowerEdge R650\n", COMPUTE),
-    "one_gpu_lost": (profiles.one_gpu_lost, "DGX H100\n", COMPUTE),
-    "dgx_a100_layout": (profiles.dgx_a100_layout, "DGXA100 920-23687-2530-000\n", COMPUTE),
-    "dgx_a100_all_1g5gb": (profiles.dgx_a100_all_1g5gb, "DGXA100 920-23687-2530-000\n",
-                           COMPUTE),
-}
 ENV_PREFIXES = ("GFD_", "MIG_STRATEGY", "FAIL_ON_INIT_ERROR", "CONFIG_FILE", "NODE_NAME",
                 "NAMESPACE", "KUBECONFIG", "USE_NODE_FEATURE_API")
-
-
-def node(tmp: Path, name: str) -> tuple[Machine, Path, Path, Path]:
-    build, dmi, pci_class = MACHINES[name]
-    machine = build()
-    profile = machine.write(tmp / "profile.txt")
-    buses = [gpu.pci_bus_id for gpu in machine.resolve()]
-    sysfs = gpu_tree(tmp / "sys", buses, pci_class=pci_class)
-    dmi_file = tmp / "product_name"
-    dmi_file.write_text(dmi)
-    return machine, profile, sysfs, dmi_file
 
 
 def gfd(lib: Path | None, profile: Path, *args: str, env: dict[str, str] | None = None,
@@ -167,7 +146,8 @@ def mig_resources(stdout: str) -> list[str]:
 
 # The device plugin names MIG resources from the same NVML profile: "MIG 1g.10gb+me" ->
 # nvidia.com/mig-1g.10gb.me (go-nvlib's profile string with '+' -> '.'), compute-instance
-# splits as <C>c.<G>g.<GB>gb (reference §5.6). The labels must use exactly those names.
+# splits as <C>c.<G>g.<GB>gb (docs/gfd-compatibility.md, "MIG profile names"). The labels
+# must use exactly those names.
 @pytest.mark.parametrize("machine, names", [
     (profiles.h100_mig, ["mig-1g.10gb.me", "mig-1g.20gb", "mig-3g.40gb"]),
     (profiles.a30_mig, ["mig-1g.6gb", "mig-1g.6gb.me", "mig-2g.12gb"]),

@@ -35,10 +35,10 @@ from typing import Any
 import click
 import pytest
 import yaml
+from helpers.paths import ROOT
 
 from gfd.cli import cli
 
-ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
 DOCKERFILE = ROOT / "Dockerfile"
 IMAGE = "ghcr.io/gfd-project/gfd"

@@ -4,8 +4,8 @@ Each file under ``tests/data/golden/simulate/`` is named
 ``<machine>__<mig-strategy>__<label-set>.labels`` and holds the sorted ``key=value``
 lines that ``gfd labels --simulate <machine> --no-timestamp`` must print. The lines
 were derived by hand from the machine's inputs (``gfd/readers/simulate.py``) and the
-rules (``reference/gfd-behaviour.md`` §2-§6, §12 and ``SPEC.md`` §2), never copied
-from the program's output. Lines starting with ``#`` are comments (each file names
+rules (``docs/gfd-compatibility.md`` and gfd's own extended labels, ``docs/labels.md``),
+never copied from the program's output. Lines starting with ``#`` are comments (each file names
 the rule sections it was derived from).
 
 A single changed, added or removed label fails the test with a line-by-line diff.
@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers.paths import DATA
 
 from gfd.cli import cli
 
-GOLDEN_DIR = Path(__file__).parent / "data" / "golden" / "simulate"
+GOLDEN_DIR = DATA / "golden" / "simulate"
 GOLDEN_FILES = sorted(GOLDEN_DIR.glob("*.labels"))
 
 # Every environment variable the CLI reads: unset them so the host cannot leak in.

@@ -14,7 +14,7 @@ from fakes import profiles
 from fakes.apiserver import FakeApiServer
 from fakes.fakenvml import subprocess_env
 from fakes.sysfs import gpu_tree
-from test_run import ENV_PREFIXES, free_port, http, metric, wait_for
+from helpers.process import ENV_PREFIXES, free_port, http, metric, wait_for
 
 NODE = "gpu-node-1"
 NS = "gfd"

@@ -3,119 +3,16 @@ config reload, signals, and the metrics/probe endpoints."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
 from fakes import profiles
-from fakes.fakenvml import Machine, subprocess_env
-from fakes.sysfs import gpu_tree
+from helpers.process import Agent, free_port, http, metric, wait_for
 
 from gfd.sinks.featurefile import parse
-
-ENV_PREFIXES = ("GFD_", "MIG_STRATEGY", "FAIL_ON_INIT_ERROR", "CONFIG_FILE", "NODE_NAME",
-                "NAMESPACE", "KUBECONFIG", "USE_NODE_FEATURE_API")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
-def labels_in(path: Path) -> dict[str, str]:
-    try:
-        return parse(path.read_text())[0]
-    except FileNotFoundError:
-        return {}
-
-
-def http(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
-def metric(text: str, series: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(series + " "):
-            return float(line.split()[-1])
-    return 0.0
-
-
-class Agent:
-    """A running `gfd run` process and the files around it."""
-
-    def __init__(self, tmp: Path, lib: Path | None, machine: Machine | None, *args: str,
-                 env: dict[str, str] | None = None, machine_type_flag: bool = True,
-                 output_flag: bool = True) -> None:
-        self.tmp = tmp
-        self.profile = tmp / "profile.txt"
-        self.out = tmp / "features.d" / "gfd"
-        self.out.parent.mkdir(exist_ok=True)
-        if machine is not None:
-            self.set_machine(machine)
-        base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
-        self.log = (tmp / "agent.log").open("w")
-        dmi = ["--machine-type-file", str(tmp / "dmi")] if machine_type_flag else []
-        out = ["--output-file", str(self.out)] if output_flag else []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gfd", "run", *out,
-             "--sysfs-root", str(gpu_tree(tmp / "sys", [])), "--nvidia-smi",
-             str(tmp / "no-nvidia-smi"), *dmi, *args],
-            env=subprocess_env(lib, self.profile, base) | (env or {}),
-            stdout=self.log, stderr=subprocess.STDOUT, text=True)
-
-    def set_machine(self, machine: Machine) -> None:
-        machine.write(self.profile)
-
-    def labels(self) -> dict[str, str]:
-        return labels_in(self.out)
-
-    def logs(self) -> str:
-        self.log.flush()
-        return (self.tmp / "agent.log").read_text()
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=15)
-        self.log.close()
-        return code
-
-
-@pytest.fixture
-def agents() -> Iterator[list[Agent]]:
-    started: list[Agent] = []
-    yield started
-    for agent in started:
-        if agent.proc.poll() is None:
-            agent.proc.kill()
-            agent.proc.wait()
-        if not agent.log.closed:
-            agent.log.close()
 
 
 def test_oneshot_to_stdout_on_a_simulated_machine() -> None:

@@ -124,6 +124,7 @@ EXTENDED_KEYS = (
 
 
 def is_extended_key(k: str) -> bool:
-    """Keys of gfd's extended set (SPEC §2.2), prefix stripped."""
+    """Keys of gfd's extended set (not GFD's labels; left out by --label-set compat), prefix
+    stripped."""
     return (k in EXTENDED_KEYS or k.startswith("gpu.product.")
             or k.endswith(".memory.per-replica"))

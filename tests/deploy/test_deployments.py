@@ -21,14 +21,14 @@ from fakes import pods
 from fakes.apiserver import FakeApiServer, self_signed
 from fakes.fakenvml import Machine
 from fakes.sysfs import config_space, gpu_tree, pci_device
-from test_e2e_nvml import MACHINES
-from test_gpu_feature_discovery import config_manager_lookup
-from test_run import wait_for
+from helpers.machines import MACHINES
+from helpers.paths import DATA
+from helpers.process import config_manager_lookup, wait_for
 
 from gfd.sinks.featurefile import parse
 
-DEPLOYMENTS = Path(__file__).parent / "data" / "deployments"
-GOLDEN = Path(__file__).parent / "data" / "golden" / "nvml"
+DEPLOYMENTS = DATA / "deployments"
+GOLDEN = DATA / "golden" / "nvml"
 FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
 TIMESTAMP = "nvidia.com/gfd.timestamp"
 TIME_SLICED = ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"

@@ -43,11 +43,12 @@ from typing import Any, NoReturn
 import click
 import pytest
 import yaml
+from helpers.paths import ROOT as REPO_ROOT
 
 from gfd import __version__
 from gfd.cli import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 CHART = ROOT / "charts" / "gfd"
 MANIFESTS = ROOT / "manifests"
 POST_RENDERER = CHART / "nfd-sidecar-post-renderer.sh"

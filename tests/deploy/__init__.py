@@ -1,0 +1,1 @@
+"""Deployment artefacts: manifests and the Dockerfile."""

@@ -1,0 +1,1 @@
+"""End to end: gfd as a process or through its real clients, against the fakes."""

@@ -1,0 +1,1 @@
+"""Helpers shared by several test modules (no tests here): builders, processes, clocks."""

@@ -1,0 +1,363 @@
+"""The NodeFeature sink against the in-memory API: the object it builds (node label,
+DaemonSet owner, sorted labels), no call in steady state, one replace per change, conflicts
+re-read and retried within a bound, drift healed when refreshed, and prune. (The same sink
+with the real kubernetes client over HTTP: tests/e2e/test_api_sinks.py.)"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from fakes.memory_api import MemoryApi
+from helpers.timing import Sleeps
+
+from gfd.errors import ApiError, PublishError
+from gfd.sinks.nodefeature import (
+    API_VERSION,
+    CONFLICT_RETRIES,
+    NODE_NAME_LABEL,
+    NodeFeatureSink,
+    build,
+    object_name,
+    owner_references,
+)
+from gfd.sinks.retry import Retry
+
+NODE = "gpu-node-1"
+NS = "gfd"
+POD = "gfd-abcde"
+NF = object_name(NODE)
+LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
+CHANGED = {**LABELS, "nvidia.com/gpu.count": "4"}
+OWNER = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "gfd", "uid": "ds-gfd",
+         "controller": True, "blockOwnerDeletion": False}
+
+
+@pytest.fixture
+def api() -> MemoryApi:
+    memory = MemoryApi()
+    memory.add_pod(NS, POD, "gfd")
+    return memory
+
+
+def sink(api: MemoryApi, *, pod: str = POD) -> NodeFeatureSink:
+    return NodeFeatureSink(api, NODE, namespace=NS, pod_name=pod, retry=Retry(sleep=Sleeps()))
+
+
+def methods(api: MemoryApi) -> list[str]:
+    return [call.method for call in api.calls]
+
+
+def stored_labels(api: MemoryApi) -> dict[str, str]:
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    return dict(obj["spec"]["labels"])
+
+
+# ----------------------------------------------------------------------------- the object
+
+
+def test_the_object_is_named_for_the_node() -> None:
+    assert object_name("n1") == "nvidia-features-for-n1"
+
+
+def test_build_gives_the_node_label_the_owner_and_sorted_labels() -> None:
+    obj = build(NODE, NS, {"b": "2", "a": "1"}, [OWNER])
+    assert obj == {
+        "apiVersion": API_VERSION, "kind": "NodeFeature",
+        "metadata": {"name": NF, "namespace": NS, "labels": {NODE_NAME_LABEL: NODE},
+                     "ownerReferences": [OWNER]},
+        "spec": {"features": {}, "labels": {"a": "1", "b": "2"}}}
+    assert list(obj["spec"]["labels"]) == ["a", "b"]
+
+
+def test_build_without_owners_has_no_owner_references() -> None:
+    assert "ownerReferences" not in build(NODE, NS, {}, [])["metadata"]
+
+
+OWNERS = [
+    ("daemonset", [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "gfd", "uid": "u1",
+                    "controller": True, "blockOwnerDeletion": True}],
+     [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "gfd", "uid": "u1",
+       "controller": True, "blockOwnerDeletion": False}]),
+    ("replicaset", [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u"}], []),
+    ("daemonset-of-another-group", [{"apiVersion": "example.com/v1", "kind": "DaemonSet",
+                                     "name": "d", "uid": "u"}], []),
+    ("no-owner", None, []),
+]
+
+
+@pytest.mark.parametrize("refs, owners", [o[1:] for o in OWNERS], ids=[o[0] for o in OWNERS])
+def test_the_owner_is_the_pods_daemonset_never_the_pod(refs: list[dict[str, Any]] | None,
+                                                       owners: list[dict[str, Any]]) -> None:
+    assert owner_references({"metadata": {"ownerReferences": refs}}) == owners
+
+
+# ----------------------------------------------------------------------------- publishing
+
+
+def test_the_first_publish_creates_the_object_owned_by_the_daemonset(api: MemoryApi) -> None:
+    result = sink(api).publish(LABELS)
+    assert result.written and set(result.change.added) == set(LABELS)
+    assert methods(api) == ["get_pod", "get_nodefeature", "create_nodefeature"]
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    assert obj["metadata"]["ownerReferences"] == [OWNER]
+    assert obj["metadata"]["labels"] == {NODE_NAME_LABEL: NODE}
+    assert stored_labels(api) == LABELS
+
+
+def test_steady_state_makes_no_call(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.clear_log()
+    for _ in range(100):
+        assert not nodefeature.publish(dict(LABELS)).written
+    assert api.count() == 0
+
+
+def test_a_change_is_one_replace_reporting_what_changed(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.clear_log()
+    result = nodefeature.publish(CHANGED)
+    assert result.written and result.change.changed == ("nvidia.com/gpu.count",)
+    assert methods(api) == ["replace_nodefeature"]
+    assert stored_labels(api) == CHANGED
+
+
+def test_the_owner_is_looked_up_once(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    nodefeature.refresh()
+    nodefeature.publish(CHANGED)
+    assert api.count("get_pod") == 1
+
+
+def test_a_restarted_sink_finding_the_object_in_sync_writes_nothing(api: MemoryApi) -> None:
+    sink(api).publish(LABELS)
+    api.clear_log()
+    result = sink(api).publish(LABELS)
+    assert not result.written and result.change.empty
+    assert methods(api) == ["get_pod", "get_nodefeature"]
+    api.clear_log()
+    assert api.count() == 0
+
+
+def test_a_restarted_sink_finding_other_labels_replaces_them(api: MemoryApi) -> None:
+    sink(api).publish(LABELS)
+    api.clear_log()
+    result = sink(api).publish(CHANGED)
+    assert result.written and result.change.changed == ("nvidia.com/gpu.count",)
+    assert methods(api) == ["get_pod", "get_nodefeature", "replace_nodefeature"]
+    assert stored_labels(api) == CHANGED
+
+
+def test_a_restarted_sink_fixes_an_object_without_its_owner(api: MemoryApi) -> None:
+    sink(api, pod="").publish(LABELS)
+    result = sink(api).publish(LABELS)
+    assert result.written
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None and obj["metadata"]["ownerReferences"] == [OWNER]
+
+
+# ----------------------------------------------------------------------------- conflicts
+
+
+def test_a_conflict_is_reread_and_retried(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.edit_nodefeature(NS, NF, {"someone": "else"})  # gfd's resourceVersion is stale now
+    api.clear_log()
+    assert nodefeature.publish(CHANGED).written
+    assert methods(api) == ["replace_nodefeature", "get_nodefeature", "replace_nodefeature"]
+    assert stored_labels(api) == CHANGED
+
+
+def test_endless_conflicts_are_one_publish_error_after_a_bounded_number_of_calls(
+        api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.clear_log()
+    api.fail("replace_nodefeature", 409, times=None)
+    with pytest.raises(PublishError, match=f"still conflicting after {CONFLICT_RETRIES}"):
+        nodefeature.publish(CHANGED)
+    assert api.count() == CONFLICT_RETRIES, "one request per attempt"
+    assert stored_labels(api) == LABELS, "the last published labels stay"
+    api.clear_failures()
+    assert nodefeature.publish(CHANGED).written
+    assert stored_labels(api) == CHANGED
+
+
+def test_a_create_that_loses_a_race_reads_the_winner_and_replaces_it(api: MemoryApi) -> None:
+    api.create_nodefeature(NS, build(NODE, NS, {"someone": "else"}, []))
+    api.fail("get_nodefeature", 404)  # read as absent: the other writer creates it meanwhile
+    api.clear_log()
+    assert sink(api, pod="").publish(LABELS).written
+    assert methods(api) == ["get_nodefeature", "create_nodefeature", "get_nodefeature",
+                            "replace_nodefeature"]
+    assert stored_labels(api) == LABELS
+
+
+# ----------------------------------------------------------------------------- refresh
+
+
+def test_refresh_rereads_and_heals_drift(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.edit_nodefeature(NS, NF, {"nvidia.com/gpu.count": "hand-edited"})
+    api.clear_log()
+    assert not nodefeature.publish(LABELS).written, "drift is not looked for every cycle"
+    assert api.count() == 0
+    nodefeature.refresh()
+    assert nodefeature.publish(LABELS).written
+    assert methods(api) == ["get_nodefeature", "replace_nodefeature"]
+    assert stored_labels(api) == LABELS
+
+
+def test_refresh_of_an_object_in_sync_reads_and_writes_nothing(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.clear_log()
+    nodefeature.refresh()
+    assert not nodefeature.publish(LABELS).written
+    assert methods(api) == ["get_nodefeature"]
+
+
+def test_refresh_recreates_an_object_someone_deleted(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.delete_nodefeature(NS, NF)
+    nodefeature.refresh()
+    assert nodefeature.publish(LABELS).written
+    assert stored_labels(api) == LABELS
+
+
+def test_a_change_after_someone_deleted_the_object_creates_it_again(api: MemoryApi) -> None:
+    # Regression: the replace answered 404 and every later change failed the same way until
+    # the next resync (an hour by default); now the sink re-reads and creates the object.
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.delete_nodefeature(NS, NF)
+    api.clear_log()
+    result = nodefeature.publish(CHANGED)
+    assert result.written and set(result.change.added) == set(CHANGED)
+    assert methods(api) == ["replace_nodefeature", "get_nodefeature", "create_nodefeature"]
+    assert stored_labels(api) == CHANGED
+    api.clear_log()
+    assert nodefeature.publish({**CHANGED, "nvidia.com/gpu.count": "2"}).written
+    assert methods(api) == ["replace_nodefeature"], "back to one write per change"
+
+
+def test_a_missing_crd_during_a_replace_is_not_taken_for_a_deleted_object(
+        api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.set_crd_installed(False)
+    with pytest.raises(ApiError, match="Node Feature Discovery"):
+        nodefeature.publish(CHANGED)
+    assert api.count("create_nodefeature") == 1, "only the first publish created it"
+
+
+# ----------------------------------------------------------------------------- the owner lookup
+
+
+def test_without_a_pod_name_the_object_has_no_owner_and_a_warning_says_why(
+        api: MemoryApi, caplog: pytest.LogCaptureFixture) -> None:
+    sink(api, pod="").publish(LABELS)
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None and "ownerReferences" not in obj["metadata"]
+    assert api.count("get_pod") == 0
+    assert any("POD_NAME" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.WARNING)
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_a_pod_that_cannot_be_read_leaves_the_object_ownerless_but_published(
+        api: MemoryApi, status: int) -> None:
+    api.fail("get_pod", status, times=None)
+    nodefeature = sink(api)
+    assert nodefeature.publish(LABELS).written
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None and "ownerReferences" not in obj["metadata"]
+    nodefeature.publish(CHANGED)
+    assert api.count("get_pod") == 1, "a definite answer is not asked again"
+
+
+def test_a_pod_lookup_that_fails_transiently_publishes_nothing_and_is_retried(
+        api: MemoryApi) -> None:
+    api.fail("get_pod", 503, times=Retry().attempts)
+    nodefeature = sink(api)
+    with pytest.raises(ApiError):
+        nodefeature.publish(LABELS)
+    assert api.nodefeature(NS, NF) is None
+    assert nodefeature.publish(LABELS).written
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None and obj["metadata"]["ownerReferences"] == [OWNER]
+
+
+def test_a_pod_without_a_daemonset_owner_leaves_the_object_ownerless(api: MemoryApi) -> None:
+    api.add_pod(NS, "bare-pod")
+    sink(api, pod="bare-pod").publish(LABELS)
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None and "ownerReferences" not in obj["metadata"]
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_a_missing_crd_is_one_clear_error_and_nothing_is_written(api: MemoryApi) -> None:
+    api.set_crd_installed(False)
+    with pytest.raises(ApiError, match="Node Feature Discovery") as caught:
+        sink(api).publish(LABELS)
+    assert caught.value.resource_missing
+    assert api.count("create_nodefeature") == 0
+
+
+def test_a_failed_replace_keeps_the_old_labels_and_the_next_publish_tries_again(
+        api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    api.fail("replace_nodefeature", 500, times=Retry().attempts)
+    with pytest.raises(ApiError):
+        nodefeature.publish(CHANGED)
+    assert stored_labels(api) == LABELS
+    assert nodefeature.publish(CHANGED).written
+    assert stored_labels(api) == CHANGED
+
+
+# ----------------------------------------------------------------------------- prune, read, close
+
+
+def test_prune_deletes_the_object_and_reports_its_labels(api: MemoryApi) -> None:
+    sink(api).publish(LABELS)
+    result = sink(api).prune()
+    assert result.written and set(result.change.removed) == set(LABELS)
+    assert api.nodefeature(NS, NF) is None
+
+
+def test_prune_with_nothing_published_writes_nothing(api: MemoryApi) -> None:
+    result = sink(api).prune()
+    assert not result.written and result.change.empty
+
+
+def test_after_prune_the_next_publish_creates_the_object_again(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    nodefeature.prune()
+    assert nodefeature.publish(LABELS).written
+    assert stored_labels(api) == LABELS
+
+
+def test_published_reads_the_objects_labels(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    assert nodefeature.published() == {}
+    nodefeature.publish(LABELS)
+    api.edit_nodefeature(NS, NF, {"x": "y"})
+    assert nodefeature.published() == {"x": "y"}
+
+
+def test_close_closes_the_api(api: MemoryApi) -> None:
+    sink(api).close()
+    assert api.closed == 1

@@ -1,0 +1,1 @@
+"""Tests of the test suite itself: its layout."""

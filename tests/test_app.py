@@ -1,0 +1,440 @@
+"""Wiring: the factories that build an agent's parts from settings, and what a reload
+(`Factory.rebuild`) builds anew for each class of setting."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.apiserver import FakeApiServer
+
+from gfd import app
+from gfd.app import (
+    Factory,
+    Reloader,
+    label_once,
+    load_settings,
+    make_discovery,
+    make_duties,
+    make_gpu_source,
+    make_sink,
+    read_once,
+)
+from gfd.config import Part, Settings
+from gfd.discovery import Discovery
+from gfd.errors import ConfigError, DiscoveryError
+from gfd.readers.nvml import NvmlReader
+from gfd.readers.simulate import simulate
+from gfd.readers.smi import SmiReader
+from gfd.readers.tegra import TegraReader
+from gfd.readers.vfio import VfioReader
+from gfd.sinks.featurefile import FeatureFileSink
+from gfd.sinks.node import NodeSink
+from gfd.sinks.nodefeature import NodeFeatureSink
+from gfd.sinks.stdout import StdoutSink
+
+
+class Tracked:
+    """Stands in for a discovery or sink: records close() and refresh()."""
+
+    fail_on_init_error = True
+    name = "tracked"
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.refreshed = 0
+
+    def refresh(self) -> None:
+        self.refreshed += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+# ----------------------------------------------------------------------------- rebuild
+
+
+def running(tmp_path: Path) -> tuple[Factory, Settings]:
+    settings = Settings(simulate="hgx-h100", output_file=str(tmp_path / "gfd"))
+    return Factory(started=1, write=lambda text: None), settings
+
+
+def value_for(part: Part) -> dict[str, object]:
+    """One changed setting of each class."""
+    return {
+        Part.LABELS: {"mig_strategy": "mixed"},
+        Part.DISCOVERY: {"machine_type_file": "/elsewhere"},
+        Part.SINK: {"expiry": 60.0},
+        Part.SCHEDULE: {"sleep_interval": 1.0},
+    }[part]
+
+
+@pytest.mark.parametrize("part, new_discovery, new_sink", [
+    (Part.LABELS, False, False),
+    (Part.DISCOVERY, True, False),
+    (Part.SINK, False, True),
+    (Part.SCHEDULE, False, False),
+], ids=lambda v: v.value if isinstance(v, Part) else str(v))
+def test_rebuild_builds_anew_only_what_the_change_affects(
+        tmp_path: Path, part: Part, new_discovery: bool, new_sink: bool) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    candidate = factory.rebuild(current, replace(settings, **value_for(part)))  # type: ignore[arg-type]
+    assert (candidate.discovery is not current.discovery) is new_discovery
+    assert (candidate.sink is not current.sink) is new_sink
+    assert candidate.settings != current.settings and len(candidate.changes) == 1
+    if part is Part.LABELS:
+        assert candidate.options.mig_strategy == "mixed"
+
+
+def test_rebuild_refuses_a_restart_only_setting(tmp_path: Path) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    with pytest.raises(ConfigError, match=r"flags\.gfd\.oneshot cannot change while gfd runs"):
+        factory.rebuild(current, replace(settings, oneshot=True))
+
+
+def test_rebuild_closes_a_new_discovery_when_the_new_sink_cannot_be_built(
+        tmp_path: Path) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    bad = replace(settings, machine_type_file="/x", sink="node", node_name="")
+    with pytest.raises(ConfigError, match="NODE_NAME"):
+        factory.rebuild(current, bad)
+
+
+def test_rebuild_names_each_change_old_to_new(tmp_path: Path) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    candidate = factory.rebuild(current, replace(settings, mig_strategy="mixed",
+                                                 sleep_interval=None))
+    assert candidate.changes == ("flags.migStrategy: none -> mixed",
+                                 "flags.gfd.sleepInterval: 10s -> infinite")
+
+
+def test_rebuild_reports_a_new_sharing_section(tmp_path: Path) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    shared = replace(settings, sharing=simulate("t4-time-sliced").sharing)
+    candidate = factory.rebuild(current, shared)
+    assert candidate.changes == ("sharing",)
+    assert candidate.options.sharing == shared.sharing
+    assert candidate.discovery is current.discovery and candidate.sink is current.sink
+
+
+def test_rebuild_with_the_same_settings_reuses_everything(tmp_path: Path) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    candidate = factory.rebuild(current, settings)
+    assert candidate.changes == ()
+    assert candidate.discovery is current.discovery and candidate.sink is current.sink
+
+
+def test_rebuild_names_every_restart_only_setting_it_refuses(tmp_path: Path) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    with pytest.raises(ConfigError, match=r"--log-level, flags\.gfd\.oneshot cannot change"):
+        factory.rebuild(current, replace(settings, oneshot=True, log_level="debug"))
+
+
+# ----------------------------------------------------------------------------- make_sink
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Iterator[tuple[FakeApiServer, str]]:
+    with FakeApiServer() as server:
+        server.add_node("n1")
+        yield server, str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+
+
+def test_the_default_sink_is_the_feature_file_with_its_expiry(tmp_path: Path) -> None:
+    sink = make_sink(Settings(output_file=str(tmp_path / "gfd"), expiry=60.0),
+                     write=lambda text: None)
+    assert isinstance(sink, FeatureFileSink)
+    assert (sink.path, sink.expiry) == (str(tmp_path / "gfd"), 60.0)
+
+
+def test_output_file_dash_writes_through_the_given_function() -> None:
+    out: list[str] = []
+    sink = make_sink(Settings(output_file="-"), write=out.append)
+    assert isinstance(sink, StdoutSink)
+    sink.publish({"a/b": "1"})
+    assert out == ["a/b=1\n"]
+
+
+@pytest.mark.parametrize("changes", [{"sink": "node"}, {"sink": "nodefeature"},
+                                     {"use_node_feature_api": True}],
+                         ids=["node", "nodefeature", "use-node-feature-api"])
+def test_the_api_sinks_need_a_node_name(changes: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="--node-name / NODE_NAME is required"):
+        make_sink(Settings(**changes), write=lambda text: None)
+
+
+def test_the_node_sink_talks_to_the_configured_api_server(
+        kubeconfig: tuple[FakeApiServer, str]) -> None:
+    server, path = kubeconfig
+    requests: list[tuple[str, str]] = []
+    sink = make_sink(Settings(sink="node", node_name="n1", kubeconfig=path),
+                     write=lambda text: None,
+                     on_request=lambda verb, code: requests.append((verb, code)))
+    try:
+        assert isinstance(sink, NodeSink) and sink.node == "n1"
+        assert sink.published() == {}
+    finally:
+        sink.close()
+    assert requests == [("get", "200")]
+    assert server.count("GET", "/api/v1/nodes/n1") == 1
+
+
+@pytest.mark.parametrize("changes", [{"sink": "nodefeature"}, {"use_node_feature_api": True}],
+                         ids=["sink-nodefeature", "use-node-feature-api"])
+def test_the_nodefeature_sink_gets_namespace_and_pod(kubeconfig: tuple[FakeApiServer, str],
+                                                     changes: dict[str, Any]) -> None:
+    _, path = kubeconfig
+    sink = make_sink(Settings(node_name="n1", kubeconfig=path, namespace="gpu",
+                              pod_name="gfd-x", **changes), write=lambda text: None)
+    try:
+        assert isinstance(sink, NodeFeatureSink)
+        assert (sink.node, sink.namespace, sink.pod_name) == ("n1", "gpu", "gfd-x")
+    finally:
+        sink.close()
+
+
+# ----------------------------------------------------------------------------- make_discovery
+
+
+def test_a_simulation_is_a_fixed_snapshot_without_a_gpu_source() -> None:
+    discovery = make_discovery(Settings(simulate="hgx-h100"))
+    assert discovery.gpus is None and discovery.smi is None
+    assert discovery.fixed == simulate("hgx-h100").snapshot
+    assert discovery.read() == discovery.fixed
+
+
+def test_a_recorded_snapshot_is_a_fixed_snapshot_read_from_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "snap.json"
+    path.write_text(simulate("hgx-h100").snapshot.to_json())
+    discovery = make_discovery(Settings(snapshot=str(path)))
+    assert discovery.gpus is None and discovery.fixed is not None
+    assert discovery.fixed.source == f"file:{path}"
+    assert discovery.fixed.gpus == simulate("hgx-h100").snapshot.gpus
+
+
+def test_an_unreadable_recorded_snapshot_fails_when_discovery_is_built(tmp_path: Path) -> None:
+    with pytest.raises(DiscoveryError, match="snapshot file"):
+        make_discovery(Settings(snapshot=str(tmp_path / "missing.json")))
+
+
+@pytest.mark.parametrize("label_set, smi", [("extended", True), ("compat", False)])
+def test_nvidia_smi_runs_only_for_the_extended_label_set(label_set: str, smi: bool) -> None:
+    discovery = make_discovery(Settings(label_set=label_set, nvidia_smi="/opt/nvidia-smi",
+                                        fail_on_init_error=False))
+    assert isinstance(discovery.gpus, NvmlReader)
+    assert isinstance(discovery.smi, SmiReader) is smi
+    if smi:
+        assert isinstance(discovery.smi, SmiReader)
+        assert discovery.smi.executable == "/opt/nvidia-smi"
+    assert discovery.fail_on_init_error is False
+
+
+def test_discovery_reads_host_files_where_the_settings_say() -> None:
+    discovery = make_discovery(Settings(machine_type_file="/m", sysfs_root="/s"))
+    assert (discovery.host.machine_type_file, discovery.host.sysfs_root) == ("/m", "/s")
+
+
+@pytest.mark.parametrize("strategy, reader", [
+    ("nvml", NvmlReader), ("tegra", TegraReader), ("vfio", VfioReader),
+], ids=["nvml", "tegra", "vfio"])
+def test_each_discovery_strategy_has_its_back_end(strategy: str, reader: type) -> None:
+    assert isinstance(make_gpu_source(Settings(device_discovery_strategy=strategy)), reader)
+
+
+# ----------------------------------------------------------------------------- make_duties
+
+
+DUTIES = [
+    ("feature-file", {}, {"host refresh": 300.0, "expiry refresh": 1800.0}),
+    ("feature-file-that-never-expires", {"expiry": 0.0}, {"host refresh": 300.0}),
+    ("stdout", {"output_file": "-"}, {"host refresh": 300.0}),
+    ("node", {"sink": "node"}, {"host refresh": 300.0, "resync": 3600.0}),
+    ("nodefeature", {"use_node_feature_api": True, "resync_interval": 60.0},
+     {"host refresh": 300.0, "resync": 60.0}),
+    ("host-refresh-interval", {"host_refresh_interval": 30.0},
+     {"host refresh": 30.0, "expiry refresh": 1800.0}),
+]
+
+
+@pytest.mark.parametrize("changes, every", [d[1:] for d in DUTIES], ids=[d[0] for d in DUTIES])
+def test_the_duties_and_their_intervals_follow_the_settings(changes: dict[str, Any],
+                                                            every: dict[str, float]) -> None:
+    duties = make_duties(Settings(**changes), Tracked(), Tracked())  # type: ignore[arg-type]
+    assert {d.name: d.every for d in duties} == every
+
+
+def test_the_host_refresh_refreshes_discovery_and_the_others_the_sink() -> None:
+    for changes in ({}, {"sink": "node"}):
+        discovery, sink = Tracked(), Tracked()
+        duties = make_duties(Settings(**changes), discovery, sink)  # type: ignore[arg-type]
+        for duty in duties:
+            duty.action()
+        assert (discovery.refreshed, sink.refreshed) == (1, 1)
+
+
+# ----------------------------------------------------------------------------- Factory.parts
+
+
+def test_parts_are_built_from_the_settings_with_the_start_time(tmp_path: Path) -> None:
+    _, settings = running(tmp_path)
+    parts = Factory(started=1_700_000_000, write=lambda text: None).parts(settings)
+    assert parts.settings is settings
+    assert isinstance(parts.discovery, Discovery) and isinstance(parts.sink, FeatureFileSink)
+    assert parts.options == settings.label_options(timestamp=1_700_000_000)
+    assert {d.name for d in parts.duties} == {"host refresh", "expiry refresh"}
+    assert parts.changes == ()
+
+
+def test_parts_close_the_new_discovery_when_the_sink_cannot_be_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    built = Tracked()
+    monkeypatch.setattr(app, "make_discovery", lambda settings: built)
+    with pytest.raises(ConfigError, match="NODE_NAME"):
+        Factory(started=1, write=lambda text: None).parts(Settings(sink="node"))
+    assert built.closed
+
+
+def test_rebuild_closes_the_new_discovery_when_the_new_sink_cannot_be_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    factory, settings = running(tmp_path)
+    current = factory.parts(settings)
+    built = Tracked()
+    monkeypatch.setattr(app, "make_discovery", lambda settings: built)
+    with pytest.raises(ConfigError, match="NODE_NAME"):
+        factory.rebuild(current, replace(settings, machine_type_file="/x", sink="node"))
+    assert built.closed
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+def test_without_a_config_file_a_simulation_brings_its_sharing() -> None:
+    settings, loaded = load_settings({"simulate": "t4-time-sliced"})
+    assert loaded is None
+    assert settings.sharing == simulate("t4-time-sliced").sharing
+
+
+def test_a_config_file_is_read_its_values_applied_and_its_warnings_logged(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("flags: {migStrategy: single, gfd: {sleepInterval: 100}}\n")
+    settings, loaded = load_settings({"config_file": str(path)})
+    assert loaded is not None and loaded.path == str(path)
+    assert settings.mig_strategy == "single"
+    assert any("nanoseconds" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.WARNING)
+
+
+def test_the_config_file_can_come_from_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("flags: {migStrategy: mixed}\n")
+    settings, loaded = load_settings({}, defaults=Settings(config_file=str(path)))
+    assert loaded is not None and settings.mig_strategy == "mixed"
+
+
+def test_a_config_file_replaces_a_simulations_sharing(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("version: v1\n")
+    settings, _ = load_settings({"simulate": "t4-time-sliced", "config_file": str(path)})
+    assert settings.sharing.strategy == "none"
+
+
+# ----------------------------------------------------------------------------- Reloader
+
+
+def reloader_for(tmp_path: Path, text: str, explicit: dict[str, Any] | None = None,
+                 ) -> tuple[Reloader, Path, Any]:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    base = {"config_file": str(path), "simulate": "hgx-h100",
+            "output_file": str(tmp_path / "gfd"), **(explicit or {})}
+    settings, loaded = load_settings(base)
+    assert loaded is not None
+    factory = Factory(started=1, write=lambda text: None)
+    return Reloader(base, loaded, factory), path, factory.parts(settings)
+
+
+def test_an_unchanged_file_is_no_news(tmp_path: Path) -> None:
+    reloader, _, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
+    assert reloader.poll(current, force=False) is None
+
+
+def test_a_changed_setting_gives_a_candidate_built_for_it(tmp_path: Path) -> None:
+    reloader, path, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
+    path.write_text("flags: {migStrategy: mixed}\n")
+    candidate = reloader.poll(current, force=False)
+    assert candidate is not None and candidate is not current
+    assert candidate.options.mig_strategy == "mixed"
+    assert candidate.changes == ("flags.migStrategy: none -> mixed",)
+
+
+def test_a_change_a_flag_overrides_gives_the_running_parts(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gfd")
+    reloader, path, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n",
+                                           {"mig_strategy": "single"})
+    path.write_text("flags: {migStrategy: mixed}\n")
+    assert reloader.poll(current, force=False) is current
+    assert any("no setting changed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_forced_poll_of_an_unchanged_file_gives_the_running_parts_quietly(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gfd")
+    reloader, _, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
+    assert reloader.poll(current, force=True) is current
+    assert not any("no setting changed" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("flags: {migStrategy: bogus}\n", "flags.migStrategy"),
+    ("flags: {gfd: {oneshot: true}}\n", "flags.gfd.oneshot cannot change while gfd runs"),
+], ids=["invalid-value", "restart-only-setting"])
+def test_a_refused_file_is_one_config_error_naming_the_file(tmp_path: Path, text: str,
+                                                            message: str) -> None:
+    reloader, path, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        reloader.poll(current, force=False)
+    assert str(caught.value).startswith(f"config file {path}: ")
+    assert message in str(caught.value)
+
+
+# ----------------------------------------------------------------------------- one-shot reads
+
+
+def test_read_once_reads_one_snapshot() -> None:
+    assert read_once(Settings(simulate="no-gpu")) == simulate("no-gpu").snapshot
+
+
+def test_label_once_labels_it_with_the_start_time_and_logs_warnings(
+        caplog: pytest.LogCaptureFixture) -> None:
+    snapshot, labelling = label_once(Settings(simulate="mixed-a100-a10"), 1_724_632_719)
+    assert snapshot == simulate("mixed-a100-a10").snapshot
+    assert labelling.labels["nvidia.com/gfd.timestamp"] == "1724632719"
+    assert any("several GPU models" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.WARNING)
+
+
+def test_label_once_logs_each_dropped_label(tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    data = json.loads(simulate("hgx-h100").snapshot.to_json())
+    data["driver_version"] = "550.54.-15"  # "-15" is no valid label value
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(data))
+    _, labelling = label_once(Settings(snapshot=str(path)), 1)
+    assert "nvidia.com/cuda.driver.rev" not in labelling.labels
+    assert any("dropped invalid label" in r.getMessage() and "cuda.driver.rev" in r.getMessage()
+               for r in caplog.records)

@@ -1,0 +1,328 @@
+"""The command line run in process: the config file through it (sharing labels, GFD's
+precedence flag/env > file > default, clear exit-2 errors that publish nothing), every
+command's output, and errors mapped to exit codes (0 ok, 1 runtime, 2 usage or config)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from gfd import __version__
+from gfd.cli import cli, settings_summary
+from gfd.config import Settings
+from gfd.readers.simulate import simulate
+from gfd.sharing import Sharing
+from gfd.snapshot import load_snapshot
+
+T4_SHARED = """
+version: v1
+sharing:
+  timeSlicing:
+    renameByDefault: {rename}
+    resources:
+      - name: nvidia.com/gpu
+        replicas: 4
+"""
+ENV_NAMES = ("GFD_MIG_STRATEGY", "MIG_STRATEGY", "GFD_NO_TIMESTAMP", "GFD_CONFIG_FILE",
+             "CONFIG_FILE", "GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR", "GFD_ONESHOT",
+             "GFD_SLEEP_INTERVAL", "GFD_OUTPUT_FILE", "GFD_LABEL_SET")
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    clean = dict.fromkeys(ENV_NAMES)
+    runner = CliRunner()
+    result = runner.invoke(cli, list(args), env={**clean, **(env or {})})
+    labels = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    return result.exit_code, labels, result.stderr
+
+
+def config(tmp_path: Path, text: str, name: str = "config.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+# The simulated T4 node carries its own sharing config; an explicit --config-file replaces it.
+def test_time_slicing_t4_gets_shared_product_and_replicas(tmp_path: Path) -> None:
+    cfg = config(tmp_path, T4_SHARED.format(rename="false"))
+    code, labels, err = run("labels", "--simulate", "t4-time-sliced", "--config-file", cfg)
+    assert code == 0, err
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
+    assert labels["nvidia.com/gpu.replicas"] == "4"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert labels["nvidia.com/mps.capable"] == "false"
+    assert labels["nvidia.com/gpu.memory.per-replica"] == "3840"
+
+
+def test_rename_by_default_drops_the_shared_suffix(tmp_path: Path) -> None:
+    cfg = config(tmp_path, T4_SHARED.format(rename="true"))
+    code, labels, _ = run("labels", "--simulate", "t4-time-sliced", "--config-file", cfg)
+    assert code == 0
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4"
+    assert labels["nvidia.com/gpu.replicas"] == "4"
+
+
+def test_mps_sharing_sets_strategy_and_mps_capable(tmp_path: Path) -> None:
+    cfg = config(tmp_path, T4_SHARED.format(rename="false").replace("timeSlicing", "mps"))
+    code, labels, _ = run("labels", "--simulate", "t4-time-sliced", "--config-file", cfg)
+    assert code == 0
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "mps"
+    assert labels["nvidia.com/mps.capable"] == "true"
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
+
+
+def test_mps_on_a_mig_node_is_refused_with_exit_2(tmp_path: Path) -> None:
+    cfg = config(tmp_path, T4_SHARED.format(rename="false").replace("timeSlicing", "mps"))
+    code, labels, err = run("labels", "--simulate", "dgx-a100-mig-mixed", "--mig-strategy",
+                            "mixed", "--config-file", cfg)
+    assert code == 2 and labels == {}
+    assert "MPS" in err and len(err.strip().splitlines()) == 1
+
+
+def test_time_sliced_mig_profiles_under_mixed(tmp_path: Path) -> None:
+    cfg = config(tmp_path, """
+sharing:
+  timeSlicing:
+    resources:
+      - {name: nvidia.com/mig-1g.5gb, replicas: 2}
+""")
+    code, labels, _ = run("labels", "--simulate", "dgx-a100-mig-mixed", "--mig-strategy",
+                          "mixed", "--config-file", cfg)
+    assert code == 0
+    assert labels["nvidia.com/mig-1g.5gb.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED"
+    assert labels["nvidia.com/mig-1g.5gb.replicas"] == "2"
+    assert labels["nvidia.com/mig-1g.5gb.sharing-strategy"] == "time-slicing"
+    assert labels["nvidia.com/mig-1g.5gb.memory.per-replica"] == "2432"
+    assert labels["nvidia.com/mig-3g.20gb.replicas"] == "1"
+
+
+@pytest.mark.parametrize("text, field", [
+    ("sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 1}]}}",
+     "sharing.timeSlicing.resources[0].replicas: must be >= 2, got 1"),
+    ("flags: {migStrategy: bogus}", "flags.migStrategy"),
+    ("flags: {gfd: {sleepInterval: soon}}", "flags.gfd.sleepInterval"),
+    ("version: v2", "version"),
+    ("{not yaml: [", "not valid YAML or JSON"),
+], ids=["replicas-1", "bad-strategy", "bad-duration", "bad-version", "malformed"])
+def test_an_invalid_config_exits_2_with_one_line_naming_the_field(tmp_path: Path, text: str,
+                                                                  field: str) -> None:
+    cfg = config(tmp_path, text)
+    code, labels, err = run("labels", "--simulate", "hgx-h100", "--config-file", cfg)
+    assert code == 2 and labels == {}
+    assert field in err and cfg in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_an_invalid_config_publishes_nothing_in_run(tmp_path: Path) -> None:
+    cfg = config(tmp_path, "flags: {migStrategy: bogus}")
+    out = tmp_path / "gfd"
+    code, _, _ = run("run", "--simulate", "hgx-h100", "--oneshot", "-o", str(out),
+                     "--config-file", cfg)
+    assert code == 2 and not out.exists()
+
+
+# GFD's precedence per setting: explicit flag > environment variable > config file > default.
+FILE = "flags: {migStrategy: single, gfd: {noTimestamp: true}}"
+
+
+@pytest.mark.parametrize("args, env, strategy", [
+    ([], {}, "none"),                                              # default
+    (["--config-file", "{cfg}"], {}, "single"),                    # file beats default
+    (["--config-file", "{cfg}", "--mig-strategy", "mixed"], {}, "mixed"),   # flag beats file
+    (["--config-file", "{cfg}"], {"MIG_STRATEGY": "mixed"}, "mixed"),       # env beats file
+    (["--mig-strategy", "none"], {"GFD_MIG_STRATEGY": "mixed"}, "none"),    # flag beats env
+    ([], {"CONFIG_FILE": "{cfg}"}, "single"),                      # file named by env
+    ([], {"GFD_MIG_STRATEGY": "mixed", "MIG_STRATEGY": "single"}, "mixed"),  # GFD_ first
+], ids=["default", "file", "flag>file", "env>file", "flag>env", "CONFIG_FILE", "GFD_-first"])
+def test_precedence_table(tmp_path: Path, args: list[str], env: dict[str, str],
+                          strategy: str) -> None:
+    cfg = config(tmp_path, FILE)
+    args = [a.replace("{cfg}", cfg) for a in args]
+    env = {k: v.replace("{cfg}", cfg) for k, v in env.items()}
+    code, labels, err = run("labels", "--simulate", "dgx-a100-mig-single", "--format", "text",
+                            *args, env=env)
+    assert code == 0, err
+    assert labels.get("nvidia.com/mig.strategy", "none") == strategy
+
+
+def test_file_sets_no_timestamp_unless_a_flag_says_otherwise(tmp_path: Path) -> None:
+    cfg = config(tmp_path, FILE)
+    _, labels, _ = run("labels", "--simulate", "hgx-h100", "--config-file", cfg)
+    assert "nvidia.com/gfd.timestamp" not in labels
+    _, labels, _ = run("labels", "--simulate", "hgx-h100", "--config-file", cfg,
+                       "--no-timestamp=false")
+    assert labels["nvidia.com/gfd.timestamp"].isdigit()
+
+
+@pytest.mark.parametrize("value, expected", [("true", False), ("false", True), ("1", False)])
+def test_gfd_style_booleans_from_the_environment(value: str, expected: bool) -> None:
+    _, labels, _ = run("labels", "--simulate", "hgx-h100", env={"GFD_NO_TIMESTAMP": value})
+    assert ("nvidia.com/gfd.timestamp" in labels) is expected
+
+
+def test_json_output_is_the_same_labels() -> None:
+    runner = CliRunner()
+    text = runner.invoke(cli, ["labels", "--simulate", "hgx-h100", "--no-timestamp"]).stdout
+    data = runner.invoke(cli, ["labels", "--simulate", "hgx-h100", "--no-timestamp",
+                               "--format", "json"]).stdout
+    assert json.loads(data) == dict(line.split("=", 1) for line in text.splitlines())
+
+
+def test_unknown_simulation_lists_the_names() -> None:
+    code, _, err = run("labels", "--simulate", "bogus")
+    assert code == 2 and "hgx-h100" in err and "t4-time-sliced" in err
+
+
+def test_a_kubeconfig_that_is_not_yaml_exits_2_with_one_line(tmp_path: Path) -> None:
+    kubeconfig = config(tmp_path, "clusters: [1, 2\n", name="kubeconfig")
+    code, _, err = run("diff", "--simulate", "hgx-h100", "--sink", "node", "--node-name", "n1",
+                       "--kubeconfig", kubeconfig)
+    assert code == 2
+    assert err.startswith("gfd: error: cannot load Kubernetes credentials from " + kubeconfig)
+    assert len(err.strip().splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------- the commands
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), env={**dict.fromkeys(ENV_NAMES), **(env or {})})
+
+
+def test_version_prints_the_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.stdout.strip() == __version__
+
+
+def test_snapshot_prints_json_that_labels_reproduce(tmp_path: Path) -> None:
+    result = invoke("snapshot", "--simulate", "hgx-h100")
+    assert result.exit_code == 0, result.stderr
+    snap = load_snapshot(result.stdout, source="test")
+    assert snap.gpus == simulate("hgx-h100").snapshot.gpus
+    path = tmp_path / "node.json"
+    path.write_text(result.stdout)
+    from_file = invoke("labels", "--snapshot", str(path), "--no-timestamp")
+    simulated = invoke("labels", "--simulate", "hgx-h100", "--no-timestamp")
+    assert from_file.exit_code == 0 and from_file.stdout == simulated.stdout
+
+
+def test_explain_prints_value_source_raw_rules_and_set() -> None:
+    result = invoke("explain", "gpu.product", "--simulate", "hgx-h100")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == [
+        "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",
+        "  source: nvmlDeviceGetName",
+        "  raw:    NVIDIA H100 80GB HBM3",
+        "  rule 1: sanitise: keep [A-Za-z0-9-_. ], join words with '-'",
+        "  set:    compat (computed in gfd/labelers/gpu.py or gfd/labelers/mig.py)",
+    ]
+
+
+def test_explain_of_an_unknown_key_suggests_close_ones_and_exits_1() -> None:
+    result = invoke("explain", "gpu.prodct", "--simulate", "hgx-h100")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("gfd: error: nvidia.com/gpu.prodct is not a label on this "
+                                    "machine (did you mean nvidia.com/gpu.product")
+
+
+def test_explain_of_a_label_this_machine_lacks_says_when_it_is_present() -> None:
+    result = invoke("explain", "mig.strategy", "--simulate", "hgx-h100")
+    assert result.exit_code == 1
+    assert "is not a label on this machine; it is present when:" in result.stderr
+
+
+def test_explain_says_when_a_label_is_not_published(tmp_path: Path) -> None:
+    data = json.loads(simulate("hgx-h100").snapshot.to_json())
+    data["driver_version"] = "550.54.-15"
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps(data))
+    result = invoke("explain", "cuda.driver.rev", "--snapshot", str(path))
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0] == "nvidia.com/cuda.driver.rev=-15"
+    assert "  NOT PUBLISHED: label nvidia.com/cuda.driver.rev='-15'" in result.stdout
+
+
+def test_diff_shows_what_run_would_write_then_in_sync_after_it(tmp_path: Path) -> None:
+    out = str(tmp_path / "gfd")
+    before = invoke("diff", "--simulate", "hgx-h100", "-o", out)
+    assert before.exit_code == 1
+    assert "+ nvidia.com/gpu.count=8" in before.stdout.splitlines()
+    assert before.stderr.strip().endswith("at file")
+    assert invoke("run", "--simulate", "hgx-h100", "-o", out, "--oneshot").exit_code == 0
+    after = invoke("diff", "--simulate", "hgx-h100", "-o", out)
+    assert after.exit_code == 0 and after.stdout == ""
+    assert after.stderr.startswith("in sync: ") and after.stderr.strip().endswith("at file")
+
+
+def test_diff_lists_changed_and_removed_labels(tmp_path: Path) -> None:
+    out = tmp_path / "gfd"
+    out.write_text("nvidia.com/gpu.count=4\nnvidia.com/gone=yes\n")
+    result = invoke("diff", "--simulate", "hgx-h100", "-o", str(out), "--no-timestamp")
+    lines = result.stdout.splitlines()
+    assert "~ nvidia.com/gpu.count: 4 -> 8" in lines and "- nvidia.com/gone=yes" in lines
+    assert result.exit_code == 1
+
+
+def test_prune_removes_gfds_file_and_lists_the_labels(tmp_path: Path) -> None:
+    out = tmp_path / "gfd"
+    out.write_text("nvidia.com/gpu.count=8\nnvidia.com/gpu.family=hopper\n")
+    result = invoke("prune", "--simulate", "hgx-h100", "-o", str(out))
+    assert result.exit_code == 0 and not out.exists()
+    assert result.stdout.splitlines() == ["- nvidia.com/gpu.count", "- nvidia.com/gpu.family"]
+    assert result.stderr.strip() == "pruned 2 labels at file"
+    again = invoke("prune", "--simulate", "hgx-h100", "-o", str(out))
+    assert again.exit_code == 0 and again.stderr.strip() == "nothing to prune at file"
+
+
+def test_run_oneshot_to_stdout_prints_the_labels_once() -> None:
+    result = invoke("run", "--simulate", "hgx-h100", "--oneshot", "-o", "-", "--no-timestamp")
+    assert result.exit_code == 0
+    assert result.stdout == invoke("labels", "--simulate", "hgx-h100", "--no-timestamp").stdout
+
+
+# ----------------------------------------------------------------------------- exit codes
+
+
+@pytest.mark.parametrize("args, env, code, message", [
+    (["labels", "--simulate", "hgx-h100", "--mig-strategy", "bogus"], {}, 2,
+     "must be one of none, single, mixed, got 'bogus'"),
+    (["labels", "--simulate", "hgx-h100"], {"GFD_MIG_STRATEGY": "bogus"}, 2,
+     "(env var: 'GFD_MIG_STRATEGY', 'MIG_STRATEGY')"),
+    (["run", "--simulate", "hgx-h100", "--metrics-port", "99999"], {}, 2,
+     "must be 0..65535, got 99999"),
+    (["labels", "--simulate", "hgx-h100", "--snapshot", "/x.json"], {}, 2,
+     "gfd: error: --simulate and --snapshot cannot be used together"),
+    (["labels", "--snapshot", "/nonexistent/node.json"], {}, 1,
+     "gfd: error: snapshot file /nonexistent/node.json: No such file or directory"),
+    (["diff", "--simulate", "hgx-h100", "--sink", "node"], {}, 2,
+     "gfd: error: --node-name / NODE_NAME is required"),
+    (["frobnicate"], {}, 2, "No such command 'frobnicate'"),
+], ids=["bad-flag-value", "bad-env-value", "port-out-of-range", "two-sources",
+        "missing-snapshot", "api-sink-without-node-name", "unknown-command"])
+def test_usage_and_config_errors_exit_2_runtime_errors_exit_1(
+        args: list[str], env: dict[str, str], code: int, message: str) -> None:
+    result = invoke(*args, env=env)
+    assert result.exit_code == code
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("flag, timestamped", [
+    ("--no-timestamp", False), ("--no-timestamp=true", False), ("--no-timestamp=false", True),
+], ids=["bare", "true", "false"])
+def test_a_boolean_flag_alone_means_true_and_takes_a_value_as_gfd_does(flag: str,
+                                                                       timestamped: bool) -> None:
+    result = invoke("labels", "--simulate", "hgx-h100", flag)
+    assert ("nvidia.com/gfd.timestamp=" in result.stdout) is timestamped
+
+
+def test_the_settings_summary_is_one_json_line_with_the_sharing_flattened() -> None:
+    settings = Settings(sharing=simulate("t4-time-sliced").sharing or Sharing())
+    line = settings_summary(settings)
+    assert "\n" not in line
+    data = json.loads(line)
+    assert data["mig_strategy"] == "none" and data["sleep_interval"] == 10.0
+    assert data["sharing"] == {"strategy": "time-slicing", "resources": {"nvidia.com/gpu": 4}}

@@ -1,0 +1,88 @@
+"""The error tree: every error gfd raises on purpose is a GfdError; an ApiError says whether
+retrying can help; ``one_line`` makes any text one line for the user."""
+
+from __future__ import annotations
+
+import pytest
+
+from gfd.errors import (
+    ApiError,
+    BackendInitError,
+    ConfigError,
+    DiscoveryError,
+    GfdError,
+    NvmlInitError,
+    PublishError,
+    one_line,
+)
+
+FAMILY = [
+    (ConfigError, GfdError),
+    (DiscoveryError, GfdError),
+    (BackendInitError, DiscoveryError),
+    (NvmlInitError, BackendInitError),
+    (PublishError, GfdError),
+    (ApiError, PublishError),
+]
+
+
+@pytest.mark.parametrize("error, parent", FAMILY, ids=[e.__name__ for e, _ in FAMILY])
+def test_each_error_is_caught_by_its_parent(error: type[GfdError],
+                                            parent: type[GfdError]) -> None:
+    assert issubclass(error, parent) and issubclass(error, GfdError)
+
+
+def test_the_cli_exit_codes_follow_the_tree() -> None:
+    # ConfigError is exit 2; everything else is 1: no error is both.
+    assert not issubclass(ConfigError, DiscoveryError | PublishError)
+    assert not issubclass(DiscoveryError, ConfigError)
+    assert not issubclass(PublishError, ConfigError)
+
+
+RETRIABLE = [
+    ("no-answer", None, True),
+    ("throttled-429", 429, True),
+    ("internal-500", 500, True),
+    ("unavailable-503", 503, True),
+    ("bad-request-400", 400, False),
+    ("forbidden-403", 403, False),
+    ("not-found-404", 404, False),
+    ("conflict-409", 409, False),
+    ("invalid-422", 422, False),
+]
+
+
+@pytest.mark.parametrize("status, retriable", [r[1:] for r in RETRIABLE],
+                         ids=[r[0] for r in RETRIABLE])
+def test_an_api_error_is_retriable_only_without_an_answer_or_for_429_and_5xx(
+        status: int | None, retriable: bool) -> None:
+    assert ApiError("x", status=status).retriable is retriable
+
+
+def test_an_api_error_carries_what_the_api_answered() -> None:
+    error = ApiError("patch node n: HTTP 422 Invalid: bad", status=422, reason="Invalid",
+                     retry_after=2.5, causes=("a", "b"), resource_missing=False)
+    assert str(error) == "patch node n: HTTP 422 Invalid: bad"
+    assert (error.status, error.reason, error.retry_after, error.causes) == (
+        422, "Invalid", 2.5, ("a", "b"))
+
+
+def test_an_api_error_without_details_has_empty_ones() -> None:
+    error = ApiError("cannot reach the API server")
+    assert (error.status, error.reason, error.retry_after, error.causes,
+            error.resource_missing) == (None, "", None, (), False)
+
+
+ONE_LINE = [
+    ("already-one-line", "cannot read x", "cannot read x"),
+    ("newlines", "while parsing\n  in file\nexpected ']'", "while parsing in file expected ']'"),
+    ("tabs-and-carriage-returns", "a\tb\r\nc", "a b c"),
+    ("runs-of-spaces", "a   b", "a b"),
+    ("surrounding-space", "  a b \n", "a b"),
+    ("empty", "", ""),
+]
+
+
+@pytest.mark.parametrize("text, line", [o[1:] for o in ONE_LINE], ids=[o[0] for o in ONE_LINE])
+def test_one_line_turns_every_run_of_whitespace_into_one_space(text: str, line: str) -> None:
+    assert one_line(text) == line

@@ -1,0 +1,307 @@
+"""The Kubernetes API boundary, with the real client against the local fake API server:
+every failure becomes an ApiError with the HTTP status, the API's reason, the Status causes,
+Retry-After, and a hint for a 403 or a missing NodeFeature CRD (not for a missing object);
+the client-side rate limit; credentials that cannot load are a ConfigError."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.apiserver import FakeApiServer
+from helpers.timing import Clock, Sleeps
+from kubernetes.client.exceptions import ApiException
+
+from gfd.errors import ApiError, ConfigError
+from gfd.kube import APPLY, Kube, RateLimiter, _status_error
+from gfd.sinks.nodefeature import build, object_name
+
+NODE = "gpu-node-1"
+NS = "gfd"
+NF = object_name(NODE)
+CRD_HINT = "the NodeFeature CRD is not installed"
+RBAC_HINT = "grant this permission to gfd's ServiceAccount"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as srv:
+        srv.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
+        srv.add_pod(NS, "gfd-abcde", owner_daemonset="gfd", node_name=NODE)
+        yield srv
+
+
+@pytest.fixture
+def requests() -> list[tuple[str, str]]:
+    return []
+
+
+@pytest.fixture
+def kube(server: FakeApiServer, tmp_path: Path,
+         requests: list[tuple[str, str]]) -> Iterator[Kube]:
+    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
+               on_request=lambda verb, code: requests.append((verb, code)))
+    yield api
+    api.close()
+
+
+def api_error(call: Any) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        call()
+    error = caught.value
+    assert "\n" not in str(error), "one line"
+    return error
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+def test_get_node_returns_the_node_as_a_dict(kube: Kube) -> None:
+    node = kube.get_node(NODE)
+    assert node["metadata"]["name"] == NODE
+    assert node["metadata"]["labels"] == {"kubernetes.io/hostname": NODE}
+
+
+def test_node_labels_are_a_forced_server_side_apply_by_the_field_manager(
+        server: FakeApiServer, kube: Kube) -> None:
+    server.clear_log()
+    kube.apply_node_labels(NODE, {"nvidia.com/gpu.count": "8"}, field_manager="gfd")
+    [request] = server.requests
+    assert (request.method, request.content_type) == ("PATCH", APPLY)
+    assert request.query == {"fieldManager": "gfd", "force": "true"}
+    assert request.json()["metadata"] == {"name": NODE, "labels": {"nvidia.com/gpu.count": "8"}}
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"
+
+
+def test_nodefeatures_are_created_read_replaced_and_deleted(server: FakeApiServer,
+                                                            kube: Kube) -> None:
+    assert kube.get_nodefeature(NS, NF) is None
+    kube.create_nodefeature(NS, build(NODE, NS, {"a": "1"}, []))
+    current = kube.get_nodefeature(NS, NF)
+    assert current is not None
+    current["spec"]["labels"] = {"a": "2"}
+    kube.replace_nodefeature(NS, current)
+    assert server.nodefeature(NS, NF)["spec"]["labels"] == {"a": "2"}
+    assert kube.delete_nodefeature(NS, NF) is True
+    assert kube.delete_nodefeature(NS, NF) is False
+
+
+def test_get_pod_returns_the_pod_with_its_owner(kube: Kube) -> None:
+    [owner] = kube.get_pod(NS, "gfd-abcde")["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("DaemonSet", "gfd")
+
+
+def test_every_request_is_reported_with_its_verb_and_code(
+        server: FakeApiServer, kube: Kube, requests: list[tuple[str, str]]) -> None:
+    kube.get_node(NODE)
+    kube.get_nodefeature(NS, NF)
+    kube.create_nodefeature(NS, build(NODE, NS, {}, []))
+    with pytest.raises(ApiError):
+        kube.get_node("gone")
+    server.set_down(True)
+    with pytest.raises(ApiError):
+        kube.get_node(NODE)
+    assert requests == [("get", "200"), ("get", "404"), ("create", "201"), ("get", "404"),
+                        ("get", "error")]
+
+
+# ----------------------------------------------------------------------------- errors
+
+FAULTS = [
+    ("conflict", 409, None, "Conflict", None),
+    ("throttled", 429, 5, "TooManyRequests", 5.0),
+    ("unavailable-with-retry-after", 503, 2, "ServiceUnavailable", 2.0),
+    ("internal-error", 500, None, "InternalError", None),
+    ("forbidden", 403, None, "Forbidden", None),
+]
+
+
+@pytest.mark.parametrize("status, retry_after, reason, seconds", [f[1:] for f in FAULTS],
+                         ids=[f[0] for f in FAULTS])
+def test_an_error_answer_keeps_status_reason_and_retry_after(
+        server: FakeApiServer, kube: Kube, status: int, retry_after: int | None, reason: str,
+        seconds: float | None) -> None:
+    server.inject(status, 1, method="GET", retry_after=retry_after)
+    error = api_error(lambda: kube.get_node(NODE))
+    assert (error.status, error.reason, error.retry_after) == (status, reason, seconds)
+    assert str(error).startswith(f"get node {NODE}: HTTP {status} {reason}: ")
+    assert error.retriable is (status == 429 or status >= 500)
+
+
+def test_a_422_keeps_the_status_causes(server: FakeApiServer, kube: Kube) -> None:
+    error = api_error(lambda: kube.apply_node_labels(
+        NODE, {"nvidia.com/bad key": "1", "ok": "-x"}, field_manager="gfd"))
+    assert (error.status, error.reason) == (422, "Invalid")
+    assert len(error.causes) >= 2
+    assert any('"nvidia.com/bad key"' in c for c in error.causes)
+    assert any('"-x"' in c for c in error.causes)
+
+
+def test_a_403_names_the_fix(server: FakeApiServer, kube: Kube) -> None:
+    server.forbid("patch", "nodes")
+    error = api_error(lambda: kube.apply_node_labels(NODE, {}, field_manager="gfd"))
+    assert error.status == 403 and RBAC_HINT in str(error)
+    assert 'cannot patch resource "nodes"' in str(error)
+
+
+def test_a_missing_crd_is_a_missing_resource_with_the_install_hint(server: FakeApiServer,
+                                                                   kube: Kube) -> None:
+    server.set_crd_installed(False)
+    for call in (lambda: kube.get_nodefeature(NS, NF),
+                 lambda: kube.create_nodefeature(NS, build(NODE, NS, {}, []))):
+        error = api_error(call)
+        assert (error.status, error.resource_missing) == (404, True)
+        assert CRD_HINT in str(error)
+
+
+def test_a_missing_object_is_not_a_missing_resource_and_gets_no_hint(server: FakeApiServer,
+                                                                     kube: Kube) -> None:
+    body = build(NODE, NS, {}, [])
+    body["metadata"]["resourceVersion"] = "1"
+    for call in (lambda: kube.replace_nodefeature(NS, body), lambda: kube.get_node("gone")):
+        error = api_error(call)
+        assert (error.status, error.resource_missing) == (404, False)
+        assert CRD_HINT not in str(error)
+
+
+def test_a_missing_node_type_is_not_given_the_crd_hint(server: FakeApiServer,
+                                                       kube: Kube) -> None:
+    server.inject(404, 1, method="GET", body={"kind": "Status", "code": 404,
+                                              "reason": "NotFound", "message": "no"})
+    error = api_error(lambda: kube.get_node(NODE))
+    assert error.resource_missing and CRD_HINT not in str(error)
+
+
+def test_an_answer_that_is_not_json_keeps_the_http_reason(server: FakeApiServer,
+                                                          kube: Kube) -> None:
+    server.inject(502, 1, method="GET", body="upstream connect error or disconnect")
+    error = api_error(lambda: kube.get_node(NODE))
+    assert error.status == 502 and error.reason == "" and error.retriable
+    assert "Bad Gateway" in str(error)
+
+
+def test_a_multi_line_message_is_one_line(server: FakeApiServer, kube: Kube) -> None:
+    server.inject(500, 1, method="GET", body={"kind": "Status", "code": 500,
+                                              "reason": "InternalError",
+                                              "message": "first line\nsecond line"})
+    assert "first line second line" in str(api_error(lambda: kube.get_node(NODE)))
+
+
+def test_no_answer_is_an_error_without_a_status(server: FakeApiServer, kube: Kube) -> None:
+    server.set_down(True)
+    error = api_error(lambda: kube.get_node(NODE))
+    assert error.status is None and error.retriable
+    assert "cannot reach the API server" in str(error)
+
+
+STATUS_BODIES = [
+    ("retry-after-as-http-date", 429, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, "{}",
+     {"retry_after": None}),
+    ("retry-after-in-seconds", 429, {"Retry-After": "1.5"}, "{}", {"retry_after": 1.5}),
+    ("body-a-json-list", 500, {}, "[1, 2]", {"reason": "", "causes": ()}),
+    ("causes-not-objects", 422, {}, json.dumps({"reason": "Invalid", "details": {
+        "causes": ["x", {"message": "m"}]}}), {"causes": ("m",)}),
+    ("details-not-an-object", 404, {}, json.dumps({"details": "x"}),
+     {"resource_missing": True}),
+    ("named-404", 404, {}, json.dumps({"details": {"name": "n"}}),
+     {"resource_missing": False}),
+]
+
+
+@pytest.mark.parametrize("status, headers, body, expected", [s[1:] for s in STATUS_BODIES],
+                         ids=[s[0] for s in STATUS_BODIES])
+def test_odd_status_answers_are_read_without_failing(status: int, headers: dict[str, str],
+                                                     body: str,
+                                                     expected: dict[str, Any]) -> None:
+    exc = ApiException(status=status, reason="Reason")
+    exc.headers, exc.body = headers, body
+    error = _status_error("get", "node n", exc)
+    for attribute, value in expected.items():
+        assert getattr(error, attribute) == value, attribute
+
+
+# ----------------------------------------------------------------------------- credentials
+
+
+def test_a_missing_kubeconfig_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere"
+    with pytest.raises(ConfigError, match="cannot load Kubernetes credentials from") as caught:
+        Kube(kubeconfig=str(path))
+    assert str(path) in str(caught.value) and "--kubeconfig" in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["just text", "apiVersion: v1\nkind: Config\n"],
+                         ids=["not-a-mapping", "no-context"])
+def test_a_kubeconfig_that_cannot_load_is_a_config_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="cannot load Kubernetes credentials"):
+        Kube(kubeconfig=str(path))
+
+
+def test_a_kubeconfig_that_is_not_yaml_is_one_line_config_error(tmp_path: Path) -> None:
+    # Regression: the YAML parser's error escaped as a traceback instead of exit 2.
+    path = tmp_path / "kubeconfig"
+    path.write_text("clusters: [1, 2\n")
+    with pytest.raises(ConfigError, match="cannot load Kubernetes credentials") as caught:
+        Kube(kubeconfig=str(path))
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_outside_a_pod_without_a_kubeconfig_is_a_config_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    with pytest.raises(ConfigError, match="in-cluster service account"):
+        Kube(kubeconfig="")
+
+
+# ----------------------------------------------------------------------------- rate limit
+
+
+def test_a_burst_passes_then_requests_are_spaced_at_the_rate() -> None:
+    clock, sleeps = Clock(), Sleeps()
+    limiter = RateLimiter(qps=2.0, burst=3, clock=clock, sleep=sleeps)
+    for _ in range(3):
+        limiter.take()
+    assert sleeps == []
+    limiter.take()
+    assert sleeps == [0.5]
+
+
+def test_tokens_come_back_with_time_up_to_the_burst() -> None:
+    clock, sleeps = Clock(), Sleeps()
+    limiter = RateLimiter(qps=2.0, burst=2, clock=clock, sleep=sleeps)
+    limiter.take()
+    limiter.take()
+    clock.now += 60  # a long pause refills at most the burst
+    for _ in range(2):
+        limiter.take()
+    assert sleeps == []
+    limiter.take()
+    assert sleeps == [0.5]
+
+
+def test_a_rate_of_zero_never_waits() -> None:
+    sleeps = Sleeps()
+    limiter = RateLimiter(qps=0.0, burst=0, clock=Clock(), sleep=sleeps)
+    for _ in range(100):
+        limiter.take()
+    assert sleeps == []
+
+
+def test_requests_go_through_the_rate_limit(server: FakeApiServer, tmp_path: Path) -> None:
+    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=20,
+               burst=1)
+    try:
+        api.get_node(NODE)
+        started = time.monotonic()
+        api.get_node(NODE)
+        waited = time.monotonic() - started
+    finally:
+        api.close()
+    assert waited >= 0.04, "the second request waited for its token (1/20 s)"

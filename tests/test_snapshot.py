@@ -1,0 +1,174 @@
+"""The data model: a Snapshot round-trips through JSON exactly, and ``load_snapshot`` refuses
+what is not one (wrong types, unknown fields, unknown back ends, other schemas) with a
+one-line DiscoveryError naming the field. (Property tests of the same: tests/fuzz.)"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gfd.errors import DiscoveryError
+from gfd.readers.simulate import SIMULATIONS, simulate
+from gfd.snapshot import (
+    BACKENDS,
+    SCHEMA_VERSION,
+    Fabric,
+    Gpu,
+    MigDevice,
+    Snapshot,
+    Vgpu,
+    load_snapshot,
+)
+
+RICH = Snapshot(
+    driver_version="550.54.15", cuda_driver_version=12040, machine_type="DGX H100\n",
+    vgpu=Vgpu(present=True, host_driver_version="550.54.16", host_driver_branch="r550_40"),
+    source="nvml", backend="nvml",
+    gpus=(
+        Gpu(index=0, uuid="GPU-0", name="NVIDIA A100-SXM4-40GB", memory_total_bytes=42949672960,
+            compute_capability=(8, 0), architecture="ampere", brand="nvidia",
+            pci_bus_id="00000000:18:00.0", pci_class="0x030200", mig_capable=True,
+            mig_enabled=True, mig_pending_enabled=False, compute_mode="default",
+            nvlink_active=True, timeslice="default",
+            fabric=Fabric(state="completed", status_ok=True,
+                          cluster_uuid="7b968a6d-c8aa-45e1-9e07-e1e51be99c31", clique_id=1),
+            mig_devices=(MigDevice(index=0, uuid="MIG-0", gpu_instance_id=1,
+                                   compute_instance_id=0, profile_name="MIG 1g.5gb",
+                                   memory_mib=4864, multiprocessors=14, gi_slices=1,
+                                   ci_slices=1, copy_engines=1),)),
+        Gpu(index=1, error="GPU is lost"),
+    ))
+
+
+def document(**changes: Any) -> dict[str, Any]:
+    """RICH as parsed JSON, with top-level fields replaced (None values are kept as null)."""
+    data = json.loads(RICH.to_json())
+    data.update(changes)
+    return data
+
+
+def gpu_document(**changes: Any) -> dict[str, Any]:
+    """RICH as parsed JSON with fields of its first GPU replaced."""
+    data = json.loads(RICH.to_json())
+    data["gpus"][0].update(changes)
+    return data
+
+
+def refusal(data: Any) -> str:
+    with pytest.raises(DiscoveryError) as caught:
+        load_snapshot(json.dumps(data), source="test")
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+# ----------------------------------------------------------------------------- round trip
+
+
+@pytest.mark.parametrize("name", sorted(SIMULATIONS))
+def test_every_simulated_machine_round_trips_through_json(name: str) -> None:
+    snap = simulate(name).snapshot
+    assert Snapshot.from_json(snap.to_json()) == snap
+
+
+def test_a_snapshot_with_every_field_set_round_trips_through_json() -> None:
+    assert Snapshot.from_json(RICH.to_json()) == RICH
+    assert load_snapshot(RICH.to_json(), source="nvml") == RICH
+
+
+def test_json_carries_the_schema_sorted_keys_and_lists_for_tuples() -> None:
+    text = RICH.to_json()
+    data = json.loads(text)
+    assert data["schema"] == SCHEMA_VERSION
+    assert text == json.dumps(data, indent=2, sort_keys=True) + "\n"
+    assert data["gpus"][0]["compute_capability"] == [8, 0]
+    assert isinstance(data["gpus"][0]["mig_devices"], list)
+
+
+def test_a_document_without_a_schema_is_read_as_this_schema() -> None:
+    data = document()
+    del data["schema"]
+    assert Snapshot.from_dict(data) == RICH
+
+
+def test_load_snapshot_records_where_the_snapshot_came_from() -> None:
+    assert load_snapshot(RICH.to_json(), source="file:/tmp/x.json").source == "file:/tmp/x.json"
+
+
+# ----------------------------------------------------------------------------- refusals
+
+REFUSALS = [
+    ("not-an-object", [1, 2], "expected a JSON object at the top level"),
+    ("other-schema", document(schema=2), "schema 2 is not supported (this gfd reads 1)"),
+    ("unknown-top-field", document(colour="red"), "snapshot: unknown field(s) 'colour'"),
+    ("unknown-gpu-field", gpu_document(colour="red"), "snapshot.gpus[0]: unknown field(s)"),
+    ("gpus-null", document(gpus=None), "snapshot.gpus: must not be null"),
+    ("gpus-not-a-list", document(gpus={"0": {}}), "snapshot.gpus: expected a list"),
+    ("gpu-not-an-object", document(gpus=[3]), "snapshot.gpus[0]: expected an object, got int"),
+    ("gpu-without-index", document(gpus=[{"name": "x"}]), "snapshot.gpus[0]:"),
+    ("capability-one-number", gpu_document(compute_capability=[8]),
+     "snapshot.gpus[0].compute_capability: expected [major, minor] integers"),
+    ("capability-text", gpu_document(compute_capability=[8, "0"]), "expected [major, minor]"),
+    ("capability-boolean", gpu_document(compute_capability=[True, 0]), "expected [major, minor]"),
+    ("index-as-text", gpu_document(index="0"), "snapshot.gpus[0].index: expected int, got '0'"),
+    ("memory-as-boolean", gpu_document(memory_total_bytes=True),
+     "snapshot.gpus[0].memory_total_bytes: expected int | None, got True"),
+    ("name-as-number", gpu_document(name=5), "snapshot.gpus[0].name: expected str, got 5"),
+    ("flag-as-number", gpu_document(mig_capable=1), "snapshot.gpus[0].mig_capable: expected bool"),
+    ("nvml-flag-as-text", document(nvml_available="yes"), "snapshot.nvml_available: expected bool"),
+    ("mig-device-field", gpu_document(mig_devices=[{"index": 0, "memory_mib": "4864"}]),
+     "snapshot.gpus[0].mig_devices[0].memory_mib: expected int"),
+    ("fabric-field", gpu_document(fabric={"state": "completed", "status_ok": True,
+                                          "cluster_uuid": "x", "clique_id": "1"}),
+     "snapshot.gpus[0].fabric.clique_id: expected int"),
+    ("vgpu-field", document(vgpu={"present": "no"}), "snapshot.vgpu.present: expected bool"),
+    ("unknown-backend", document(backend="cuda"),
+     "snapshot.backend: must be one of nvml, tegra, vfio, got 'cuda'"),
+]
+
+
+@pytest.mark.parametrize("data, message", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
+def test_load_snapshot_refuses_what_is_not_a_snapshot(data: Any, message: str) -> None:
+    assert message in refusal(data)
+
+
+@pytest.mark.parametrize("text", ["", "{", "not json", "[" * 100_000],
+                         ids=["empty", "truncated", "words", "too-deep"])
+def test_text_that_is_not_json_is_a_discovery_error(text: str) -> None:
+    with pytest.raises(DiscoveryError, match="snapshot: not valid JSON"):
+        load_snapshot(text, source="test")
+
+
+@pytest.mark.parametrize("field", ["vgpu", "machine_type", "driver_version"])
+def test_unknown_facts_may_be_null(field: str) -> None:
+    assert getattr(load_snapshot(json.dumps(document(**{field: None})), source="t"), field) is None
+
+
+@pytest.mark.parametrize("field", ["fabric", "compute_capability", "memory_total_bytes",
+                                   "mig_pending_enabled", "nvlink_active"])
+def test_unknown_gpu_facts_may_be_null(field: str) -> None:
+    snap = load_snapshot(json.dumps(gpu_document(**{field: None})), source="t")
+    assert getattr(snap.gpus[0], field) is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_gpu_back_end_is_accepted(backend: str) -> None:
+    assert load_snapshot(json.dumps(document(backend=backend)), source="t").backend == backend
+
+
+# ----------------------------------------------------------------------------- Gpu.memory_mib
+
+MEMORY = [
+    ("unknown", None, None),
+    ("zero", 0, 0),
+    ("just-under-one-mib", 2**20 - 1, 0),
+    ("a100-40gb", 42949672960, 40960),
+    ("h100-80gb-floors", 85520809984, 81559),
+]
+
+
+@pytest.mark.parametrize("total, mib", [m[1:] for m in MEMORY], ids=[m[0] for m in MEMORY])
+def test_memory_mib_is_bytes_floored_to_mebibytes(total: int | None, mib: int | None) -> None:
+    assert Gpu(index=0, memory_total_bytes=total).memory_mib == mib
