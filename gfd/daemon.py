@@ -91,6 +91,7 @@ class Observer(Protocol):
     def error(self, kind: str) -> None: ...
     def gpus(self, by_model: dict[str, int]) -> None: ...
     def nvml_up(self, up: bool) -> None: ...
+    def degraded(self, counts: dict[tuple[str, str], int]) -> None: ...
 
 
 class HealthState(Protocol):
@@ -325,6 +326,12 @@ class Agent:
                 obs.rejected(reason, count)
             obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})
             obs.nvml_up(snapshot.nvml_available)
+            degraded: dict[tuple[str, str], int] = {}
+            for gpu in snapshot.gpus:
+                for d in gpu.degraded:
+                    state = (d.fact, "held" if d.held else "unknown")
+                    degraded[state] = degraded.get(state, 0) + 1
+            obs.degraded(degraded)
 
     # -- the loop -------------------------------------------------------------------
 

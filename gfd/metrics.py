@@ -101,6 +101,14 @@ class Metrics:
             "1 if NVML answered at the last discovery, 0 if it failed.",
             registry=reg,
         )
+        self._degraded: Any = Gauge(
+            "gfd_degraded_facts",
+            "GPUs whose fact NVML could not give at the last discovery, by fact and state: "
+            "held (the last good value is used) or unknown (its labels are left out).",
+            ["fact", "state"],
+            registry=reg,
+        )
+        self._degraded_series: set[tuple[str, str]] = set()
         build_info: Any = Gauge(
             "gfd_build_info",
             "Always 1; the version label says which gfd is running.",
@@ -160,6 +168,15 @@ class Metrics:
     def nvml_up(self, up: bool) -> None:
         """Record whether NVML answered at the last discovery."""
         self._nvml_up.set(1 if up else 0)
+
+    def degraded(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """Set the GPUs per (fact, state) with a degraded fact; series that cleared go away."""
+        with self._gpu_lock:
+            for series in self._degraded_series - counts.keys():
+                self._degraded.remove(*series)
+            for (fact, state), count in counts.items():
+                self._degraded.labels(fact=fact, state=state).set(count)
+            self._degraded_series = set(counts)
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text exposition format (version 0.0.4)."""

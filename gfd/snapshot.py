@@ -66,6 +66,27 @@ class Fabric:
     clique_id: int
 
 
+FACTS = ("identity", "memory", "compute_capability", "architecture", "brand", "pci",
+         "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric")
+"""What NVML is asked about each GPU, one name per query (docs/nvml-errors.md)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Degraded:
+    """A fact NVML could not give for one GPU in this read (an error other than "not
+    supported" or "GPU is lost"). Labels derived from it are never computed from the failed
+    answer: they come from the last good read (``held``) or are left out."""
+
+    fact: str
+    """One of FACTS."""
+    call: str
+    """The NVML call that failed."""
+    error: str
+    """Its error, one line."""
+    held: bool
+    """True: the value from this GPU's last good read is used; False: none is known."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gpu:
     """One full (physical) GPU as NVML and the host describe it."""
@@ -103,6 +124,13 @@ class Gpu:
     mig_devices: tuple[MigDevice, ...] = ()
     error: str | None = None
     """A fatal read error for this GPU (e.g. ``GPU is lost``): the GPU is unhealthy."""
+    degraded: tuple[Degraded, ...] = ()
+    """Facts NVML could not give in this read (held from the last good read, or unknown)."""
+
+    def unknown(self, fact: str) -> bool:
+        """True when ``fact`` could not be read and no earlier value is known: labels derived
+        from it must be left out, never computed from a default."""
+        return any(d.fact == fact and not d.held for d in self.degraded)
 
     @property
     def memory_mib(self) -> int | None:
@@ -233,6 +261,7 @@ _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (Snapshot, "gpus"): ("list", Gpu),
     (Snapshot, "vgpu"): ("obj?", Vgpu),
     (Gpu, "mig_devices"): ("list", MigDevice),
+    (Gpu, "degraded"): ("list", Degraded),
     (Gpu, "fabric"): ("obj?", Fabric),
     (Gpu, "compute_capability"): ("pair?", int),
 }
@@ -241,6 +270,11 @@ _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
 def validate_types(snapshot: Snapshot) -> None:
     """Check every scalar field has its declared type (snapshots from files are untrusted)."""
     _check(snapshot, "snapshot")
+    for gpu in snapshot.gpus:
+        for d in gpu.degraded:
+            if d.fact not in FACTS:
+                raise DiscoveryError(f"snapshot: GPU {gpu.index}: degraded fact {d.fact!r} is "
+                                     f"not one of {', '.join(FACTS)}")
     if snapshot.backend not in BACKENDS:
         raise DiscoveryError(f"snapshot.backend: must be one of {', '.join(BACKENDS)}, got "
                              f"{snapshot.backend!r}")
@@ -289,7 +323,9 @@ __all__ = [
     "BACKENDS",
     "COMPUTE_MODES",
     "FABRIC_STATES",
+    "FACTS",
     "SCHEMA_VERSION",
+    "Degraded",
     "Fabric",
     "Gpu",
     "MigDevice",

@@ -27,6 +27,8 @@ def attached(fabric: Fabric | None) -> bool:
 
 
 def clique(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    if any(g.error is None and g.unknown("fabric") for g in counted(snapshot)):
+        return Result()  # a GPU's fabric membership is unknown: the clique cannot be told
     ids = {
         f"{g.fabric.cluster_uuid}.{g.fabric.clique_id}"
         for g in counted(snapshot)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.family import capability_labels
 from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, model_groups
+from gfd.labelers.miglayout import layout_unknown
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
 from gfd.snapshot import Snapshot
@@ -35,6 +36,11 @@ MEMORY = LabelDoc(key="<R>.memory", value="MiB", example="81559",
 LABELS: tuple[LabelDoc, ...] = (PRODUCT, COUNT, MEMORY)
 
 
+SINGLE_OVERRIDES = frozenset(f"{GPU_RESOURCE}.{s}" for s in (
+    "product", "count", "replicas", "sharing-strategy", "memory", "memory.per-replica"))
+"""The full-GPU keys that ``--mig-strategy single`` replaces with MIG values."""
+
+
 def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     groups = model_groups(snapshot)
     if not groups:
@@ -49,9 +55,12 @@ def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     # a per-replica figure from the full GPUs would contradict it.
     mig_single = options.mig_strategy == "single" and any(
         g.mig_enabled for grp in groups for g in grp.gpus)
-    return Result(group_labels(primary, options, several=len(groups) > 1,
-                               per_replica_ok=not mig_single, backend=snapshot.backend),
-                  warnings)
+    labels = group_labels(primary, options, several=len(groups) > 1,
+                          per_replica_ok=not mig_single, backend=snapshot.backend)
+    if options.mig_strategy == "single" and layout_unknown(snapshot):
+        # the MIG pass would replace these if MIG is on, and cannot tell: neither value is sure
+        labels = {k: v for k, v in labels.items() if k not in SINGLE_OVERRIDES}
+    return Result(labels, warnings)
 
 
 def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
@@ -60,13 +69,21 @@ def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
     and "MIG strategies"); ``backend`` is the snapshot's."""
     # MIG-enabled GPUs get sharing disabled (replicas 0); MIG-disabled GPUs of the same
     # model come later in GFD's merge and win, so any MIG-disabled GPU turns sharing on.
-    sharing_enabled = any(not g.mig_enabled for g in group.gpus)
+    known = [g for g in group.gpus if not g.unknown("mig_mode")]
+    sharing_enabled = any(not g.mig_enabled for g in known)
+    sharing_unknown = not sharing_enabled and len(known) < len(group.gpus)
     vfio = backend == "vfio"
     name_source = "PCI IDs database (vfio)" if vfio else "nvmlDeviceGetName"
     source = name_source + (f"; {PRIMARY_RULE}" if several else "")
     labels = sharing_labels(GPU_RESOURCE, group.name, (), options, count=len(group.gpus),
                             sharing_enabled=sharing_enabled, source=source)
-    gpu = group.first
+    if sharing_unknown:  # whether sharing applies depends on a MIG mode NVML did not give
+        dropped = {f"{GPU_RESOURCE}.replicas", f"{GPU_RESOURCE}.sharing-strategy"}
+        if options.sharing.replicas(GPU_RESOURCE) > 1:
+            dropped.add(f"{GPU_RESOURCE}.product")  # its -SHARED suffix depends on it too
+        labels = {k: v for k, v in labels.items() if k not in dropped}
+    # every GPU of a model has the same memory and capability: the first that answered
+    gpu = next((g for g in group.gpus if g.memory_total_bytes), group.first)
     memory = gpu.memory_mib
     if memory:
         labels[key("gpu.memory")] = Label(
@@ -78,4 +95,5 @@ def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
                    else ("bytes // 2^20 (MiB)",)))
         if sharing_enabled and per_replica_ok:
             labels |= per_replica(GPU_RESOURCE, memory, options)
-    return labels | capability_labels(gpu, backend=backend)
+    answered = next((g for g in group.gpus if g.compute_capability is not None), group.first)
+    return labels | capability_labels(answered, backend=backend)

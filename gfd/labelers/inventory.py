@@ -95,7 +95,7 @@ def models(snapshot: Snapshot, options: LabelOptions, /) -> Result:
             value=str(len(group.gpus)), source="nvmlDeviceGetName", raw=group.name,
             rules=("sanitise; key name part kept within 63 characters (stable hash)",))
     memories = [g.memory_mib for g in healthy(snapshot) if g.memory_mib]
-    if memories:
+    if memories and not any(g.unknown("memory") for g in healthy(snapshot)):
         labels[key("gpu.memory.min")] = Label(
             value=str(min(memories)), source="nvmlDeviceGetMemoryInfo",
             rules=("smallest full-GPU memory on the node, MiB",))

@@ -3,12 +3,10 @@ attributes, and the extended ``mig.enabled.count`` / ``mig.pending``."""
 
 from __future__ import annotations
 
-from fractions import Fraction
-from math import ceil, floor
-
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.gpu import COUNT, MEMORY, PRODUCT
 from gfd.labelers.inventory import counted
+from gfd.labelers.miglayout import layout_unknown, mode_unknown, profile_name
 from gfd.labelers.naming import product_value
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
@@ -39,30 +37,15 @@ LABELS: tuple[LabelDoc, ...] = (
 
 
 def mig_capable(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    capable = any(g.mig_capable for g in counted(snapshot))
+    gpus = counted(snapshot)
+    capable = any(g.mig_capable for g in gpus if not g.unknown("mig_mode"))
+    unknown = mode_unknown(gpus)
+    if unknown and not capable:  # "false" would be computed from a failed answer
+        return Result(warnings=(f"mig.capable left out: the MIG mode of GPU(s) "
+                                f"{', '.join(map(str, unknown))} is unknown",))
     return Result({key("mig.capable"): Label(
         value="true" if capable else "false", source="nvmlDeviceGetMigMode",
         rules=("true when any GPU supports MIG, whether or not it is enabled",))})
-
-
-def profile_name(mig: MigDevice, parent: Gpu) -> tuple[str, tuple[str, ...]]:
-    """The resource-style profile name (``1g.5gb``, ``1c.3g.20gb``, ``1g.10gb.me``).
-
-    From NVML's profile name with ``MIG `` dropped and ``+`` turned into ``.`` (as the
-    device plugin names resources); without one, GFD's eighths rule on memory.
-    """
-    if mig.profile_name:
-        name = mig.profile_name.removeprefix("MIG ").strip().replace("+", ".")
-        return name, ("NVML profile name without 'MIG ', '+' -> '.' (device plugin naming)",)
-    total = parent.memory_total_bytes or 0
-    if total <= 0:
-        gb = ceil(mig.memory_mib / 1024)
-    else:
-        eighths = ceil(Fraction(mig.memory_mib * 1048576 * 8, total))
-        gb = floor(Fraction(eighths, 8) * ceil(Fraction(total, 2**30)) + Fraction(1, 2))
-    g, c = mig.gi_slices, mig.ci_slices
-    name = f"{g}g.{gb}gb" if c == g else f"{c}c.{g}g.{gb}gb"
-    return name, ("no NVML profile name: GFD's eighths rule on memory and slice counts",)
 
 
 def _attribute_labels(resource: str, mig: MigDevice) -> dict[str, Label]:
@@ -86,8 +69,9 @@ def _mig_devices(snapshot: Snapshot) -> list[tuple[Gpu, MigDevice, str, tuple[st
     for gpu in sorted(counted(snapshot), key=lambda g: g.index):
         if gpu.error is None and gpu.mig_enabled:
             for mig in sorted(gpu.mig_devices, key=lambda m: m.index):
-                name, rules = profile_name(mig, gpu)
-                out.append((gpu, mig, name, rules))
+                named = profile_name(mig, gpu)
+                assert named is not None, "callers check layout_unknown() first"
+                out.append((gpu, mig, *named))
     return out
 
 
@@ -96,6 +80,9 @@ def mig_resources(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     if strategy == "none":
         return Result()
     labels = {key("mig.strategy"): Label(value=strategy, source="--mig-strategy")}
+    why = layout_unknown(snapshot)
+    if why:
+        return Result(labels, (f"MIG resource labels left out: {why}",))
     gpus = [g for g in counted(snapshot) if g.error is None]
     if strategy == "single":
         return _single(gpus, snapshot, options, labels)
@@ -153,13 +140,15 @@ def _mixed(snapshot: Snapshot, options: LabelOptions) -> dict[str, Label]:
 
 
 def mig_extended(snapshot: Snapshot, options: LabelOptions, /) -> Result:
-    gpus = counted(snapshot)
+    gpus = [g for g in counted(snapshot) if not g.unknown("mig_mode")]
     if not any(g.mig_capable for g in gpus):
         return Result()
     src = "nvmlDeviceGetMigMode"
-    labels = {key("mig.enabled.count"): Label(
-        value=str(sum(1 for g in gpus if g.mig_enabled)), source=src,
-        rules=("GPUs whose current MIG mode is enabled",))}
+    labels: dict[str, Label] = {}
+    if not mode_unknown(counted(snapshot)):  # a count over unknown modes would be a guess
+        labels[key("mig.enabled.count")] = Label(
+            value=str(sum(1 for g in gpus if g.mig_enabled)), source=src,
+            rules=("GPUs whose current MIG mode is enabled",))
     pending = [g.index for g in gpus
                if g.mig_pending_enabled is not None and g.mig_pending_enabled != g.mig_enabled]
     if pending:

@@ -22,6 +22,10 @@ def mode(snapshot: Snapshot, options: LabelOptions, /) -> Result:
             value="unknown", source="none on Tegra (the integrated GPU is no PCI device)",
             rules=("GFD's Tegra back end reports PCI class 0 -> unknown",))})
     # A lost GPU cannot be read: its class says nothing about the node's mode.
+    unknown = [g.index for g in healthy(snapshot) if g.unknown("pci")]
+    if unknown:  # NVML gave no bus id: "unknown" would be computed from the failed answer
+        return Result(warnings=(f"gpu.mode left out: NVML gave no PCI bus id for GPU(s) "
+                                f"{', '.join(map(str, unknown))}",))
     classes = {g.pci_class for g in healthy(snapshot)} or {None}
     only = next(iter(classes)) if len(classes) == 1 else None
     value = _MODES.get(only or "", "unknown")

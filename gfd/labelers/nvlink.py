@@ -19,6 +19,9 @@ def nvlink(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     gpus = healthy(snapshot)
     if not gpus or snapshot.backend == "vfio":
         return Result()
+    active = any(g.nvlink_active for g in gpus)
+    if not active and any(g.unknown("nvlink") for g in gpus):
+        return Result()  # "false" would be computed from a failed answer
     return Result({key("gpu.nvlink"): Label(
-        value="true" if any(g.nvlink_active for g in gpus) else "false",
+        value="true" if active else "false",
         source="nvmlDeviceGetNvLinkState", rules=("true when any link of any GPU is active",))})

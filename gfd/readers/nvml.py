@@ -5,15 +5,21 @@ and, per GPU, the identity, memory, compute capability, MIG state and devices,
 NVLink and fabric facts. Host facts (machine type, vGPU, PCI class) and the
 nvidia-smi timeslice are left None for the other readers to fill in.
 
-Conventions:
+The error policy (docs/nvml-errors.md has the table of every call):
 
-- NOT_SUPPORTED and FUNCTION_NOT_FOUND (an older driver without the symbol) always
-  mean "feature absent": the field is None/False, never an exception.
-- A GPU that is lost (or answers another fatal per-device error) becomes
-  ``Gpu(index=i, error=...)``; the other GPUs are still read.
-- Any other unexpected NVML error fails the whole read with a one-line
-  DiscoveryError naming the call and the GPU, and ends the NVML session so the
-  next read starts a fresh one.
+- NOT_SUPPORTED and FUNCTION_NOT_FOUND (an older driver without the symbol) mean
+  "feature absent": the field is None/False, never an exception.
+- GPU_IS_LOST from any call, or a GPU whose handle cannot be had, or whose name cannot be
+  read and was never known: the GPU is lost -- ``Gpu(index=i, error=...)``, left out of the
+  resource labels and counted in ``gpu.unhealthy``; the other GPUs are still read.
+- Any other error (UNKNOWN, NO_PERMISSION, text that is not UTF-8...) from a query about
+  one GPU makes that *fact* unknown for this read: the value from the GPU's last good read
+  is used (``Degraded(held=True)``, so the labels derived from it stay as published), or,
+  when none is known, the fact is marked unknown (``Degraded(held=False)``) and the
+  labelers leave out what they would derive from it. Never a default in its place.
+- An error from a system query (driver version, CUDA version, device count) fails the
+  whole read with a one-line DiscoveryError: nothing is published, everything stays, and
+  the next read starts a fresh NVML session.
 """
 
 from __future__ import annotations
@@ -23,12 +29,21 @@ import uuid as uuidlib
 from collections.abc import Callable
 from ctypes import byref
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import pynvml
 
 from gfd.errors import DiscoveryError, NvmlInitError, one_line
-from gfd.snapshot import COMPUTE_MODES, FABRIC_STATES, Fabric, Gpu, MigDevice, Snapshot
+from gfd.logs import Once
+from gfd.snapshot import (
+    COMPUTE_MODES,
+    FABRIC_STATES,
+    Degraded,
+    Fabric,
+    Gpu,
+    MigDevice,
+    Snapshot,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,17 +59,11 @@ _NO_SUCH_PROFILE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR
 _VERSION_MISMATCH = pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
 """A versioned struct the driver does not know (treated like an absent call)."""
 
-_FATAL = frozenset(
-    {
-        pynvml.NVML_ERROR_GPU_IS_LOST,
-        pynvml.NVML_ERROR_UNKNOWN,
-        pynvml.NVML_ERROR_RESET_REQUIRED,
-        pynvml.NVML_ERROR_IRQ_ISSUE,
-        pynvml.NVML_ERROR_INSUFFICIENT_POWER,
-        pynvml.NVML_ERROR_CORRUPTED_INFOROM,
-    }
-)
-"""Per-device errors that make one GPU unhealthy rather than failing the read."""
+_LOST = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST})
+"""The error that makes a GPU lost whatever the call (any error of its handle does too)."""
+
+_NOT_UTF8 = -1
+"""Not an NVML code: the binding could not decode text NVML returned (not UTF-8)."""
 
 _ARCH_NAMES = (
     ("KEPLER", "kepler"),
@@ -148,12 +157,17 @@ class _Failed(Exception):
 
 
 def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call a pynvml binding function; an NVMLError becomes _Failed naming the call."""
+    """Call a pynvml binding function; an NVMLError (or text the binding cannot decode)
+    becomes _Failed naming the call."""
     try:
         return fn(*args)
     except pynvml.NVMLError as exc:
         name = getattr(fn, "__name__", "call")
         raise _Failed(name, exc, int(exc.value)) from exc
+    except UnicodeDecodeError as exc:
+        name = getattr(fn, "__name__", "call")
+        problem = ValueError(f"returned text that is not UTF-8 (byte {exc.start})")
+        raise _Failed(name, problem, _NOT_UTF8) from exc
 
 
 def _optional(fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
@@ -199,6 +213,9 @@ class NvmlReader:
 
     def __init__(self) -> None:
         self._initialised = False
+        self._last: dict[int, Gpu] = {}
+        """Each GPU's last read (by index), for the facts a later read cannot get."""
+        self._reported = Once(log)
 
     def __enter__(self) -> NvmlReader:
         return self
@@ -218,6 +235,19 @@ class NvmlReader:
         except DiscoveryError:
             self.close()
             raise
+
+    def _report(self, gpus: list[Gpu]) -> None:
+        """Each degraded fact logged once: one line per fact, call and error, naming the GPUs."""
+        by_cause: dict[tuple[str, str, str, bool], list[int]] = {}
+        for gpu in gpus:
+            for d in gpu.degraded:
+                by_cause.setdefault((d.fact, d.call, d.error, d.held), []).append(gpu.index)
+        for (fact, call, error, held), indices in by_cause.items():
+            outcome = ("its last value is kept" if held
+                       else "the labels derived from it are left out")
+            self._reported.warning("GPU %s: %s: NVML %s: %s; %s",
+                                   ", ".join(map(str, indices)), fact, call, error, outcome,
+                                   key=f"{fact}:{call}:{error}:{held}:{indices}")
 
     def close(self) -> None:
         """nvmlShutdown if initialised; idempotent, never raises."""
@@ -247,11 +277,9 @@ class NvmlReader:
         count = int(_call(pynvml.nvmlDeviceGetCount))
         gpus = []
         for index in range(count):
-            try:
-                gpus.append(_read_gpu(index))
-            except _Failed as failed:
-                failed.gpu = index
-                raise
+            gpus.append(_read_gpu(index, self._last.get(index)))
+        self._report(gpus)
+        self._last = {g.index: g for g in gpus if g.error is None}
         log.debug("NVML: driver %s, CUDA %d, %d GPU(s)", driver, cuda, count)
         return Snapshot(
             nvml_available=True,
@@ -262,70 +290,158 @@ class NvmlReader:
         )
 
 
-def _read_gpu(index: int) -> Gpu:
+T = TypeVar("T")
+
+
+class _Unlabelable(Exception):
+    """A GPU that answers but cannot be labelled (its name is unknown)."""
+
+    def __init__(self, failed: _Failed) -> None:
+        super().__init__(failed.describe())
+        self.failed = failed
+
+
+class _Facts:
+    """The error policy for one GPU's queries: a failed query makes its fact unknown for
+    this read; the last good read's value stands in when there is one."""
+
+    def __init__(self, last: Gpu | None) -> None:
+        self.last = last if last is not None and last.error is None else None
+        self.degraded: list[Degraded] = []
+
+    def ask(self, fact: str, read: Callable[[], T], *, hold: Callable[[Gpu], T],
+            unknown: T) -> T:
+        """``read()``; on an error other than a lost GPU, ``hold(last)`` or ``unknown``."""
+        try:
+            return read()
+        except _Failed as failed:
+            if failed.code in _LOST:
+                raise
+            held = self.last is not None and not self.last.unknown(fact)
+            self.degraded.append(Degraded(fact=fact, call=failed.call, error=failed.message,
+                                          held=held))
+            if held:
+                assert self.last is not None
+                return hold(self.last)
+            return unknown
+
+
+def _lost(index: int, failed: _Failed, seen: dict[str, str]) -> Gpu:
+    log.warning("GPU %d is unhealthy: NVML %s: %s", index, failed.call, failed.message)
+    return Gpu(index=index, uuid=seen.get("uuid", ""), name=seen.get("name", ""),
+               error=failed.message)
+
+
+def _read_gpu(index: int, last: Gpu | None) -> Gpu:
     seen: dict[str, str] = {}
+    """The identity read before the GPU was lost, if any."""
     try:
-        return _read_gpu_fields(index, seen)
+        handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
     except _Failed as failed:
-        if failed.code not in _FATAL:
-            raise
-        log.warning("GPU %d is unhealthy: NVML %s: %s", index, failed.call, failed.message)
-        return Gpu(
-            index=index,
-            uuid=seen.get("uuid", ""),
-            name=seen.get("name", ""),
-            error=failed.message,
-        )
+        return _lost(index, failed, seen)  # a handle that cannot be had
+    try:
+        return _read_gpu_fields(index, handle, last, seen)
+    except _Unlabelable as unlabelable:
+        return _lost(index, unlabelable.failed, seen)
+    except _Failed as failed:  # GPU_IS_LOST from any call
+        return _lost(index, failed, seen)
 
 
-def _read_gpu_fields(index: int, seen: dict[str, str]) -> Gpu:
-    handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
-    seen["name"] = name = _text(_call(pynvml.nvmlDeviceGetName, handle))
-    seen["uuid"] = uuid = _text(_call(pynvml.nvmlDeviceGetUUID, handle))
+def _read_gpu_fields(index: int, handle: Any, last: Gpu | None, seen: dict[str, str]) -> Gpu:
+    def identity() -> tuple[str, str]:
+        return (_text(_call(pynvml.nvmlDeviceGetName, handle)),
+                _text(_call(pynvml.nvmlDeviceGetUUID, handle)))
 
-    capability = _optional(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
-    arch = _optional(_binding("nvmlDeviceGetArchitecture"), handle)
-    brand = _optional(pynvml.nvmlDeviceGetBrand, handle)
-    pci = _optional(pynvml.nvmlDeviceGetPciInfo, handle)
+    try:
+        name, uuid = identity()
+    except _Failed as failed:
+        if failed.code in _LOST or last is None or last.error is not None:
+            raise _Unlabelable(failed) from None
+        name, uuid = last.name, last.uuid
+        seen.update(name=name, uuid=uuid)
+        facts = _Facts(last)
+        facts.degraded.append(Degraded(fact="identity", call=failed.call, error=failed.message,
+                                       held=True))
+    else:
+        seen.update(name=name, uuid=uuid)
+        # the last read is this GPU's only if it is the same GPU
+        facts = _Facts(last if last is not None and last.uuid == uuid else None)
 
-    mig_mode = _optional(_binding("nvmlDeviceGetMigMode"), handle)
-    mig_enabled = mig_mode is not None and int(mig_mode[0]) == pynvml.NVML_DEVICE_MIG_ENABLE
-    mig_pending = None
-    if mig_mode is not None:
-        mig_pending = int(mig_mode[1]) == pynvml.NVML_DEVICE_MIG_ENABLE
-
+    # memory and compute capability: GFD's labels need them, so even "not supported" is
+    # reported (a degraded fact, said once) rather than silently absent
+    memory = facts.ask("memory", lambda: _memory_total(handle),
+                       hold=lambda g: g.memory_total_bytes, unknown=None)
+    capability = facts.ask("compute_capability", lambda: _capability(handle),
+                           hold=lambda g: g.compute_capability, unknown=None)
+    architecture = facts.ask("architecture", lambda: _architecture(handle),
+                             hold=lambda g: g.architecture, unknown=None)
+    brand = facts.ask("brand", lambda: _brand(handle), hold=lambda g: g.brand, unknown=None)
+    pci_bus_id = facts.ask("pci", lambda: _pci_bus_id(handle), hold=lambda g: g.pci_bus_id,
+                           unknown="")
+    no_mig: tuple[bool, bool, bool | None] = (False, False, None)
+    mig_capable, mig_enabled, mig_pending = facts.ask(
+        "mig_mode", lambda: _mig_mode(handle),
+        hold=lambda g: (g.mig_capable, g.mig_enabled, g.mig_pending_enabled), unknown=no_mig)
+    mig_devices: tuple[MigDevice, ...] = ()
+    if mig_enabled:
+        mig_devices = facts.ask("mig_devices", lambda: _mig_devices(index, handle),
+                                hold=lambda g: g.mig_devices, unknown=())
     return Gpu(
         index=index,
         uuid=uuid,
         name=name,
-        memory_total_bytes=_memory_total(index, handle),
-        compute_capability=(
-            (int(capability[0]), int(capability[1])) if capability is not None else None
-        ),
-        architecture=_ARCHITECTURES.get(int(arch)) if arch is not None else None,
-        brand=_BRANDS.get(int(brand)) if brand is not None else None,
-        pci_bus_id=_text(pci.busId) if pci is not None else "",
-        mig_capable=mig_mode is not None,
+        memory_total_bytes=memory,
+        compute_capability=capability,
+        architecture=architecture,
+        brand=brand,
+        pci_bus_id=pci_bus_id,
+        mig_capable=mig_capable,
         mig_enabled=mig_enabled,
         mig_pending_enabled=mig_pending,
-        compute_mode=_compute_mode(handle),
-        nvlink_active=_nvlink_active(handle),
-        fabric=_fabric(handle),
-        mig_devices=_mig_devices(index, handle) if mig_enabled else (),
+        compute_mode=facts.ask("compute_mode", lambda: _compute_mode(handle),
+                               hold=lambda g: g.compute_mode, unknown=None),
+        nvlink_active=facts.ask("nvlink", lambda: _nvlink_active(handle),
+                                hold=lambda g: g.nvlink_active, unknown=None),
+        fabric=facts.ask("fabric", lambda: _fabric(handle), hold=lambda g: g.fabric,
+                         unknown=None),
+        mig_devices=mig_devices,
+        degraded=tuple(facts.degraded),
     )
 
 
-def _memory_total(index: int, handle: Any) -> int | None:
-    """Total bytes from the v1 nvmlDeviceGetMemoryInfo (as GFD); None when it fails."""
-    try:
-        info = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
-    except _Failed as failed:
-        if failed.code in _FATAL:
-            raise
-        if failed.code not in _ABSENT:
-            log.warning("GPU %d: memory info unavailable: %s", index, failed.describe())
-        return None
-    return int(info.total)
+def _architecture(handle: Any) -> str | None:
+    code = _optional(_binding("nvmlDeviceGetArchitecture"), handle)
+    return _ARCHITECTURES.get(int(code)) if code is not None else None
+
+
+def _brand(handle: Any) -> str | None:
+    code = _optional(pynvml.nvmlDeviceGetBrand, handle)
+    return _BRANDS.get(int(code)) if code is not None else None
+
+
+def _capability(handle: Any) -> tuple[int, int]:
+    major, minor = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    return int(major), int(minor)
+
+
+def _pci_bus_id(handle: Any) -> str:
+    pci = _optional(pynvml.nvmlDeviceGetPciInfo, handle)
+    return _text(pci.busId) if pci is not None else ""
+
+
+def _mig_mode(handle: Any) -> tuple[bool, bool, bool | None]:
+    """(capable, enabled, pending enabled) from nvmlDeviceGetMigMode; not capable when the
+    call is not supported or absent."""
+    mode = _optional(_binding("nvmlDeviceGetMigMode"), handle)
+    if mode is None:
+        return False, False, None
+    enable = pynvml.NVML_DEVICE_MIG_ENABLE
+    return True, int(mode[0]) == enable, int(mode[1]) == enable
+
+
+def _memory_total(handle: Any) -> int:
+    """Total bytes from the v1 nvmlDeviceGetMemoryInfo (as GFD)."""
+    return int(_call(pynvml.nvmlDeviceGetMemoryInfo, handle).total)
 
 
 def _compute_mode(handle: Any) -> str | None:
@@ -407,10 +523,10 @@ def _mig_devices(index: int, handle: Any) -> tuple[MigDevice, ...]:
         return tuple(devices)
     except _Failed as failed:
         if failed.code == pynvml.NVML_ERROR_NO_PERMISSION:
-            raise DiscoveryError(
-                f"reading MIG devices of GPU {index} was refused (NVML: {failed.message}): "
-                "run the container with NVIDIA_MIG_MONITOR_DEVICES=all and CAP_SYS_ADMIN"
-            ) from failed.error
+            hint = RuntimeError(f"{failed.message}: reading MIG devices was refused; run the "
+                                "container with NVIDIA_MIG_MONITOR_DEVICES=all and "
+                                "CAP_SYS_ADMIN")
+            raise _Failed(failed.call, hint, failed.code) from failed.error
         raise
 
 

@@ -100,14 +100,22 @@ def test_env_var_twins_work_like_the_flags(fake_nvml_lib: Path, tmp_path: Path) 
     assert result.stdout.splitlines() == golden(GOLDEN / "dgx_a100_layout__mixed__compat.labels")
 
 
-def test_mig_permission_error_is_one_line_naming_the_fix(fake_nvml_lib: Path,
-                                                          tmp_path: Path) -> None:
+def test_refused_mig_enumeration_leaves_only_the_mig_labels_out_and_names_the_fix(
+        fake_nvml_lib: Path, tmp_path: Path) -> None:
+    """MIG devices that may not be read: every label the hardware did say is published as on
+    a node that allows it; the MIG resource labels are left out, and one line says why."""
+    _, _, sysfs, dmi = node(tmp_path, "dgx_a100_layout")
     profile = profiles.mig_permission_denied().write(tmp_path / "profile.txt")
-    result = gfd(fake_nvml_lib, profile, "labels", "--mig-strategy", "mixed",
-                 "--sysfs-root", str(tmp_path))
-    assert result.returncode == 1
-    assert "NVIDIA_MIG_MONITOR_DEVICES=all" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    args = ["labels", "--mig-strategy", "mixed", "--no-timestamp", "--label-set", "compat",
+            "--sysfs-root", str(sysfs), "--machine-type-file", str(dmi)]
+    result = gfd(fake_nvml_lib, profile, *args)
+    assert result.returncode == 0, result.stderr
+    allowed = golden(GOLDEN / "dgx_a100_layout__mixed__compat.labels")
+    assert result.stdout.splitlines() == [line for line in allowed
+                                          if not line.startswith("nvidia.com/mig-")]
+    fixes = [line for line in result.stderr.splitlines()
+             if "NVIDIA_MIG_MONITOR_DEVICES=all" in line]
+    assert len(fixes) == 1 and "GPU 0, 1, 2, 3, 4: mig_devices" in fixes[0]
 
 
 def test_snapshot_round_trips_through_labels(fake_nvml_lib: Path, tmp_path: Path) -> None:

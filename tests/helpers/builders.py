@@ -7,7 +7,7 @@ from typing import Any
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.sharing import SharedResource, Sharing
-from gfd.snapshot import Fabric, Gpu, MigDevice, Snapshot, Vgpu
+from gfd.snapshot import Degraded, Fabric, Gpu, MigDevice, Snapshot, Vgpu
 
 P = "nvidia.com/"
 
@@ -29,6 +29,11 @@ def gpu(index: int = 0, name: str = A100_40, memory: int | None = A100_40_BYTES,
     return Gpu(index=index, uuid=f"GPU-{index:08d}", name=name, memory_total_bytes=memory,
                compute_capability=cc, pci_bus_id=f"00000000:{0x18 + index:02X}:00.0",
                pci_class=pci_class, **kw)
+
+
+def unknown(fact: str, *, held: bool = False) -> tuple[Degraded, ...]:
+    """A GPU's ``degraded`` field: ``fact`` NVML could not give (UNKNOWN), held or unknown."""
+    return (Degraded(fact=fact, call="nvmlX", error="Unknown Error", held=held),)
 
 
 def mig_gpu(index: int = 0, devices: tuple[MigDevice, ...] = (), name: str = A100_40,

@@ -4,7 +4,7 @@ with a warning, when they disagree (docs/gfd-compatibility.md, "Fabric clique").
 from __future__ import annotations
 
 import pytest
-from helpers.builders import CLUSTER, P, fabric, gpu, labelling, labels, snapshot
+from helpers.builders import CLUSTER, P, fabric, gpu, labelling, labels, snapshot, unknown
 
 from gfd.labelers.clique import attached, clique
 from gfd.labelers.options import LabelOptions
@@ -67,3 +67,8 @@ def test_a_lost_gpus_fabric_still_counts() -> None:
     snap = snapshot(gpu(0, fabric=fabric(clique=1)), gpu(1, fabric=fabric(clique=2),
                                                           error="GPU is lost"))
     assert clique(snap, LabelOptions()).labels == {}
+
+
+def test_clique_is_left_out_when_a_gpus_fabric_isunknown() -> None:
+    snap = snapshot(gpu(0, fabric=fabric()), gpu(1, degraded=unknown("fabric")))
+    assert "gpu.clique" not in labels(snap)

@@ -15,6 +15,7 @@ from helpers.builders import (
     labels,
     snapshot,
     time_slicing,
+    unknown,
 )
 
 MEMORY_CASES = [
@@ -50,3 +51,27 @@ def test_long_product_name_is_shortened_and_published() -> None:
     assert len(keys) == 1
     assert len(keys[0].removeprefix(P)) <= 63
     assert result.labels[keys[0]] == "1"
+
+
+def test_replicas_and_sharing_are_left_out_when_every_mig_mode_isunknown() -> None:
+    snap = snapshot(gpu(0, degraded=unknown("mig_mode")), gpu(1, degraded=unknown("mig_mode")))
+    got = labels(snap)
+    assert "gpu.replicas" not in got and "gpu.sharing-strategy" not in got
+    assert got["gpu.count"] == "2" and got["gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+
+
+def test_a_known_mig_disabled_gpu_decides_sharing_whatever_the_unknown_ones() -> None:
+    snap = snapshot(gpu(0), gpu(1, degraded=unknown("mig_mode")))
+    assert labels(snap)["gpu.replicas"] == "1"
+
+
+def test_product_is_left_out_too_when_its_shared_suffix_depends_on_an_unknown_mode() -> None:
+    snap = snapshot(gpu(0, degraded=unknown("mig_mode")))
+    got = labels(snap, sharing=time_slicing(4))
+    assert "gpu.product" not in got and "gpu.replicas" not in got
+
+
+def test_memory_and_capability_come_from_a_gpu_of_the_model_that_answered() -> None:
+    snap = snapshot(gpu(0, memory=None, cc=None, degraded=unknown("memory")), gpu(1))
+    got = labels(snap)
+    assert got["gpu.memory"] == "40960" and got["gpu.family"] == "ampere"

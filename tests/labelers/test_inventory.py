@@ -19,6 +19,7 @@ from helpers.builders import (
     gpu,
     labels,
     snapshot,
+    unknown,
 )
 
 from gfd.labelers.inventory import counted, has_gpus, healthy, model_groups, unhealthy
@@ -148,3 +149,9 @@ def test_model_groups_keep_gpus_in_index_order() -> None:
     [a10, a100] = model_groups(snap)
     assert [g.index for g in a10.gpus] == [1, 3] and a10.first.index == 1
     assert a100.name == "NVIDIA A100-SXM4-40GB" and a100.memory_mib == 40960
+
+
+def test_memory_min_is_left_out_when_a_gpus_memory_isunknown() -> None:
+    snap = snapshot(gpu(0), gpu(1, memory=None, degraded=unknown("memory")))
+    got = labels(snap, label_set="extended")
+    assert "gpu.memory.min" not in got and got["gpu.product.NVIDIA-A100-SXM4-40GB"] == "2"

@@ -22,14 +22,17 @@ from helpers.builders import (
     CUDA_550_12040,
     H100,
     H100_BYTES,
+    P,
     gpu,
     labelling,
     labels,
     mig,
     mig_gpu,
+    migs,
     mps,
     snapshot,
     time_slicing,
+    unknown,
 )
 
 from gfd.errors import ConfigError
@@ -572,3 +575,32 @@ def test_mig_capable_counts_a_non_primary_model() -> None:
 def test_mig_capable_regardless_of_mig_mode() -> None:
     snap = snapshot(gpu(0, mig_capable=True, mig_enabled=False))
     assert labels(snap)["mig.capable"] == "true"
+
+
+def test_mig_capable_is_left_out_rather_than_false_when_a_mode_isunknown() -> None:
+    assert "mig.capable" not in labels(snapshot(gpu(0), gpu(1, degraded=unknown("mig_mode"))))
+
+
+def test_mig_capable_is_true_when_a_known_gpu_says_so_whatever_the_unknown_ones() -> None:
+    snap = snapshot(gpu(0, mig_capable=True), gpu(1, degraded=unknown("mig_mode")))
+    assert labels(snap)["mig.capable"] == "true"
+
+
+@pytest.mark.parametrize("strategy", ["single", "mixed"])
+def test_mig_resource_labels_are_left_out_when_the_layout_isunknown(strategy: str) -> None:
+    snap = snapshot(mig_gpu(0, migs(7)), mig_gpu(1, (), degraded=unknown("mig_devices")))
+    result = labelling(snap, strategy=strategy)
+    got = {k.removeprefix(P): v for k, v in result.labels.items()}
+    assert got["mig.strategy"] == strategy
+    assert not [k for k in got if k.startswith("mig-")]
+    if strategy == "single":  # single would replace these: neither value is sure
+        assert not {"gpu.product", "gpu.count", "gpu.replicas", "gpu.memory"} & set(got)
+        assert got["gpu.family"] == "ampere", "the capability is known"
+    assert any("MIG resource labels left out" in w for w in result.warnings)
+
+
+def test_enabled_count_is_left_out_when_a_mode_is_unknown_but_pending_still_said() -> None:
+    snap = snapshot(gpu(0, mig_capable=True, mig_pending_enabled=True),
+                    gpu(1, degraded=unknown("mig_mode")))
+    got = labels(snap, label_set="extended")
+    assert "mig.enabled.count" not in got and got["mig.pending"] == "true"

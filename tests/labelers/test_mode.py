@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers.builders import P, gpu, labels, snapshot
+from helpers.builders import P, gpu, labels, snapshot, unknown
 
 from gfd.labelers.mode import mode
 from gfd.labelers.options import LabelOptions
@@ -26,7 +26,7 @@ def test_gpu_mode(classes: list[str | None], mode: str) -> None:
     assert labels(snap)["gpu.mode"] == mode
 
 
-def test_a_lost_gpu_does_not_turn_gpu_mode_unknown() -> None:
+def test_a_lost_gpu_does_not_turn_gpu_modeunknown() -> None:
     from dataclasses import replace as _replace
 
     from gfd.labelers.options import LabelOptions as _Options
@@ -49,3 +49,8 @@ def test_the_raw_value_lists_the_classes_seen() -> None:
     snap = snapshot(gpu(0, pci_class="0x030200"), gpu(1, pci_class=None))
     label = mode(snap, LabelOptions()).labels[P + "gpu.mode"]
     assert (label.value, label.raw) == ("unknown", "0x030200,unreadable")
+
+
+def test_mode_is_left_out_when_nvml_gave_no_bus_id() -> None:
+    snap = snapshot(gpu(0), gpu(1, pci_class=None, degraded=unknown("pci")))
+    assert "gpu.mode" not in labels(snap), "not 'unknown' computed from a failed answer"

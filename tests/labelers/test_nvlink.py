@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers.builders import P, gpu, labels, snapshot
+from helpers.builders import P, gpu, labels, snapshot, unknown
 
 from gfd.labelers.nvlink import nvlink
 from gfd.labelers.options import LabelOptions
@@ -34,3 +34,10 @@ def test_no_healthy_gpu_gives_no_nvlink_label() -> None:
 def test_a_lost_gpus_link_does_not_count() -> None:
     snap = snapshot(gpu(0, nvlink_active=False), gpu(1, nvlink_active=True, error="lost"))
     assert nvlink(snap, LabelOptions()).labels[P + "gpu.nvlink"].value == "false"
+
+
+def test_nvlink_false_is_left_out_when_a_gpus_links_areunknown() -> None:
+    snap = snapshot(gpu(0, nvlink_active=False), gpu(1, degraded=unknown("nvlink")))
+    assert "gpu.nvlink" not in labels(snap, label_set="extended")
+    snap = snapshot(gpu(0, nvlink_active=True), gpu(1, degraded=unknown("nvlink")))
+    assert labels(snap, label_set="extended")["gpu.nvlink"] == "true"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes.util
 import json
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pynvml
 import pytest
 from fakes import profiles
 from fakes.fakenvml import CI, GI, Fabric, GpuSpec, Machine, gpu_uuid, mig, subprocess_env
+from helpers.paths import ROOT
 
 from gfd.errors import DiscoveryError, NvmlInitError
 from gfd.readers.nvml import NvmlReader
@@ -383,31 +385,114 @@ def test_gpu_lost_midway_keeps_what_was_read(nvml_machine: Any) -> None:
     assert second == Gpu(index=1, error="Unknown Error")
 
 
-def test_mig_permission_refused(nvml_machine: Any) -> None:
+def test_a_refused_mig_enumeration_is_a_degraded_fact_naming_the_fix(nvml_machine: Any) -> None:
+    """MIG devices that may not be read (no NVIDIA_MIG_MONITOR_DEVICES) leave the MIG labels
+    out, say why once, and let every other fact through: not a failed read."""
     nvml_machine(profiles.mig_permission_denied())
     reader = NvmlReader()
-    with pytest.raises(DiscoveryError) as info:
-        reader.read()
-    assert str(info.value) == (
-        "reading MIG devices of GPU 0 was refused (NVML: Insufficient Permissions): run the "
-        "container with NVIDIA_MIG_MONITOR_DEVICES=all and CAP_SYS_ADMIN"
-    )
-    assert nvml_machine.fake.refcount() == 0  # the session was ended
+    snap = reader.read()
+    (degraded,) = snap.gpus[0].degraded
+    assert (degraded.fact, degraded.held) == ("mig_devices", False)
+    assert degraded.error == ("Insufficient Permissions: reading MIG devices was refused; run "
+                              "the container with NVIDIA_MIG_MONITOR_DEVICES=all and "
+                              "CAP_SYS_ADMIN")
+    assert snap.gpus[0].unknown("mig_devices") and snap.gpus[0].error is None
+    assert snap.gpus[0].mig_enabled and snap.gpus[0].memory_total_bytes
+    assert nvml_machine.fake.refcount() == 1  # the session stays
+    reader.close()
 
 
-def test_unexpected_error_fails_the_read_and_ends_the_session(nvml_machine: Any) -> None:
+def test_a_side_query_error_makes_one_fact_unknown_then_held(nvml_machine: Any) -> None:
+    """nvmlDeviceGetMigMode answering TIMEOUT: that GPU stays (never "lost"), its MIG mode is
+    unknown on a first read, and later reads hold the last good value; the session stays."""
+    broken = profiles.hgx_h100()
+    broken.gpus[2].fail["nvmlDeviceGetMigMode"] = "TIMEOUT"
+    nvml_machine(broken)
+    reader = NvmlReader()
+    first = reader.read()
+    assert [g.error for g in first.gpus] == [None] * 8
+    gpu = first.gpus[2]
+    assert [(d.fact, d.call, d.error, d.held) for d in gpu.degraded] == [
+        ("mig_mode", "nvmlDeviceGetMigMode", "Timeout", False)]
+    assert gpu.unknown("mig_mode") and not first.gpus[1].degraded
+    nvml_machine(profiles.hgx_h100())
+    good = reader.read()
+    assert not good.gpus[2].degraded and good.gpus[2].mig_capable
+    nvml_machine(broken)
+    held = reader.read().gpus[2]
+    assert [(d.fact, d.held) for d in held.degraded] == [("mig_mode", True)]
+    assert held.mig_capable and not held.unknown("mig_mode"), "the last good value stands"
+    assert nvml_machine.fake.init_count() == 1, "never re-initialised for a side query"
+    reader.close()
+
+
+# call -> (fact, whether NOT_SUPPORTED is reported as degraded rather than silently absent)
+SIDE_QUERIES = {
+    "nvmlDeviceGetMemoryInfo": ("memory", True),
+    "nvmlDeviceGetCudaComputeCapability": ("compute_capability", True),
+    "nvmlDeviceGetArchitecture": ("architecture", False),
+    "nvmlDeviceGetBrand": ("brand", False),
+    "nvmlDeviceGetPciInfo_v3": ("pci", False),
+    "nvmlDeviceGetMigMode": ("mig_mode", False),
+    "nvmlDeviceGetComputeMode": ("compute_mode", False),
+    "nvmlDeviceGetNvLinkState": ("nvlink", False),
+    "nvmlDeviceGetGpuFabricInfoV": ("fabric", False),
+}
+
+
+@pytest.mark.parametrize("call", sorted(SIDE_QUERIES))
+@pytest.mark.parametrize("error", ["UNKNOWN", "NO_PERMISSION", "INSUFFICIENT_POWER"])
+def test_every_side_query_error_is_one_unknown_fact_of_one_gpu(nvml_machine: Any, call: str,
+                                                               error: str) -> None:
     machine = profiles.hgx_h100()
-    machine.gpus[2].fail["nvmlDeviceGetMigMode"] = "TIMEOUT"
+    machine.gpus[3].fail[call] = error
+    nvml_machine(machine)
+    with NvmlReader() as reader:
+        snap = reader.read()
+    assert len(snap.gpus) == 8 and all(g.error is None for g in snap.gpus), "no GPU lost"
+    assert [d.fact for d in snap.gpus[3].degraded] == [SIDE_QUERIES[call][0]]
+    assert snap.gpus[3].unknown(SIDE_QUERIES[call][0])
+    assert all(not g.degraded for i, g in enumerate(snap.gpus) if i != 3)
+
+
+@pytest.mark.parametrize("call", [*sorted(SIDE_QUERIES), "nvmlDeviceGetName",
+                                  "nvmlDeviceGetUUID"])
+def test_gpu_is_lost_from_any_query_loses_the_gpu(nvml_machine: Any, call: str) -> None:
+    machine = profiles.hgx_h100()
+    machine.gpus[3].fail[call] = "GPU_IS_LOST"
+    nvml_machine(machine)
+    with NvmlReader() as reader:
+        snap = reader.read()
+    assert snap.gpus[3].error == "GPU is lost"
+    assert [g.index for g in snap.gpus if g.error] == [3]
+
+
+@pytest.mark.parametrize("call", sorted(SIDE_QUERIES))
+def test_not_supported_is_absent_except_where_gfds_labels_need_the_fact(nvml_machine: Any,
+                                                                          call: str) -> None:
+    machine = profiles.hgx_h100()
+    machine.gpus[3].fail[call] = "NOT_SUPPORTED"
+    nvml_machine(machine)
+    with NvmlReader() as reader:
+        gpu = reader.read().gpus[3]
+    fact, reported = SIDE_QUERIES[call]
+    assert gpu.error is None
+    assert [d.fact for d in gpu.degraded] == ([fact] if reported else [])
+
+
+def test_a_name_that_cannot_be_read_on_a_first_read_loses_the_gpu_later_holds_it(
+        nvml_machine: Any) -> None:
+    machine = profiles.hgx_h100()
+    machine.gpus[1].fail["nvmlDeviceGetName"] = "UNKNOWN"
     nvml_machine(machine)
     reader = NvmlReader()
-    with pytest.raises(DiscoveryError) as info:
-        reader.read()
-    assert str(info.value) == "NVML nvmlDeviceGetMigMode failed for GPU 2: Timeout"
-    assert not isinstance(info.value, NvmlInitError)
-    assert nvml_machine.fake.refcount() == 0
+    assert reader.read().gpus[1].error == "Unknown Error"
     nvml_machine(profiles.hgx_h100())
-    assert len(reader.read().gpus) == 8
-    assert nvml_machine.fake.init_count() == 2  # re-initialised after the error
+    assert reader.read().gpus[1].name == "NVIDIA H100 80GB HBM3"
+    nvml_machine(machine)
+    held = reader.read().gpus[1]
+    assert held.error is None and held.name == "NVIDIA H100 80GB HBM3"
+    assert [(d.fact, d.held) for d in held.degraded] == [("identity", True)]
     reader.close()
 
 
@@ -546,3 +631,13 @@ def run_reader(lib_dir: Path | None, profile: Path | None) -> str:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+def test_every_nvml_call_the_reader_makes_is_in_the_error_table() -> None:
+    """docs/nvml-errors.md says what an error of each call means; a new call needs a row."""
+    source = (ROOT / "gfd" / "readers" / "nvml.py").read_text()
+    calls = set(re.findall(r'pynvml\.(nvml[A-Za-z0-9_]+)\b', source))
+    calls |= set(re.findall(r'_binding\("(nvml[A-Za-z0-9_]+)"\)', source))
+    table = (ROOT / "docs" / "nvml-errors.md").read_text()
+    missing = sorted(c for c in calls if f"`{c}`" not in table)
+    assert len(calls) > 20 and missing == [], f"add rows to docs/nvml-errors.md for {missing}"
