@@ -584,12 +584,31 @@ def check(settings: Settings) -> None:
     if settings.simulate and settings.snapshot:
         raise ConfigError("--simulate and --snapshot cannot be used together: pick one source")
     if settings.accelerator_label:
-        from gfd.labelers.validate import key_problem
+        check_accelerator_label(settings.accelerator_label)
 
-        problem = key_problem(settings.accelerator_label)
-        if problem is not None:
-            raise ConfigError(f"accelerator-label: {settings.accelerator_label!r} is not a "
-                              f"valid label key: {problem}")
+
+RESERVED_PREFIXES = ("kubernetes.io", "k8s.io")
+"""Label namespaces the kubelet and Kubernetes own (and their subdomains)."""
+
+
+def check_accelerator_label(label: str) -> None:
+    """``--accelerator-label`` must be a valid key that is nobody else's: not a label gfd
+    writes itself (it would overwrite it) and not a Kubernetes-owned one (the Node sink would
+    take it over from the kubelet, and ``gfd prune`` would then delete it)."""
+    from gfd.labelers.catalog import describe
+    from gfd.labelers.validate import key_problem
+
+    problem = key_problem(label)
+    if problem is not None:
+        raise ConfigError(f"accelerator-label: {label!r} is not a valid label key: {problem}")
+    prefix = label.rpartition("/")[0]
+    if any(prefix == p or prefix.endswith("." + p) for p in RESERVED_PREFIXES):
+        raise ConfigError(f"accelerator-label: {label!r} is in the {prefix} namespace, which "
+                          "Kubernetes owns; choose a key of your own (e.g. accelerator or "
+                          "example.com/accelerator)")
+    if prefix == "nvidia.com" and describe(label) is not None:
+        raise ConfigError(f"accelerator-label: {label!r} is a label gfd writes itself; choose "
+                          "another key (e.g. accelerator)")
 
 
 def parse_text(entry: Entry, text: str, *, source: str = "") -> Any:

@@ -379,6 +379,26 @@ def test_resolve_refuses_settings_that_do_not_go_together(explicit: dict[str, An
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize("key, problem", [
+    ("nvidia.com/gpu.count", "a label gfd writes itself"),
+    ("nvidia.com/gpu.product", "a label gfd writes itself"),
+    ("nvidia.com/mig-1g.5gb.count", "a label gfd writes itself"),
+    ("kubernetes.io/hostname", "which Kubernetes owns"),
+    ("node.kubernetes.io/instance-type", "which Kubernetes owns"),
+    ("beta.kubernetes.io/arch", "which Kubernetes owns"),
+    ("k8s.io/x", "which Kubernetes owns"),
+], ids=lambda v: v if "/" in v else None)
+def test_accelerator_label_never_takes_another_writers_key(key: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        resolve({"accelerator_label": key})
+
+
+@pytest.mark.parametrize("key", ["accelerator", "cloud.google.com/gke-accelerator",
+                                 "nvidia.com/accelerator", "example.com/kubernetes.io-like"])
+def test_accelerator_label_may_be_any_key_of_ones_own(key: str) -> None:
+    assert resolve({"accelerator_label": key}).accelerator_label == key
+
+
 def test_a_valid_accelerator_label_key_is_accepted() -> None:
     assert resolve({"accelerator_label": "cloud.example.com/accelerator"}).accelerator_label
 
