@@ -1,6 +1,6 @@
 """``python -m gfd``: the same as the ``gfd`` console script."""
 
-from gfd.cli import main
+from gfd.launch import gfd
 
 if __name__ == "__main__":
-    main()
+    gfd()

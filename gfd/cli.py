@@ -317,18 +317,20 @@ def docs_cmd(what: str) -> None:
 @click.pass_context
 def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Run the agent: label this node and keep its labels current (the container entrypoint)."""
-    sys.exit(run_agent(_explicit(params)))
+    sys.exit(run_agent(_explicit(params), early=ctx.obj))
 
 
 Notes = Callable[[Settings, "FileConfig | None"], list[str]]
+ReloadAsked = Callable[[], bool]
+"""Whether a SIGHUP arrived before the agent's own handlers were in place (``gfd.launch``)."""
 
 
 def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
-              notes: Notes | None = None) -> int:
+              notes: Notes | None = None, early: ReloadAsked | None = None) -> int:
     """Start ``gfd run`` from explicit setting values (any command line maps onto these);
     returns the exit code. ``defaults``: the defaults to resolve against (GFD's own for the
     ``gpu-feature-discovery`` command line); ``notes``: warnings to log once the settings
-    are known."""
+    are known; ``early``: whether a SIGHUP came during start-up (it becomes a reload)."""
     started = int(time.time())
     from gfd.app import Factory, Reloader, load_settings
 
@@ -354,6 +356,8 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
         agent = Agent(parts, reloader=reloader, observer=metrics, health=health)
         signals = Signals()
         _install_signal_handlers(signals)
+        if early is not None and early():  # a SIGHUP that came while starting
+            signals.request_reload()
         code = agent.run(signals)
     finally:
         if server:
@@ -389,6 +393,6 @@ def _install_signal_handlers(signals: Any) -> None:
     signal.signal(signal.SIGHUP, reload)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point (console script and ``python -m gfd``)."""
-    cli.main(args=argv, prog_name="gfd")
+def main(argv: list[str] | None = None, *, early: ReloadAsked | None = None) -> None:
+    """Entry point (``gfd.launch`` calls it for the console script and ``python -m gfd``)."""
+    cli.main(args=argv, prog_name="gfd", obj=early)

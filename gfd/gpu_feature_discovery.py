@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,6 +48,7 @@ from gfd.config import Duration as DurationKind
 from gfd.errors import ConfigError, GfdError
 
 if TYPE_CHECKING:
+    from gfd.cli import ReloadAsked
     from gfd.configfile import FileConfig
 
 log = logging.getLogger(__name__)
@@ -221,13 +223,17 @@ def _reexec_as_gfd(argv: Sequence[str]) -> None:
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
+    # an ignored SIGHUP stays ignored across exec: none can end the new process before it
+    # installs its own handler (one sent meanwhile is lost; the config file is re-read anyway)
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         os.execve(sys.executable, [NAME, "-P", "-m", "gfd.gpu_feature_discovery", *argv], env)
     except OSError as exc:
+        signal.signal(signal.SIGHUP, previous)
         log.debug("cannot re-execute as %s: %s", NAME, exc)
 
 
-def run(argv: Sequence[str], env: Mapping[str, str]) -> int:
+def run(argv: Sequence[str], env: Mapping[str, str], *, early: ReloadAsked | None = None) -> int:
     """The whole command: parse, print help or version, or run the agent; the exit code."""
     from gfd.cli import Exit, exit_code, run_agent
 
@@ -251,15 +257,15 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> int:
         defaults = replace(defaults, use_node_feature_api=False)
     try:
         return run_agent(command.explicit, defaults=defaults,
-                         notes=_node_feature_note(command.explicit))
+                         notes=_node_feature_note(command.explicit), early=early)
     except GfdError as exc:
         return exit_code(NAME, exc)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: the ``gpu-feature-discovery`` console script."""
-    sys.exit(run(sys.argv[1:] if argv is None else argv, os.environ))
+def main(argv: list[str] | None = None, *, early: ReloadAsked | None = None) -> None:
+    """Entry point (``gfd.launch`` calls it for the ``gpu-feature-discovery`` console script)."""
+    sys.exit(run(sys.argv[1:] if argv is None else argv, os.environ, early=early))
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the re-executed process (see _reexec_as_gfd)
     main()

@@ -1,0 +1,88 @@
+"""The agent process under hostile timing and configuration.
+
+Promises: a SIGHUP at any moment once the entry point runs is a reload, never an exit (GFD's
+config-manager may send one while gfd is still importing).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fakes import profiles
+from fakes.fakenvml import subprocess_env
+from fakes.sysfs import gpu_tree
+from helpers.process import Agent, config_manager_lookup, labels_in, wait_for
+
+NAME = "gpu-feature-discovery"
+
+
+def _catches_sighup(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) & (1 << (signal.SIGHUP - 1)))
+
+
+def test_sighups_from_the_first_moment_gfd_runs_are_reloads(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("flags: {migStrategy: none}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--sleep-interval",
+                  "1h", "--config-file", str(cfg))
+    agents.append(agent)
+    # the interpreter itself starts with SIGHUP's default action; gfd's entry point takes it
+    # over first thing, and from then on every SIGHUP (a burst right through start-up) counts
+    wait_for(lambda: _catches_sighup(agent.proc.pid), timeout=10)
+    sent = 0
+    while not agent.out.exists() and agent.proc.poll() is None and sent < 2000:
+        agent.proc.send_signal(signal.SIGHUP)
+        sent += 1
+        time.sleep(0.002)
+    assert agent.proc.poll() is None, agent.logs()
+    assert sent > 5, "the burst began while gfd was still starting"
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    cfg.write_text("flags: {migStrategy: mixed}")  # and a later SIGHUP still reloads
+    agent.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: agent.labels().get("nvidia.com/mig.strategy") == "mixed", timeout=5)
+    assert agent.stop() == 0
+
+
+def test_the_config_manager_never_kills_gpu_feature_discovery_while_it_starts(
+        tmp_path: Path, fake_nvml_lib: Path) -> None:
+    # the config-manager finds the process by argv[0] and signals it at once: from the moment
+    # the name appears (the re-exec) to the labels being written, each SIGHUP must be harmless
+    profiles.dgx_a100_layout().write(tmp_path / "profile.txt")
+    out = tmp_path / "features.d" / "gfd"
+    out.parent.mkdir()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GFD_", "NODE_NAME"))}
+    env = subprocess_env(fake_nvml_lib, tmp_path / "profile.txt", base) | {
+        "GFD_SLEEP_INTERVAL": "1h", "GFD_OUTPUT_FILE": str(out)}
+    log = (tmp_path / "log").open("w")
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / NAME), "-sysfs-root",
+         str(gpu_tree(tmp_path / "sys", [])), "-machine-type-file", str(tmp_path / "dmi")],
+        env=env, stdout=subprocess.DEVNULL, stderr=log)
+    signalled = 0
+    try:
+        deadline = time.monotonic() + 30
+        while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+            for pid in config_manager_lookup(NAME):
+                if pid == proc.pid:
+                    os.kill(pid, signal.SIGHUP)
+                    signalled += 1
+            time.sleep(0.001)
+        assert proc.poll() is None, (tmp_path / "log").read_text()
+        assert signalled > 0, "the name appeared before the labels"
+        wait_for(lambda: "nvidia.com/gpu.count" in labels_in(out))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=15)
+        log.close()
+    assert code == 0
