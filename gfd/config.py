@@ -105,6 +105,9 @@ _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)
 _MAX_NANOS = 2**63 - 1
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SUB_MILLISECOND = 1e-3
+MIN_SLEEP_INTERVAL = 0.1
+"""The shortest pause between label cycles; a shorter ``--sleep-interval`` is raised to it
+(GFD has no minimum: its ``0s`` is a busy loop)."""
 _DURATION_RULE = "must be a duration such as 60s or 1m30s, a number of nanoseconds, or infinite"
 
 
@@ -246,11 +249,9 @@ class Duration(Kind):
 
     metavar = "DURATION"
 
-    def __init__(self, *, infinite: bool = False, zero: bool = True, zero_note: str = "") -> None:
+    def __init__(self, *, infinite: bool = False, zero: bool = True) -> None:
         self.infinite = infinite
         self.zero = zero
-        self.zero_note = zero_note
-        """Warning for a config file that sets 0 (e.g. "no pause between cycles")."""
 
     def _check(self, seconds: float | None, shown: str) -> float | None:
         if seconds is None and not self.infinite:
@@ -284,8 +285,6 @@ class Duration(Kind):
         if bare and seconds is not None and 0 < seconds < _SUB_MILLISECOND:
             warn(f"{show(value)} is read as {seconds * 1e9:g} nanoseconds, as GFD reads it; "
                  f"write e.g. '{value}s' if seconds were meant")
-        if seconds == 0 and self.zero_note:
-            warn(self.zero_note)
         return seconds
 
     def render(self, value: Any) -> str:
@@ -479,11 +478,12 @@ class Settings:
         file="flags.gfd.oneshot", part=Part.RESTART, group=_RUN, gfd=("oneshot",),
         help="Label once and exit.")
     sleep_interval: float | None = setting(
-        10.0, kind=Duration(infinite=True, zero_note="0 means no pause between labelling cycles"),
+        10.0, kind=Duration(infinite=True),
         flags=("--sleep-interval",),
         env=("GFD_SLEEP_INTERVAL",), file="flags.gfd.sleepInterval", part=Part.SCHEDULE,
         group=_RUN, gfd=("sleep-interval",),
-        help="Time between cycles (Go duration, or 'infinite': label once, then wait).")
+        help="Time between cycles (Go duration, or 'infinite': label once, then wait); at "
+             "least 100ms.")
     host_refresh_interval: float = setting(
         300.0, kind=Duration(zero=False), flags=("--host-refresh-interval",),
         env=("GFD_HOST_REFRESH_INTERVAL",), part=Part.SCHEDULE, group=_RUN,

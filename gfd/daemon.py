@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gfd.backoff import backoff
-from gfd.config import Settings
+from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
 from gfd.errors import BackendInitError, ConfigError, GfdError, PublishError
 from gfd.labelers.inventory import model_groups
 from gfd.labelers.options import LabelOptions
@@ -159,6 +159,8 @@ class Agent:
     _pending: Parts | None = field(default=None, init=False)
     _errors: Once = field(default_factory=lambda: Once(log), init=False)
     _refusals: Once = field(default_factory=lambda: Once(log), init=False)
+    _notes: Once = field(default_factory=lambda: Once(log), init=False)
+    """Said once for the agent's lifetime (per distinct key)."""
     _warnings: frozenset[str] = field(default=frozenset(), init=False)
     _cycles: int = field(default=0, init=False)
 
@@ -347,6 +349,13 @@ class Agent:
     def _delay_after(self, ok: bool, started: float) -> float | None:
         """Seconds until the next label cycle; None: only a duty or a signal starts one."""
         interval = self.parts.settings.sleep_interval
+        if interval is not None and interval < MIN_SLEEP_INTERVAL:
+            self._notes.warning(
+                "sleep-interval %s is shorter than gfd's minimum; cycles start every %s (a "
+                "shorter pause only burns CPU: changes in between are caught by the next read)",
+                format_duration(interval), format_duration(MIN_SLEEP_INTERVAL),
+                key=f"interval {interval}")
+            interval = MIN_SLEEP_INTERVAL
         if ok:
             # start to start: a change waits at most one interval, whatever a cycle took
             return None if interval is None else max(0.0, interval - (self.clock() - started))

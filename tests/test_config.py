@@ -210,12 +210,6 @@ def test_a_bare_number_under_a_millisecond_warns_it_is_nanoseconds(
     assert warnings == ([warned] if warned else [])
 
 
-def test_a_zero_duration_in_a_file_warns_with_the_settings_note() -> None:
-    warnings: list[str] = []
-    assert Duration(zero_note="0 means no pause").from_file("0s", warnings.append) == 0.0
-    assert warnings == ["0 means no pause"]
-
-
 # ----------------------------------------------------------------------------- rendering
 
 

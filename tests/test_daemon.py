@@ -204,6 +204,26 @@ def test_infinite_interval_labels_once_then_waits_for_a_signal(tmp_path) -> None
     assert not thread.is_alive()
 
 
+@pytest.mark.parametrize("interval", [0.0, 1e-9, 0.05])
+def test_an_interval_under_the_minimum_is_raised_to_it_and_said_once(
+        tmp_path, caplog, interval: float) -> None:
+    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), interval=interval,
+                       clock=lambda: 100.0)
+    with caplog.at_level(logging.WARNING, logger="gfd"):
+        delays = [agent._delay_after(True, 100.0) for _ in range(3)]
+    assert delays == [0.1, 0.1, 0.1]
+    said = [r.getMessage() for r in caplog.records if "minimum" in r.getMessage()]
+    assert len(said) == 1 and "cycles start every 100ms" in said[0]
+
+
+def test_an_interval_at_the_minimum_or_above_is_kept_silently(tmp_path, caplog) -> None:
+    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), interval=0.1,
+                       clock=lambda: 100.0)
+    with caplog.at_level(logging.WARNING, logger="gfd"):
+        assert agent._delay_after(True, 100.0) == 0.1
+    assert not caplog.records
+
+
 # ----------------------------------------------------------------------------- the scheduler
 
 

@@ -2,7 +2,8 @@
 
 This is the only module in gfd that starts a process. It always passes an argument
 list (never a shell) and a timeout; an absent, unsupported, failing or hung nvidia-smi
-means "unknown" (None), never an error, and each cause is logged once per reader.
+means "unknown" (None), never an error, and each cause is logged once per reader. nvidia-smi
+runs in a session of its own, so a hung one is killed with every process it started.
 
 ``nvidia-smi compute-policy --list`` prints a table::
 
@@ -20,7 +21,9 @@ GPU 0 : Not Supported``.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import signal
 import subprocess
 
 from gfd.logs import Once
@@ -73,7 +76,8 @@ class SmiReader:
         try:
             process = subprocess.Popen(  # argument list, no shell
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace")
+                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
+                start_new_session=True)
         except FileNotFoundError:
             self._once("not-found", logging.DEBUG,
                        "%s not found; the timeslice policy is unknown", self.executable)
@@ -86,7 +90,7 @@ class SmiReader:
         try:
             stdout, stderr = process.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _kill_group(process)
             try:
                 process.communicate(timeout=_KILL_WAIT)
             except subprocess.TimeoutExpired:
@@ -119,6 +123,16 @@ class SmiReader:
                        "no timeslice policy in the output of %s %s: %s", self.executable,
                        " ".join(ARGS), _last_line(output))
         return None
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """SIGKILL nvidia-smi and everything in its session (a child it left running would hold
+    its pipes open and outlive it). The group id is nvidia-smi's pid, which cannot be reused
+    while nvidia-smi is not yet reaped."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
 
 
 def _last_line(output: str) -> str:

@@ -1,22 +1,28 @@
 """The agent process under hostile timing and configuration.
 
 Promises: a SIGHUP at any moment once the entry point runs is a reload, never an exit (GFD's
-config-manager may send one while gfd is still importing).
+config-manager may send one while gfd is still importing); no setting turns the loop into a
+busy loop; a hung nvidia-smi leaves no process behind.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from fakes import profiles
 from fakes.fakenvml import subprocess_env
 from fakes.sysfs import gpu_tree
+from helpers.paths import TESTS
 from helpers.process import Agent, config_manager_lookup, labels_in, wait_for
+
+from gfd.readers.smi import SmiReader
 
 NAME = "gpu-feature-discovery"
 
@@ -86,3 +92,50 @@ def test_the_config_manager_never_kills_gpu_feature_discovery_while_it_starts(
         code = proc.wait(timeout=15)
         log.close()
     assert code == 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_a_zero_sleep_interval_is_not_a_busy_loop(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--sleep-interval", "0s")
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    wait_for(lambda: "shorter than gfd's minimum" in agent.logs())
+    before, started = _cpu_seconds(agent.proc.pid), time.monotonic()
+    time.sleep(2.0)
+    used = (_cpu_seconds(agent.proc.pid) - before) / (time.monotonic() - started)
+    assert used < 0.5, f"{used:.0%} of a core with --sleep-interval 0s"  # a busy loop: ~100%
+    assert agent.logs().count("shorter than gfd's minimum") == 1
+    assert agent.stop() == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_hung_nvidia_smi_is_killed_with_every_process_it_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub = tmp_path / "nvidia-smi"
+    shutil.copyfile(TESTS / "fakes" / "stub_nvidia_smi.py", stub)
+    stub.chmod(0o755)
+    children = tmp_path / "children"
+    monkeypatch.setenv("STUB_SMI_CHILD", str(children))
+    monkeypatch.setenv("STUB_SMI_SLEEP", "3600")
+    reader = SmiReader(str(stub), timeout=0.5)
+    for _ in range(3):
+        assert reader.timeslices() is None
+    pids = [int(line) for line in children.read_text().split()]
+    try:
+        assert len(pids) == 3
+        wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=5)
+    finally:
+        for pid in filter(_alive, pids):
+            os.kill(pid, signal.SIGKILL)
