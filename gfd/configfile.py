@@ -94,6 +94,8 @@ _RESOURCE = ("pattern", "name")
 _SHARING = ("timeSlicing", "mps")
 _REPLICATED = ("renameByDefault", "failRequestsGreaterThanOne", "resources")
 _REPLICATED_RESOURCE = ("name", "rename", "devices", "replicas")
+_GO_INT_MAX = 2**63 - 1
+"""The largest replicas the device plugin can read (a Go int); a larger one fails there."""
 _IMEX = ("channelIDs", "required")
 
 _DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
@@ -561,6 +563,9 @@ class _Parser:
                             f"must be an integer >= 2, got {kind_of(replicas)}: {show(replicas)}")
         if replicas < 2:
             raise self.fail(f"{where}.replicas", f"must be >= 2, got {replicas}")
+        if replicas > _GO_INT_MAX:
+            raise self.fail(f"{where}.replicas", f"must be at most {_GO_INT_MAX} (the device "
+                            f"plugin's integer), got a number of {len(str(replicas))} digits")
         if "rename" in fields and fields["rename"] != "":
             rename = self.resource_name(fields["rename"], f"{where}.rename")
             expected = f"{name}.shared" if rename_by_default else ""

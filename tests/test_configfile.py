@@ -175,6 +175,10 @@ ERRORS = [
      "must be >= 2, got 1"),
     ("replicas-zero-mps", ts("{name: gpu, replicas: 0}", "mps"),
      "sharing.mps.resources[0].replicas", "must be >= 2, got 0"),
+    ("replicas-over-int64", ts("{name: gpu, replicas: 9223372036854775808}"),
+     "sharing.timeSlicing.resources[0].replicas",
+     "must be at most 9223372036854775807 (the device plugin's integer), got a number of 19 "
+     "digits"),
     ("replicas-string", ts("{name: gpu, replicas: '4'}"),
      "sharing.timeSlicing.resources[0].replicas", "must be an integer >= 2, got a string: '4'"),
     ("replicas-float", ts("{name: gpu, replicas: 2.5}"),

@@ -18,6 +18,9 @@ from hypothesis import strategies as st
 from fuzz.strategies import fuzz_settings, json_scalars, json_values, texts
 from gfd.configfile import FileConfig, parse_config
 from gfd.errors import ConfigError
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import compute_labels
+from gfd.readers.simulate import simulate
 
 PATH = "/etc/gfd/config.yaml"
 
@@ -138,3 +141,27 @@ def test_config_shaped_documents_are_a_file_config_or_one_line_config_error(
     durations, resource names, replicas, devices, booleans) parse or fail with one line."""
     _check(json.dumps(document))
     _check(_yaml(document))
+
+
+@fuzz_settings(100)
+@given(st.one_of(st.integers(min_value=2, max_value=2**70),
+                 st.integers(min_value=1, max_value=500).map(lambda digits: 10**digits)))
+@example(2**63 - 1)
+@example(2**63)
+@example(10**400)
+def test_replicas_are_refused_or_labelled_whole(replicas: int) -> None:
+    """A replicas count is either refused with one line (over the device plugin's 64-bit
+    integer) or published: never a `-SHARED` product without its `gpu.replicas`."""
+    text = ("sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
+            f"{replicas}}}]}}}}")
+    try:
+        config = parse_config(text, path=PATH)
+    except ConfigError as exc:
+        assert replicas > 2**63 - 1, exc
+        assert len(str(exc).splitlines()) == 1 and "at most 9223372036854775807" in str(exc)
+        return
+    assert replicas <= 2**63 - 1
+    options = LabelOptions(sharing=config.sharing)
+    labels = compute_labels(simulate("hgx-h100").snapshot, options).labels
+    assert labels["nvidia.com/gpu.replicas"] == str(replicas)
+    assert labels["nvidia.com/gpu.product"].endswith("-SHARED")
