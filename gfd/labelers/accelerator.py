@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.inventory import PRIMARY_RULE, model_groups
-from gfd.labelers.naming import accelerator_slug
+from gfd.labelers.naming import accelerator_slug, sanitise
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 
@@ -22,6 +22,8 @@ def accelerator(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     if not groups:
         return Result()
     primary = groups[0].name
+    if not sanitise(primary):  # a name with nothing labelable: no slug to write
+        return Result()
     return Result({KEY: Label(value=accelerator_slug(primary), source="nvmlDeviceGetName",
                               raw=primary,
                               rules=(PRIMARY_RULE, "lowercase slug, 'nvidia-' prefix"))})

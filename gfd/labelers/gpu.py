@@ -13,6 +13,7 @@ from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.family import capability_labels
 from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, model_groups
 from gfd.labelers.miglayout import layout_unknown
+from gfd.labelers.naming import sanitise
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
 from gfd.snapshot import Snapshot
@@ -51,6 +52,11 @@ def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
         names = ", ".join(f"{g.name} x{len(g.gpus)}" for g in groups)
         warnings = (f"several GPU models on this node ({names}); gpu.* labels describe "
                     f"{primary.name!r} ({PRIMARY_RULE})",)
+    if not sanitise(primary.name):
+        indices = ", ".join(str(g.index) for g in primary.gpus)
+        warnings += (f"GPU {indices}: NVML gave the name {primary.name!r}, with nothing "
+                     "labelable in it; gpu.count and the other labels are published, "
+                     "gpu.product without the model",)
     # Under single with MIG on, the MIG pass owns gpu.memory (and may mark it INVALID):
     # a per-replica figure from the full GPUs would contradict it.
     mig_single = options.mig_strategy == "single" and any(

@@ -37,7 +37,7 @@ def counted(snapshot: Snapshot) -> tuple[Gpu, ...]:
 
 def healthy(snapshot: Snapshot) -> tuple[Gpu, ...]:
     """Counted GPUs that answered NVML without a fatal error."""
-    return tuple(g for g in counted(snapshot) if g.error is None and g.name)
+    return tuple(g for g in counted(snapshot) if g.error is None)
 
 
 def unhealthy(snapshot: Snapshot) -> tuple[Gpu, ...]:
@@ -90,6 +90,8 @@ def models(snapshot: Snapshot, options: LabelOptions, /) -> Result:
             rules=("true when healthy GPUs of more than one model are present",))
     for group in groups:
         model = sanitise(group.name).rstrip("-._")
+        if not model:  # a name with nothing labelable: no key to write (gpu.product says so)
+            continue
         name = short_name(model, 63 - len(_PRODUCT_KEY))
         labels[key(_PRODUCT_KEY + name)] = Label(
             value=str(len(group.gpus)), source="nvmlDeviceGetName", raw=group.name,

@@ -4,7 +4,7 @@ Promises: ``gpu.unhealthy`` counts the GPUs that answered "GPU is lost" or a sim
 error; a failed read never removes labels (nothing is published that cycle, the last
 published labels stay); NVML is re-initialised after an error and the process does not
 crash-loop on a transient one; ``/healthz`` fails while the loop is wedged in a hung NVML
-call.
+call; GPUs whose names are empty are still counted.
 """
 
 from __future__ import annotations
@@ -135,3 +135,25 @@ def test_nvml_non_init_error_mid_run_publishes_nothing_then_recovers(
     # the cycle logs "recovered" just after it publishes: wait for the line, do not race it
     wait_for(lambda: "recovered" in agent.logs(), timeout=5)
     assert agent.stop(signal.SIGTERM) == 0
+
+
+def test_gpus_with_empty_names_are_still_counted_and_said_once(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    machine = profiles.t4x4()
+    for gpu in machine.gpus:
+        gpu.name = ""
+    agent = Agent(tmp_path, fake_nvml_lib, machine, "--sleep-interval", "100ms",
+                  "--label-set", "extended")
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    labels = agent.labels()
+    assert labels["nvidia.com/gpu.count"] == "4"
+    assert labels["nvidia.com/gpu.product"] == ""
+    assert labels["nvidia.com/gpu.memory"] == "15360"
+    assert labels["nvidia.com/gpu.family"] == "turing"
+    assert not any(k.startswith("nvidia.com/gpu.product.") for k in labels), "no model, no key"
+    assert "nvidia.com/accelerator" not in labels
+    time.sleep(0.5)  # a few cycles
+    said = [line for line in agent.logs().splitlines() if "nothing labelable" in line]
+    assert len(said) == 1 and "GPU 0, 1, 2, 3" in said[0]
+    assert agent.stop() == 0

@@ -41,3 +41,12 @@ def test_the_slug_is_of_the_primary_model_with_its_raw_name() -> None:
 
 def test_no_healthy_gpu_gives_no_accelerator() -> None:
     assert accelerator(snapshot(gpu(0, error="GPU is lost")), LabelOptions()).labels == {}
+
+
+@pytest.mark.parametrize("name", ["", "   ", "™®"], ids=["empty", "blank", "symbols"])
+def test_no_accelerator_label_from_a_name_with_nothing_labelable(name: str) -> None:
+    # "nvidia-" would be no valid value; the GPUs are still counted (tests/labelers/test_gpu.py)
+    got = labels(snapshot(gpu(0, name), gpu(1, name)), label_set="extended",
+                 accelerator_label="accelerator")
+    assert "gpu.accelerator" not in got and "accelerator" not in got
+    assert got["gpu.count"] == "2"

@@ -75,3 +75,16 @@ def test_memory_and_capability_come_from_a_gpu_of_the_model_that_answered() -> N
     snap = snapshot(gpu(0, memory=None, cc=None, degraded=unknown("memory")), gpu(1))
     got = labels(snap)
     assert got["gpu.memory"] == "40960" and got["gpu.family"] == "ampere"
+
+
+def test_gpus_with_empty_names_keep_count_and_say_why_product_is_empty() -> None:
+    result = labelling(snapshot(gpu(0, ""), gpu(1, "")))
+    assert result.labels[P + "gpu.count"] == "2"
+    assert result.labels[P + "gpu.product"] == ""
+    assert result.labels[P + "gpu.memory"] == "40960"
+    assert any("GPU 0, 1: NVML gave the name ''" in w for w in result.warnings)
+
+
+def test_a_shared_gpu_with_an_empty_name_is_still_a_valid_product() -> None:
+    got = labels(snapshot(gpu(0, "")), sharing=time_slicing(2))
+    assert got["gpu.product"] == "SHARED" and got["gpu.replicas"] == "2"

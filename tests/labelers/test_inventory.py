@@ -124,7 +124,7 @@ def test_counted_healthy_and_unhealthy_split_the_gpus() -> None:
     good = gpu(3)
     snap = snapshot(display, lost, nameless, good)
     assert counted(snap) == (lost, nameless, good)
-    assert healthy(snap) == (good,)
+    assert healthy(snap) == (nameless, good), "a GPU that answered is healthy, name or none"
     assert unhealthy(snap) == (lost,)
 
 
@@ -155,3 +155,16 @@ def test_memory_min_is_left_out_when_a_gpus_memory_isunknown() -> None:
     snap = snapshot(gpu(0), gpu(1, memory=None, degraded=unknown("memory")))
     got = labels(snap, label_set="extended")
     assert "gpu.memory.min" not in got and got["gpu.product.NVIDIA-A100-SXM4-40GB"] == "2"
+
+
+def test_a_gpu_with_an_empty_name_is_healthy_and_counted() -> None:
+    snap = snapshot(gpu(0, ""), gpu(1, ""))
+    assert healthy(snap) == snap.gpus
+    assert [g.name for g in model_groups(snap)] == [""]
+
+
+def test_no_product_model_key_for_a_name_with_nothing_labelable() -> None:
+    got = labels(snapshot(gpu(0, ""), gpu(1, "™"), gpu(2, "Tesla T4")), label_set="extended")
+    assert {k: v for k, v in got.items() if k.startswith("gpu.product.")} == {
+        "gpu.product.Tesla-T4": "1"}
+    assert got["gpu.heterogeneous"] == "true"
