@@ -22,7 +22,8 @@ from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from gfd.configfile import FileConfig
+    from gfd.configfile import ConfigWatch, FileConfig
+    from gfd.triggers import Fire
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +214,19 @@ class Reloader:
         self._defaults = defaults
         self._source = ConfigSource(loaded.path, current=loaded)
         self._factory = factory
+        self._watch: ConfigWatch | None = None
+
+    def watch(self, fire: Fire) -> bool:
+        """Fire a ``config`` trigger when the file changes; False when that cannot be
+        watched (the agent then checks the file every cycle)."""
+        from gfd.configfile import ConfigWatch
+
+        self._watch = ConfigWatch(self._source.path, fire)
+        return self._watch.start()
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
 
     def poll(self, current: Parts, *, force: bool) -> Parts | None:
         loaded = self._source.poll(force=force)

@@ -350,16 +350,21 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
     if settings.metrics_port:
         server = MetricsServer(metrics, health, port=settings.metrics_port)
         server.start()
+    reloader = None
     try:
         parts = factory.parts(settings)
         reloader = Reloader(explicit, loaded, factory, defaults=defaults) if loaded else None
-        agent = Agent(parts, reloader=reloader, observer=metrics, health=health)
         signals = Signals()
+        watched = reloader is not None and not settings.oneshot and reloader.watch(signals.fire)
+        agent = Agent(parts, reloader=reloader, observer=metrics, health=health,
+                      config_watched=watched)
         _install_signal_handlers(signals)
         if early is not None and early():  # a SIGHUP that came while starting
             signals.request_reload()
         code = agent.run(signals)
     finally:
+        if reloader is not None:
+            reloader.close()
         if server:
             server.stop()
     log.info("gfd stopped; published labels left in place")

@@ -34,6 +34,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import logging
+import os
 import re
 import time
 from collections.abc import Callable, Hashable
@@ -44,11 +46,17 @@ import yaml
 
 from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of, show
 from gfd.errors import ConfigError, one_line
+from gfd.fswatch import DirWatch, open_watch
 from gfd.sharing import SharedResource, Sharing
+from gfd.triggers import Fire, Trigger
+
+log = logging.getLogger(__name__)
 
 VERSION = "v1"
 RESOURCE_PREFIX = "nvidia.com"
 MAX_RESOURCE_NAME_LENGTH = 63
+_MAX_SYMLINKS = 40
+"""As the kernel's limit: a longer chain is a loop."""
 MAX_FILE_BYTES = 4 * 1024 * 1024
 """Refuse larger files (a ConfigMap holds at most 1 MiB; guards against /dev/zero)."""
 
@@ -167,6 +175,10 @@ class ConfigSource:
                           "settles")
 
     @property
+    def path(self) -> str:
+        return self._path
+
+    @property
     def current(self) -> FileConfig | None:
         """The last good config, None before the first successful poll."""
         return self._current
@@ -181,6 +193,62 @@ class ConfigSource:
         config = _parse_bytes(raw, path=self._path, digest=digest)
         self._current = config
         return config
+
+
+def watched_directories(path: str) -> list[str]:
+    """The directories whose entries decide what ``path`` reads: its own, and that of every
+    symlink it passes through and of the file it ends at. A ConfigMap volume swaps its
+    ``..data`` symlink and GFD's config-manager re-points ``config.yaml``; both show up as an
+    entry changing in one of these, as does an edit of the file itself."""
+    found: dict[str, None] = {}
+    current = os.path.abspath(path)
+    for _ in range(_MAX_SYMLINKS):
+        found[os.path.dirname(current)] = None
+        try:
+            target = os.readlink(current)
+        except OSError:  # not a symlink (or gone): the chain ends here
+            break
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    found[os.path.dirname(os.path.realpath(path))] = None
+    return list(found)
+
+
+class ConfigWatch:
+    """Fires a ``config`` trigger when the config file may have changed (inotify on
+    :func:`watched_directories`, re-computed after each change as symlinks move)."""
+
+    def __init__(self, path: str, fire: Fire, *, clock: Callable[[], float] = time.monotonic,
+                 ) -> None:
+        self._path = path
+        self._fire = fire
+        self._clock = clock
+        self._watch: DirWatch | None = None
+
+    def start(self) -> bool:
+        """True when watching; False (with the reason logged once) when the agent must check
+        the file every cycle instead."""
+        opened = open_watch(self._changed, name="config-watch")
+        if isinstance(opened, str):
+            log.info("%s; the config file is checked every cycle instead", opened)
+            return False
+        problems = opened.watch(watched_directories(self._path))
+        if problems:
+            opened.close()
+            log.info("%s; the config file is checked every cycle instead", problems[0])
+            return False
+        self._watch = opened.start()
+        return True
+
+    def _changed(self, directory: str, name: str) -> None:
+        assert self._watch is not None
+        self._watch.watch(watched_directories(self._path))  # a new ..data target, say
+        self._fire(Trigger(source="config", kind="changed", at=self._clock(),
+                           detail=os.path.join(directory, name), reload_config=True))
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
 
 
 # --- reading ---------------------------------------------------------------------------

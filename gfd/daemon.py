@@ -28,10 +28,14 @@ from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.logs import Once
 from gfd.sinks.base import PublishResult, Sink
 from gfd.snapshot import Snapshot
+from gfd.triggers import Fire, Trigger
 
 log = logging.getLogger(__name__)
 
 BACKOFF_CAP = 300.0
+COALESCE = 0.1
+"""Seconds the loop waits after a trigger for others to join it: one cycle for a burst
+(a MIG reconfiguration fires an event per GPU; a config swap touches several files)."""
 
 
 class SnapshotSource(Protocol):
@@ -43,6 +47,10 @@ class SnapshotSource(Protocol):
 
     def refresh(self) -> None:
         """Re-read slowly changing facts at the next read."""
+        ...
+
+    def watch(self, fire: Fire) -> None:
+        """Start the watchers that see hardware changes as they happen (NVML events)."""
         ...
 
     def close(self) -> None: ...
@@ -92,6 +100,8 @@ class Observer(Protocol):
     def gpus(self, by_model: dict[str, int]) -> None: ...
     def nvml_up(self, up: bool) -> None: ...
     def degraded(self, counts: dict[tuple[str, str], int]) -> None: ...
+    def event(self, source: str, kind: str) -> None: ...
+    def event_handled(self, source: str, seconds: float, *, repaired: bool) -> None: ...
 
 
 class HealthState(Protocol):
@@ -102,11 +112,14 @@ class HealthState(Protocol):
 
 @dataclass(slots=True)
 class Signals:
-    """Flags set by signal handlers (in cli.py) and a single event that wakes the loop."""
+    """Flags set by signal handlers (in cli.py), the triggers watchers fire (from their
+    threads), and a single event that wakes the loop."""
 
     wake: threading.Event = field(default_factory=threading.Event)
     stop: bool = False
     reload: bool = False
+    _triggers: list[Trigger] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def request_stop(self) -> None:
         self.stop = True
@@ -115,6 +128,24 @@ class Signals:
     def request_reload(self) -> None:
         self.reload = True
         self.wake.set()
+
+    def fire(self, trigger: Trigger) -> None:
+        """A watcher saw a change (thread-safe)."""
+        with self._lock:
+            self._triggers.append(trigger)
+        self.wake.set()
+
+    def take(self, now: float, window: float = COALESCE) -> tuple[list[Trigger], float | None]:
+        """The pending triggers once the first is ``window`` old (and the time that will be,
+        while it is younger): a burst becomes one cycle."""
+        with self._lock:
+            if not self._triggers:
+                return [], None
+            ready_at = min(t.at for t in self._triggers) + window
+            if now < ready_at:
+                return [], ready_at
+            taken, self._triggers = self._triggers, []
+        return taken, None
 
 
 class Schedule:
@@ -155,6 +186,8 @@ class Agent:
     health: HealthState | None = None
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
+    config_watched: bool = False
+    """A watcher fires a trigger when the config file changes: no per-cycle check needed."""
     failures: int = field(default=0, init=False)
     _pending: Parts | None = field(default=None, init=False)
     _errors: Once = field(default_factory=lambda: Once(log), init=False)
@@ -163,6 +196,8 @@ class Agent:
     """Said once for the agent's lifetime (per distinct key)."""
     _warnings: frozenset[str] = field(default=frozenset(), init=False)
     _cycles: int = field(default=0, init=False)
+    _fire: Fire | None = field(default=None, init=False)
+    _last_written: bool = field(default=False, init=False)
 
     # -- reload ---------------------------------------------------------------------
 
@@ -209,11 +244,23 @@ class Agent:
         self._refusals.reset()
         if old.discovery is not candidate.discovery:
             old.discovery.close()
+            self._watch(discovery=candidate.discovery)
         if old.sink is not candidate.sink:
             self._move_labels(old.sink, candidate.sink)
             old.sink.close()
+            self._watch(sink=candidate.sink)
         changes = "; ".join(candidate.changes) or "no setting changed"
         log.info("config reloaded: %s", changes)
+
+    def _watch(self, *, discovery: SnapshotSource | None = None,
+               sink: Sink | None = None) -> None:
+        """Start the watchers of parts now in use (a pending candidate's wait until applied)."""
+        if self._fire is None:
+            return
+        if discovery is not None:
+            discovery.watch(self._fire)
+        if sink is not None:
+            sink.watch(self._fire)
 
     def _move_labels(self, old: Sink, new: Sink) -> None:
         """The publish target moved: remove what gfd published at the old one (the new one
@@ -234,10 +281,12 @@ class Agent:
         read_done = self.clock()
         return snapshot, compute_labels(snapshot, parts.options), read_done
 
-    def _labelled(self, force_reload: bool) -> tuple[Parts, Snapshot, Labelling, float]:
+    def _labelled(self, force_reload: bool,
+                  reload_config: bool) -> tuple[Parts, Snapshot, Labelling, float]:
         """Read and label with the pending candidate when there is one, else the running parts.
         A candidate whose new back end or new config cannot label the node is refused."""
-        self._poll_config(force_reload)
+        if force_reload or reload_config or not self.config_watched:
+            self._poll_config(force_reload)
         if force_reload:
             (self._pending or self.parts).discovery.refresh()
         candidate = self._pending
@@ -252,16 +301,20 @@ class Agent:
                 self._refuse_pending(f"its GPU back end failed: {exc}")
         return (self.parts, *self._read_and_label(self.parts))
 
-    def cycle(self, *, force_reload: bool = False) -> bool:
-        """One read-label-publish pass. True when labels are published (or unchanged)."""
+    def cycle(self, *, force_reload: bool = False, reload_config: bool = False) -> bool:
+        """One read-label-publish pass. True when labels are published (or unchanged).
+        ``force_reload``: SIGHUP (re-read the config and host facts even if unchanged);
+        ``reload_config``: a watcher saw the config file change."""
         first = self._cycles == 0
         self._cycles += 1
+        self._last_written = False
         start = self.clock()
         if self.health:
             self.health.cycle_started()
         try:
-            parts, snapshot, labelling, read_done = self._labelled(force_reload)
+            parts, snapshot, labelling, read_done = self._labelled(force_reload, reload_config)
             result = parts.sink.publish(labelling.labels)
+            self._last_written = result.written
         except BackendInitError as exc:
             if first and self.parts.discovery.fail_on_init_error:
                 raise
@@ -363,41 +416,68 @@ class Agent:
         log.debug("retrying in %.1fs", delay)
         return delay
 
+    def _handle(self, triggers: list[Trigger]) -> bool:
+        """Run the triggers' actions on this thread; True when one asks for a config read."""
+        for trigger in triggers:
+            log.debug("%s %s%s", trigger.source, trigger.kind,
+                      f": {trigger.detail}" if trigger.detail else "")
+            if self.observer:
+                self.observer.event(trigger.source, trigger.kind)
+            if trigger.action is not None:
+                trigger.action()
+        return any(t.reload_config for t in triggers)
+
+    def _handled(self, triggers: list[Trigger], ok: bool) -> None:
+        """Event-to-publish latency, and drift repaired (a trigger that made gfd write)."""
+        if not self.observer or not ok:
+            return
+        done = self.clock()
+        for trigger in triggers:
+            repaired = self._last_written and trigger.source in ("output", "api")
+            self.observer.event_handled(trigger.source, done - trigger.at, repaired=repaired)
+
     def run(self, signals: Signals) -> int:
         """Label until stopped. Returns the exit code (0: stopped by a signal or oneshot done).
 
         Every periodic duty (label cycle, host facts, resync, expiry refresh) is scheduled
-        here; whichever is due first, or a signal, wakes the loop."""
+        here; whichever is due first, a trigger from a watcher, or a signal wakes the loop."""
         schedule = Schedule()
         schedule.set(self.parts.duties, self.clock())
         next_cycle: float | None = self.clock()
+        if not self.parts.settings.oneshot:
+            self._fire = signals.fire
+            self._watch(discovery=self.parts.discovery, sink=self.parts.sink)
         try:
             while True:
                 now = self.clock()
                 due = schedule.pop_due(now)
                 for duty in due:
                     self._run_duty(duty)
+                triggers, triggers_at = signals.take(now)
+                reload_config = self._handle(triggers)
                 force = signals.reload
                 signals.reload = False
-                if force or due or (next_cycle is not None and now >= next_cycle):
+                if force or due or triggers or (next_cycle is not None and now >= next_cycle):
                     before = self.parts
-                    ok = self.cycle(force_reload=force)
+                    ok = self.cycle(force_reload=force, reload_config=reload_config)
                     if self.parts.settings.oneshot:
                         return 0 if ok else 1
+                    self._handled(triggers, ok)
                     if signals.stop:
                         return 0
                     if self.parts is not before:
                         schedule.set(self.parts.duties, self.clock())
                     delay = self._delay_after(ok, now)
                     next_cycle = None if delay is None else self.clock() + delay
-                wake_at = min((t for t in (next_cycle, schedule.next_due()) if t is not None),
-                              default=None)
+                wake_at = min((t for t in (next_cycle, schedule.next_due(), triggers_at)
+                               if t is not None), default=None)
                 timeout = None if wake_at is None else max(0.0, wake_at - self.clock())
                 signals.wake.wait(timeout=timeout)
                 signals.wake.clear()
                 if signals.stop:
                     return 0
         finally:
+            self._fire = None
             if self._pending is not None:
                 self._discard(self._pending)
             self.parts.discovery.close()

@@ -11,6 +11,7 @@ from gfd.errors import BackendInitError, DiscoveryError
 from gfd.logs import Once
 from gfd.readers.host import HostReader
 from gfd.snapshot import Snapshot, Vgpu, load_snapshot
+from gfd.triggers import Fire
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,9 @@ class Discovery:
         read at start, when the set of GPUs changes, and when the loop's host-refresh duty
         (``--host-refresh-interval``) or a SIGHUP calls this -- not every cycle."""
         self._slow = None
+
+    def watch(self, fire: Fire) -> None:
+        """Start the GPU back end's event watcher, if it has one (NVML events)."""
 
     def read(self) -> Snapshot:
         if self.fixed is not None:

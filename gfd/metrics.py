@@ -28,6 +28,11 @@ DURATION_BUCKETS: Final[tuple[float, ...]] = (
 )  # fmt: skip
 """Histogram buckets for cycle and discovery durations, 1 ms … 30 s (then +Inf)."""
 
+EVENT_BUCKETS: Final[tuple[float, ...]] = (
+    0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+"""Event to publish: the 100 ms coalescing window plus one cycle is the expected case."""
+
 CYCLE_RESULTS: Final = ("published", "unchanged", "error")
 CHANGE_KINDS: Final = ("added", "changed", "removed")
 
@@ -109,6 +114,34 @@ class Metrics:
             registry=reg,
         )
         self._degraded_series: set[tuple[str, str]] = set()
+        self._events: Any = Counter(
+            "gfd_events",
+            "Changes watchers saw, by source (nvml, config, output, api) and kind "
+            "(mig-config-change, xid, gpu-unavailable, changed, drift, deleted, ...).",
+            ["source", "kind"],
+            registry=reg,
+        )
+        self._event_seconds: Any = Histogram(
+            "gfd_event_to_publish_seconds",
+            "From a watcher seeing a change to the end of the cycle that published for it.",
+            ["source"],
+            buckets=EVENT_BUCKETS,
+            registry=reg,
+        )
+        self._repairs: Any = Counter(
+            "gfd_drift_repairs",
+            "Times gfd rewrote its labels because someone else changed or removed them, by "
+            "target (output: the feature file; api: the Node or NodeFeature object).",
+            ["target"],
+            registry=reg,
+        )
+        self._reconnects: Any = Counter(
+            "gfd_watch_reconnects",
+            "Watches re-established at the API server, by reason (timeout, dropped, "
+            "expired, error).",
+            ["reason"],
+            registry=reg,
+        )
         build_info: Any = Gauge(
             "gfd_build_info",
             "Always 1; the version label says which gfd is running.",
@@ -121,6 +154,8 @@ class Metrics:
             self._cycles.labels(result=result)
         for kind in CHANGE_KINDS:
             self._label_changes.labels(kind=kind)
+        for target in ("output", "api"):
+            self._repairs.labels(target=target)
         self._gpu_models: set[str] = set()
         self._gpu_lock = threading.Lock()
 
@@ -177,6 +212,21 @@ class Metrics:
             for (fact, state), count in counts.items():
                 self._degraded.labels(fact=fact, state=state).set(count)
             self._degraded_series = set(counts)
+
+    def event(self, source: str, kind: str) -> None:
+        """Count one change a watcher saw."""
+        self._events.labels(source=source, kind=kind).inc()
+
+    def event_handled(self, source: str, seconds: float, *, repaired: bool) -> None:
+        """A cycle published for a change seen ``seconds`` ago; ``repaired``: it rewrote
+        what someone else had changed."""
+        self._event_seconds.labels(source=source).observe(seconds)
+        if repaired:
+            self._repairs.labels(target=source).inc()
+
+    def watch_reconnect(self, reason: str) -> None:
+        """Count one re-established API watch."""
+        self._reconnects.labels(reason=reason).inc()
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text exposition format (version 0.0.4)."""

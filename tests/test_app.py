@@ -52,6 +52,9 @@ class Tracked:
     def refresh(self) -> None:
         self.refreshed += 1
 
+    def watch(self, fire: Any) -> None:
+        pass
+
     def close(self) -> None:
         self.closed = True
 

@@ -13,13 +13,23 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers.process import wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gfd import fswatch
 from gfd.config import resolve
-from gfd.configfile import ConfigSource, FileConfig, load_config_file, parse_config
+from gfd.configfile import (
+    ConfigSource,
+    ConfigWatch,
+    FileConfig,
+    load_config_file,
+    parse_config,
+    watched_directories,
+)
 from gfd.errors import ConfigError
 from gfd.sharing import SharedResource, Sharing
+from gfd.triggers import Trigger
 
 P = "/etc/gfd/config.yaml"
 PREFIX = f"config file {P}: "
@@ -730,3 +740,126 @@ def test_property_yaml_documents(document: Any) -> None:
 @given(text=st.text(max_size=200))
 def test_property_arbitrary_text(text: str) -> None:
     assert_config_or_one_line_error(text)
+
+
+# ----------------------------------------------------------------------------- ConfigWatch
+
+
+def configmap_volume(root: Path, files: dict[str, str], version: str = "a") -> Path:
+    """A ConfigMap volume as the kubelet lays it out: the keys are symlinks through
+    ``..data``, itself a symlink to a timestamped directory; an update swaps ``..data``."""
+    root.mkdir(exist_ok=True)
+    data = root / f"..2026_11_23_{version}"
+    data.mkdir()
+    for name, text in files.items():
+        (data / name).write_text(text)
+    tmp = root / "..data_tmp"
+    tmp.symlink_to(data.name)
+    tmp.replace(root / "..data")
+    for name in files:
+        if not (root / name).is_symlink():
+            (root / name).symlink_to(f"..data/{name}")
+    return root
+
+
+def test_watched_directories_follow_a_configmap_volume(tmp_path: Path) -> None:
+    volume = configmap_volume(tmp_path / "config", {"config.yaml": "{}"})
+    dirs = watched_directories(str(volume / "config.yaml"))
+    assert dirs[0] == str(volume)
+    assert str(volume / "..data") in dirs  # inotify follows it to the timestamped directory
+    assert dirs[-1] == str(volume / "..2026_11_23_a")
+
+
+def test_watched_directories_follow_the_config_managers_symlink(tmp_path: Path) -> None:
+    available = configmap_volume(tmp_path / "available-configs", {"a100": "{}"})
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").symlink_to(available / "a100")
+    dirs = watched_directories(str(tmp_path / "config" / "config.yaml"))
+    assert dirs[:2] == [str(tmp_path / "config"), str(available)]
+    assert dirs[-1] == str(available / "..2026_11_23_a")
+
+
+def test_watched_directories_of_a_plain_or_missing_file_are_its_directory(
+        tmp_path: Path) -> None:
+    assert watched_directories(str(tmp_path / "missing.yaml")) == [str(tmp_path)]
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    assert watched_directories(str(loop)) == [str(tmp_path)]
+
+
+class Fired:
+    def __init__(self) -> None:
+        self.triggers: list[Trigger] = []
+
+    def __call__(self, trigger: Trigger) -> None:
+        self.triggers.append(trigger)
+
+    def count(self) -> int:
+        return len(self.triggers)
+
+
+@pytest.fixture
+def fired() -> Fired:
+    return Fired()
+
+
+def start_watch(path: Path, fired: Fired) -> ConfigWatch:
+    watch = ConfigWatch(str(path), fired)
+    assert watch.start()
+    return watch
+
+
+def test_a_configmap_update_fires_a_config_trigger(tmp_path: Path, fired: Fired) -> None:
+    volume = configmap_volume(tmp_path / "config", {"config.yaml": "{}"})
+    watch = start_watch(volume / "config.yaml", fired)
+    try:
+        configmap_volume(volume, {"config.yaml": "flags: {migStrategy: mixed}"}, version="b")
+        wait_for(lambda: fired.count() > 0, timeout=5)
+        trigger = fired.triggers[0]
+        assert (trigger.source, trigger.kind, trigger.reload_config) == ("config", "changed",
+                                                                          True)
+        # the watch moved with ..data: a second update is seen too
+        fired.triggers.clear()
+        configmap_volume(volume, {"config.yaml": "flags: {migStrategy: single}"}, version="c")
+        wait_for(lambda: fired.count() > 0, timeout=5)
+    finally:
+        watch.close()
+
+
+def test_the_config_manager_repointing_the_symlink_fires(tmp_path: Path, fired: Fired) -> None:
+    available = configmap_volume(tmp_path / "available-configs", {"a": "{}", "b": "{}"})
+    link = tmp_path / "config" / "config.yaml"
+    link.parent.mkdir()
+    link.symlink_to(available / "a")
+    watch = start_watch(link, fired)
+    try:
+        tmp = link.with_name("config.yaml.tmp")
+        tmp.symlink_to(available / "b")
+        tmp.replace(link)
+        wait_for(lambda: fired.count() > 0, timeout=5)
+        fired.triggers.clear()
+        configmap_volume(available, {"a": "{}", "b": "flags: {}"}, version="b")
+        wait_for(lambda: fired.count() > 0, timeout=5)  # the ConfigMap behind it changed
+    finally:
+        watch.close()
+
+
+def test_an_edit_in_place_fires(tmp_path: Path, fired: Fired) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("{}")
+    watch = start_watch(path, fired)
+    try:
+        with path.open("w") as handle:
+            handle.write("flags: {}")
+        wait_for(lambda: fired.count() > 0, timeout=5)
+    finally:
+        watch.close()
+
+
+def test_without_inotify_the_watch_does_not_start(tmp_path: Path, fired: Fired,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(fswatch, "_libc", lambda: "inotify is not available: test")
+    caplog.set_level("INFO", logger="gfd.configfile")
+    assert not ConfigWatch(str(tmp_path / "config.yaml"), fired).start()
+    assert "checked every cycle instead" in caplog.text

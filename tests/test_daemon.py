@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from gfd.sharing import SharedResource, Sharing
 from gfd.sinks.base import PublishResult
 from gfd.sinks.featurefile import FeatureFileSink, parse
 from gfd.snapshot import Snapshot
+from gfd.triggers import Trigger
 
 H100 = simulate("hgx-h100").snapshot
 MIG = simulate("dgx-a100-mig-mixed").snapshot
@@ -33,6 +36,7 @@ class Source:
         self.reads = 0
         self.refreshes = 0
         self.closed = False
+        self.watching: Any = None
 
     def read(self) -> Snapshot:
         self.reads += 1
@@ -43,6 +47,9 @@ class Source:
 
     def refresh(self) -> None:
         self.refreshes += 1
+
+    def watch(self, fire: Any) -> None:
+        self.watching = fire
 
     def close(self) -> None:
         self.closed = True
@@ -516,3 +523,119 @@ def test_an_empty_schedule_is_never_due() -> None:
     schedule = Schedule()
     schedule.set((), now=0.0)
     assert schedule.next_due() is None and schedule.pop_due(1e9) == []
+
+
+# ----------------------------------------------------------------------------- triggers
+
+
+def test_take_holds_a_trigger_until_the_coalescing_window_has_passed() -> None:
+    signals = Signals()
+    signals.fire(Trigger(source="nvml", kind="xid", at=10.0))
+    signals.fire(Trigger(source="nvml", kind="mig-config-change", at=10.05))
+    assert signals.wake.is_set()
+    assert signals.take(10.05) == ([], pytest.approx(10.1))
+    taken, later = signals.take(10.1)
+    assert [t.kind for t in taken] == ["xid", "mig-config-change"] and later is None
+    assert signals.take(20.0) == ([], None), "taken once"
+
+
+class Loop:
+    """An agent running in a thread with an hour-long interval: only triggers wake it."""
+
+    def __init__(self, tmp_path: Path, **kwargs: Any) -> None:
+        self.source = Source(H100)
+        self.signals = Signals()
+        self.observer = Observer()
+        self.agent = make_agent(self.source, sink(tmp_path), LabelOptions(), interval=3600,
+                                observer=self.observer, **kwargs)
+        self.thread = threading.Thread(target=self.agent.run, args=(self.signals,))
+        self.thread.start()
+        self.wait(lambda: self.source.reads == 1)
+
+    def wait(self, check: Any) -> None:
+        deadline = time.monotonic() + 5
+        while not check():
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        self.signals.request_stop()
+        self.thread.join(timeout=5)
+        assert not self.thread.is_alive()
+
+
+def test_the_loop_starts_the_watchers_with_its_fire(tmp_path) -> None:
+    loop = Loop(tmp_path)
+    try:
+        assert loop.source.watching == loop.signals.fire
+    finally:
+        loop.stop()
+
+
+def test_a_oneshot_agent_starts_no_watcher(tmp_path) -> None:
+    source = Source(H100)
+    assert make_agent(source, sink(tmp_path), LabelOptions(), oneshot=True).run(Signals()) == 0
+    assert source.watching is None
+
+
+def test_a_burst_of_triggers_is_one_cycle_after_their_actions_ran(tmp_path) -> None:
+    loop = Loop(tmp_path)
+    actions: list[tuple[str, int]] = []
+    try:
+        for n in range(5):
+            loop.signals.fire(Trigger(
+                source="nvml", kind="xid", at=time.monotonic(),
+                action=lambda n=n: actions.append((threading.current_thread().name, n))))
+        loop.wait(lambda: loop.source.reads == 2)
+        time.sleep(0.3)  # more than the window: a second cycle would have run by now
+        assert loop.source.reads == 2
+        assert [n for _, n in actions] == [0, 1, 2, 3, 4]
+        assert {name for name, _ in actions} == {loop.thread.name}, "on the loop's thread"
+        assert loop.observer.named("event") == [("nvml", "xid")] * 5
+        handled = loop.observer.named("event_handled")
+        assert len(handled) == 5
+        assert all(args[0] == "nvml" and 0.09 < args[1] < 5 for args in handled)
+        assert all(args[2] == {"repaired": False} for args in handled)
+    finally:
+        loop.stop()
+
+
+def test_a_trigger_that_made_gfd_rewrite_its_target_counts_as_a_repair(tmp_path) -> None:
+    loop = Loop(tmp_path)
+    try:
+        loop.source.items = [MIG]  # what the sink now writes differs from what it holds
+        loop.signals.fire(Trigger(source="output", kind="changed", at=time.monotonic()))
+        loop.wait(lambda: loop.observer.named("event_handled"))
+        assert loop.observer.named("event_handled")[0][2] == {"repaired": True}
+    finally:
+        loop.stop()
+
+
+def test_with_a_watched_config_only_a_config_trigger_or_sighup_reads_it(tmp_path) -> None:
+    reloader = Reloader()
+    loop = Loop(tmp_path, reloader=reloader, config_watched=True)
+    try:
+        assert reloader.forced == [], "no per-cycle check"
+        loop.signals.fire(Trigger(source="nvml", kind="xid", at=time.monotonic()))
+        loop.wait(lambda: loop.source.reads == 2)
+        assert reloader.forced == []
+        loop.signals.fire(Trigger(source="config", kind="changed", at=time.monotonic(),
+                                  reload_config=True))
+        loop.wait(lambda: loop.source.reads == 3)
+        assert reloader.forced == [False]
+        loop.signals.request_reload()
+        loop.wait(lambda: loop.source.reads == 4)
+        assert reloader.forced == [False, True]
+    finally:
+        loop.stop()
+
+
+def test_an_unwatched_config_is_checked_every_cycle(tmp_path) -> None:
+    reloader = Reloader()
+    loop = Loop(tmp_path, reloader=reloader)
+    try:
+        loop.signals.fire(Trigger(source="nvml", kind="xid", at=time.monotonic()))
+        loop.wait(lambda: loop.source.reads == 2)
+        assert reloader.forced == [False, False]
+    finally:
+        loop.stop()

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gfd.triggers import Fire
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
@@ -62,6 +64,11 @@ class Sink(Protocol):
         loop's periodic duty (API resync that heals drift, feature-file expiry refresh)."""
         ...
 
+    def watch(self, fire: Fire) -> None:
+        """Start watching the target: ``fire`` a trigger when someone else changes what gfd
+        published there, so the next cycle repairs it (``close()`` stops watching)."""
+        ...
+
     def close(self) -> None:
-        """Release what the sink holds (API connections); published labels stay."""
+        """Release what the sink holds (API connections, watchers); published labels stay."""
         ...

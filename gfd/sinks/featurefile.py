@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from gfd.errors import PublishError
 from gfd.sinks.base import PublishResult, diff
+from gfd.triggers import Fire
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,9 @@ class FeatureFileSink:
             self._state = self._load()
         if self._state is not None and os.path.exists(self.path):
             self._write(self._state[0], self.clock())
+
+    def watch(self, fire: Fire) -> None:
+        pass  # TODO-WATCH
 
     def close(self) -> None:
         pass

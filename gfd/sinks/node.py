@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from gfd.errors import ApiError
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.retry import Retry
+from gfd.triggers import Fire
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ class NodeSink:
     def refresh(self) -> None:
         """Apply again at the next publish even if labels are unchanged (resync)."""
         self._stale = True
+
+    def watch(self, fire: Fire) -> None:
+        pass  # TODO-WATCH
 
     def close(self) -> None:
         self.api.close()

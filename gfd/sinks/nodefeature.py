@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from gfd.errors import ApiError, PublishError
 from gfd.sinks.base import Change, PublishResult, diff
 from gfd.sinks.retry import Retry
+from gfd.triggers import Fire
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,9 @@ class NodeFeatureSink:
     def refresh(self) -> None:
         """Re-read the object at the next publish even if labels are unchanged (resync)."""
         self._stale = True
+
+    def watch(self, fire: Fire) -> None:
+        pass  # TODO-WATCH
 
     def close(self) -> None:
         self.api.close()

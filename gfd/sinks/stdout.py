@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.featurefile import render
+from gfd.triggers import Fire
 
 
 @dataclass(slots=True)
@@ -33,6 +34,9 @@ class StdoutSink:
 
     def refresh(self) -> None:
         pass
+
+    def watch(self, fire: Fire) -> None:
+        pass  # nothing to watch
 
     def close(self) -> None:
         pass

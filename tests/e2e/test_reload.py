@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 from fakes import profiles
-from helpers.process import Agent, wait_for
+from helpers.process import Agent, free_port, http, metric, wait_for
 
 
 def write(path: Path, text: str) -> None:
@@ -131,4 +131,22 @@ def test_a_change_overridden_by_a_flag_is_not_reported_as_reloaded(
     wait_for(lambda: "no setting changed" in agent.logs(), timeout=5)
     assert "config reloaded" not in agent.logs()
     assert "nvidia.com/mig.strategy" not in agent.labels()
+    assert agent.stop() == 0
+
+
+def test_a_config_change_is_seen_at_once_without_a_cycle_or_a_signal(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    # an hour between cycles: only the watch on the file's directory can notice the change
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("flags: {migStrategy: none, gfd: {sleepInterval: 1h}}")
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--config-file", str(cfg),
+                  "--metrics-port", str(port))
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    write(cfg, "flags: {migStrategy: mixed, gfd: {sleepInterval: 1h}}")
+    wait_for(lambda: agent.labels().get("nvidia.com/mig.strategy") == "mixed", timeout=5)
+    text = http(port, "/metrics")[1]
+    assert metric(text, 'gfd_events_total{kind="changed",source="config"}') >= 1
+    assert metric(text, 'gfd_event_to_publish_seconds_count{source="config"}') >= 1
     assert agent.stop() == 0

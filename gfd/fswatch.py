@@ -1,0 +1,160 @@
+"""Directory watches with Linux inotify (libc through ctypes; no extra dependency).
+
+A :class:`DirWatch` watches a few directories and calls ``on_change(directory, name)`` from
+its own daemon thread for every entry created, written, moved, deleted or changed in them.
+The thread blocks in ``select()`` on the inotify descriptor and a stop pipe: no CPU while
+nothing happens, and ``close()`` ends it at once.
+
+Where inotify is unavailable (not Linux, a seccomp profile that refuses it, the per-user
+watch or instance limit reached) :func:`open_watch` returns None with the reason, and the
+caller keeps polling: a watch is an optimisation, never a requirement.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import logging
+import os
+import select
+import struct
+import threading
+from collections.abc import Callable, Iterable
+
+log = logging.getLogger(__name__)
+
+IN_MODIFY = 0x002
+IN_ATTRIB = 0x004
+IN_CLOSE_WRITE = 0x008
+IN_MOVED_FROM = 0x040
+IN_MOVED_TO = 0x080
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+IN_Q_OVERFLOW = 0x4000
+IN_IGNORED = 0x8000
+IN_ONLYDIR = 0x01000000
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+
+CHANGES = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE
+           | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
+_HEADER = struct.Struct("iIII")  # wd, mask, cookie, len (struct inotify_event)
+_READ_SIZE = 64 * 1024
+
+OnChange = Callable[[str, str], None]
+"""``on_change(directory, name)``; ``name`` is "" for the directory itself, or after an
+overflow (events were lost: treat everything as changed)."""
+
+
+class _Inotify:
+    """The three libc calls, with errno."""
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.init1 = libc.inotify_init1
+        self.init1.argtypes = [ctypes.c_int]
+        self.init1.restype = ctypes.c_int
+        self.add_watch = libc.inotify_add_watch
+        self.add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        self.add_watch.restype = ctypes.c_int
+
+
+def _libc() -> _Inotify | str:
+    try:
+        return _Inotify()
+    except (OSError, AttributeError) as exc:
+        return f"inotify is not available: {exc}"
+
+
+class DirWatch:
+    """inotify on a set of directories; see the module docstring."""
+
+    def __init__(self, calls: _Inotify, fd: int, on_change: OnChange, name: str) -> None:
+        self._calls = calls
+        self._fd = fd
+        self._on_change = on_change
+        self._dirs: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self._stop_r, self._stop_w = os.pipe()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"gfd-{name}", daemon=True)
+
+    def watch(self, directories: Iterable[str]) -> list[str]:
+        """Add these directories (already watched ones are kept); the problems, one line each
+        (a directory that does not exist is not one: it may appear later, see ``replace``)."""
+        problems = []
+        for directory in directories:
+            wd = self._calls.add_watch(self._fd, os.fsencode(directory), CHANGES | IN_ONLYDIR)
+            if wd >= 0:
+                with self._lock:
+                    self._dirs[wd] = directory
+                continue
+            err = ctypes.get_errno()
+            if err not in (errno.ENOENT, errno.ENOTDIR):
+                problems.append(f"cannot watch {directory}: {os.strerror(err)}")
+        return problems
+
+    def start(self) -> DirWatch:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the thread (at once) and release the descriptor; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        os.write(self._stop_w, b"x")
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+        for fd in (self._fd, self._stop_r, self._stop_w):
+            os.close(fd)
+
+    def _run(self) -> None:
+        while True:
+            ready, _, _ = select.select([self._fd, self._stop_r], [], [])
+            if self._stop_r in ready:
+                return
+            try:
+                data = os.read(self._fd, _READ_SIZE)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                log.warning("inotify read failed: %s; no more change notifications", exc)
+                return
+            for directory, name in self._events(data):
+                self._on_change(directory, name)
+
+    def _events(self, data: bytes) -> list[tuple[str, str]]:
+        """(directory, name) for each event in one read, duplicates folded in order."""
+        seen: dict[tuple[str, str], None] = {}
+        offset = 0
+        while offset + _HEADER.size <= len(data):
+            wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
+            raw = data[offset + _HEADER.size: offset + _HEADER.size + length]
+            offset += _HEADER.size + length
+            if mask & IN_Q_OVERFLOW:
+                with self._lock:
+                    dirs = list(self._dirs.values())
+                seen.update({(d, ""): None for d in dirs})
+                continue
+            with self._lock:
+                directory = self._dirs.get(wd)
+                if mask & IN_IGNORED:  # the directory went away: its watch is gone
+                    self._dirs.pop(wd, None)
+            if directory is None or mask & IN_IGNORED:
+                continue
+            seen[(directory, os.fsdecode(raw.rstrip(b"\0")))] = None
+        return list(seen)
+
+
+def open_watch(on_change: OnChange, *, name: str) -> DirWatch | str:
+    """A started-to-be DirWatch (call ``watch()`` then ``start()``), or why there is none."""
+    calls = _libc()
+    if isinstance(calls, str):
+        return calls
+    fd = calls.init1(IN_NONBLOCK | IN_CLOEXEC)
+    if fd < 0:
+        return f"inotify is not available: {os.strerror(ctypes.get_errno())}"
+    return DirWatch(calls, fd, on_change, name)
