@@ -9,6 +9,7 @@ from typing import Protocol
 
 from gfd.errors import BackendInitError, DiscoveryError
 from gfd.logs import Once
+from gfd.readers.gpuevents import EventSource, GpuEventWatch
 from gfd.readers.host import HostReader
 from gfd.snapshot import Snapshot, Vgpu, load_snapshot
 from gfd.triggers import Fire
@@ -20,6 +21,10 @@ class GpuSource(Protocol):
     """Where the GPU part of a snapshot comes from (NVML in production)."""
 
     def read(self) -> Snapshot: ...
+
+    def events(self) -> EventSource | None:
+        """A source of change events for these GPUs (NVML's event sets), or None."""
+        ...
 
     def close(self) -> None: ...
 
@@ -42,6 +47,9 @@ class Discovery:
     _init_errors: Once = field(default_factory=lambda: Once(log), init=False)
     _slow: tuple[dict[int, str] | None, Vgpu | None] | None = field(default=None, init=False)
     _slow_key: tuple[str, ...] = field(default=(), init=False)
+    _unusable: dict[str, str] = field(default_factory=dict, init=False)
+    """GPU uuid -> why an event made it unusable (an Xid, "GPU unavailable")."""
+    _events: GpuEventWatch | None = field(default=None, init=False)
 
     def refresh(self) -> None:
         """Re-read the slow facts at the next read: the facts only an admin changes (the
@@ -52,6 +60,16 @@ class Discovery:
 
     def watch(self, fire: Fire) -> None:
         """Start the GPU back end's event watcher, if it has one (NVML events)."""
+        if self.gpus is None or self._events is not None:
+            return
+        source = self.gpus.events()
+        if source is not None:
+            self._events = GpuEventWatch(source, fire, self.mark_unusable).start()
+
+    def mark_unusable(self, uuid: str, reason: str) -> None:
+        """From the next read on, this GPU counts as unhealthy (``reason`` is its error)."""
+        if uuid:
+            self._unusable.setdefault(uuid, reason)
 
     def read(self) -> Snapshot:
         if self.fixed is not None:
@@ -68,6 +86,10 @@ class Discovery:
         else:
             if self._init_errors.reset():
                 log.info("the GPU back end is available now")
+            if self._unusable:
+                snap = replace(snap, gpus=tuple(
+                    replace(g, error=self._unusable[g.uuid])
+                    if g.error is None and g.uuid in self._unusable else g for g in snap.gpus))
         return self._with_host(snap)
 
     def _slow_facts(self, snap: Snapshot) -> tuple[dict[int, str] | None, Vgpu | None]:
@@ -92,6 +114,9 @@ class Discovery:
         return replace(snap, gpus=gpus, machine_type=machine_type, vgpu=vgpu)
 
     def close(self) -> None:
+        if self._events is not None:
+            self._events.close()
+            self._events = None
         if self.gpus is not None:
             self.gpus.close()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes.sysfs import COMPUTE, GRAPHICS, gpu_tree
@@ -31,6 +32,11 @@ class Gpus:
         if isinstance(item, Exception):
             raise item
         return item
+
+    def events(self) -> Any:
+        return self.event_source
+
+    event_source: Any = None
 
     def close(self) -> None:
         pass
@@ -205,3 +211,63 @@ def test_a_bad_snapshot_file_is_one_discovery_error_naming_it(tmp_path: Path, co
         read_snapshot_file(str(path))
     assert str(caught.value).startswith(f"snapshot file {path}: ")
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+# ----------------------------------------------------------------------------- GPU events
+
+
+def test_a_gpu_marked_unusable_is_unhealthy_from_the_next_read_on(tmp_path: Path) -> None:
+    found = discovery(tmp_path, Gpus(H100), Smi(), Clock())
+    uuid = H100.gpus[2].uuid
+    found.mark_unusable(uuid, "Xid 79 (GPU has fallen off the bus)")
+    found.mark_unusable(uuid, "Xid 48 (double-bit ECC error)")  # the first reason stays
+    for _ in range(2):  # and it stays marked
+        snap = found.read()
+        assert [g.error for g in snap.gpus] == [None, None,
+                                                "Xid 79 (GPU has fallen off the bus)",
+                                                None, None, None, None, None]
+    assert snap.gpus[2].name == H100.gpus[2].name, "what was read is kept"
+
+
+def test_marking_a_gpu_without_a_uuid_marks_nothing(tmp_path: Path) -> None:
+    found = discovery(tmp_path, Gpus(H100), Smi(), Clock())
+    found.mark_unusable("", "GPU unavailable (NVML event)")
+    assert all(g.error is None for g in found.read().gpus)
+
+
+class Events:
+    """An EventSource with nothing to say: its open() is all the watch needs here."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.closed = 0
+
+    def open(self) -> dict[str, frozenset[str]]:
+        self.opened += 1
+        return {}
+
+    def wait(self, timeout: float) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_watch_starts_the_back_ends_event_watch_once(tmp_path: Path) -> None:
+    gpus = Gpus(H100)
+    gpus.event_source = Events()
+    found = discovery(tmp_path, gpus, Smi(), Clock())
+    found.watch(lambda trigger: None)
+    found.watch(lambda trigger: None)
+    assert found._events is not None and found._events.join(5)
+    assert gpus.event_source.opened == 1 and gpus.event_source.closed == 1
+
+
+def test_watch_without_a_back_end_or_its_events_does_nothing(tmp_path: Path) -> None:
+    found = discovery(tmp_path, Gpus(H100), Smi(), Clock())
+    found.watch(lambda trigger: None)
+    assert found._events is None
+    fixed = Discovery(None, HostReader(machine_type_file="", sysfs_root=str(tmp_path)),
+                      fixed=H100)
+    fixed.watch(lambda trigger: None)
+    assert fixed._events is None

@@ -249,6 +249,9 @@ class NvmlReader:
                                    ", ".join(map(str, indices)), fact, call, error, outcome,
                                    key=f"{fact}:{call}:{error}:{held}:{indices}")
 
+    def events(self) -> None:
+        return None  # TODO-EVENTS
+
     def close(self) -> None:
         """nvmlShutdown if initialised; idempotent, never raises."""
         if not self._initialised:

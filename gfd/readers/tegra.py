@@ -250,6 +250,10 @@ class TegraReader:
             backend="tegra",
         )
 
+    def events(self) -> None:
+        """None: CUDA on Tegra has no event sets (changes are seen at the next poll)."""
+        return None
+
     def close(self) -> None:
         """End the session (libcuda has no shutdown call); the next read starts a new one."""
         self._api = None

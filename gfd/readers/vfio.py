@@ -154,6 +154,10 @@ class VfioReader:
                   self.devices_dir)
         return Snapshot(nvml_available=True, gpus=tuple(gpus), source="vfio", backend="vfio")
 
+    def events(self) -> None:
+        """None: vfio-pci GPUs have no driver to report events (the next poll sees changes)."""
+        return None
+
     def close(self) -> None:
         """Nothing to release (no library session); idempotent."""
 
