@@ -478,12 +478,13 @@ class Settings:
         file="flags.gfd.oneshot", part=Part.RESTART, group=_RUN, gfd=("oneshot",),
         help="Label once and exit.")
     sleep_interval: float | None = setting(
-        10.0, kind=Duration(infinite=True),
+        60.0, kind=Duration(infinite=True),
         flags=("--sleep-interval",),
         env=("GFD_SLEEP_INTERVAL",), file="flags.gfd.sleepInterval", part=Part.SCHEDULE,
         group=_RUN, gfd=("sleep-interval",),
-        help="Time between cycles (Go duration, or 'infinite': label once, then wait); at "
-             "least 100ms.")
+        help="Time between polling cycles (Go duration, or 'infinite': label once, then "
+             "wait); at least 100ms. Changes that send events (NVML, the config file, the "
+             "publish target) are labelled at once in between.")
     host_refresh_interval: float = setting(
         300.0, kind=Duration(zero=False), flags=("--host-refresh-interval",),
         env=("GFD_HOST_REFRESH_INTERVAL",), part=Part.SCHEDULE, group=_RUN,

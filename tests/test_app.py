@@ -117,7 +117,7 @@ def test_rebuild_names_each_change_old_to_new(tmp_path: Path) -> None:
     candidate = factory.rebuild(current, replace(settings, mig_strategy="mixed",
                                                  sleep_interval=None))
     assert candidate.changes == ("flags.migStrategy: none -> mixed",
-                                 "flags.gfd.sleepInterval: 10s -> infinite")
+                                 "flags.gfd.sleepInterval: 1m -> infinite")
 
 
 def test_rebuild_reports_a_new_sharing_section(tmp_path: Path) -> None:

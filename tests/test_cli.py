@@ -324,5 +324,5 @@ def test_the_settings_summary_is_one_json_line_with_the_sharing_flattened() -> N
     line = settings_summary(settings)
     assert "\n" not in line
     data = json.loads(line)
-    assert data["mig_strategy"] == "none" and data["sleep_interval"] == 10.0
+    assert data["mig_strategy"] == "none" and data["sleep_interval"] == 60.0
     assert data["sharing"] == {"strategy": "time-slicing", "resources": {"nvidia.com/gpu": 4}}

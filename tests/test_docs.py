@@ -101,6 +101,6 @@ def test_the_settings_rows_show_defaults_as_written_and_a_dash_for_none() -> Non
 
     rows = {line.split("`")[1]: line for line in render_settings().splitlines()
             if line.startswith("| `--")}
-    assert "| `10s` | schedule |" in rows["--sleep-interval"]
+    assert "| `1m` | schedule |" in rows["--sleep-interval"]
     assert "| - | `" in rows["--sysfs-root"] and "| `/sys` | discovery |" in rows["--sysfs-root"]
     assert rows["--node-name"].split(" | ")[3] == '``', "an empty default is shown empty"
