@@ -207,6 +207,23 @@ def _init_message(exc: Any) -> str:
     return f"NVML could not start: {what} ({fix})"
 
 
+def _init() -> None:
+    """nvmlInit (refcounted by NVML: each session of this module pairs it with _shutdown);
+    NvmlInitError naming the problem and the fix when it fails."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise NvmlInitError(_init_message(exc)) from exc
+
+
+def _shutdown() -> None:
+    """nvmlShutdown; an error (the session already ended) is only logged at debug level."""
+    try:
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError as exc:
+        log.debug("nvmlShutdown failed (ignored): %s", exc)
+
+
 class NvmlReader:
     """Owns the NVML session: initialised on first read, kept between reads,
     re-initialised after an error. Not thread-safe."""
@@ -257,18 +274,12 @@ class NvmlReader:
         if not self._initialised:
             return
         self._initialised = False
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError as exc:
-            log.debug("nvmlShutdown failed (ignored): %s", exc)
+        _shutdown()
 
     # -- session -----------------------------------------------------------------
 
     def _init(self) -> None:
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:
-            raise NvmlInitError(_init_message(exc)) from exc
+        _init()
         self._initialised = True
         log.debug("NVML initialised")
 
