@@ -1,6 +1,6 @@
-"""Shared fixtures: the fake libnvidia-ml.so.1 and the fake libcuda.so.1 (Tegra back end),
-each built once per session (tests/fakes), and ``agents``, which reaps every `gfd run`
-process a test starts (tests/helpers/process.py)."""
+"""Shared fixtures: the fake libnvidia-ml.so.1 (and an event FIFO for it) and the fake
+libcuda.so.1 (Tegra back end), each built once per session (tests/fakes), and ``agents``,
+which reaps every `gfd run` process a test starts (tests/helpers/process.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fakes import fakecuda
 from fakes.fakecuda import CudaMachine, FakeCuda
-from fakes.fakenvml import FakeNvml, Machine, build_library, load_in_process
+from fakes.fakenvml import EVENTS_ENV, EventPipe, FakeNvml, Machine, build_library, load_in_process
 from helpers.process import Agent
 
 # ----------------------------------------------------------------------------- fake NVML
@@ -60,6 +60,16 @@ def nvml_machine(
     fake_nvml.reset_counts()
     yield NvmlMachine(fake_nvml, tmp_path / "machine.nvml", monkeypatch)
     fake_nvml.shutdown_all()
+
+
+@pytest.fixture
+def nvml_events(fake_nvml: FakeNvml, tmp_path: Path,
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[EventPipe]:
+    """An event FIFO the in-process fake NVML reads ($FAKE_NVML_EVENTS): event sets created
+    during the test see what is ``send``-ed to it."""
+    with EventPipe(tmp_path / "nvml-events.fifo") as pipe:
+        monkeypatch.setenv(EVENTS_ENV, str(pipe.path))
+        yield pipe
 
 
 # ----------------------------------------------------------------------------- fake CUDA

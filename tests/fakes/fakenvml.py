@@ -8,7 +8,17 @@
 - ``MIG_TABLES`` holds real MIG profile tables per GPU model (sources below).
 - ``load_in_process(lib)`` makes pynvml in this process use the fake (once per
   process: pynvml keeps the first library it loads); ``subprocess_env(...)``
-  gives the environment for a child process (LD_LIBRARY_PATH).
+  gives the environment for a child process (LD_LIBRARY_PATH, and the profile and
+  event FIFO when given).
+- Live mode: rewrite the profile (``Machine.write`` to the same path) under an open
+  NVML session; the next ``nvmlDeviceGetCount_v2`` sees the new machine (a MIG
+  reconfiguration included) without re-initialising; GPU handles stay valid, a GPU
+  gone answers GPU_IS_LOST, an emptied MIG slot NOT_FOUND.
+- Events: ``GpuSpec.events`` is what ``nvmlDeviceGetSupportedEventTypes`` answers
+  (None: ``default_events(spec)``, a data-centre driver's set); ``EventPipe(path)``
+  makes the FIFO that the library reads from ``$FAKE_NVML_EVENTS`` and
+  ``.send(gpu, "xid", 79)`` injects one event. Semantics (registration, fan-out to
+  several sets, timeouts) are in the "events" section of fake_nvml.c.
 
 Profile file format (line based, ``key fields...``; see parse_line in fake_nvml.c)::
 
@@ -24,6 +34,11 @@ Profile file format (line based, ``key fields...``; see parse_line in fake_nvml.
     cip <gi profile id> <index> <id> <slices> <instances> <sms> <name>
     gi <id> <profile id> <start> <size>
     ci <gi id> <ci id> <ci profile id> <slot> <start> <size> <MIG-uuid>
+    events 0x411f
+
+Event FIFO format (one event a line; ``EventPipe.send`` writes it)::
+
+    <gpu index> <event type bit> [<eventData> [<gpuInstanceId> <computeInstanceId>]]
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ import ctypes
 import importlib.util
 import os
 import shutil
+import stat
 import subprocess
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
@@ -104,6 +120,7 @@ class FakeNvml:
         self.lib.fake_nvml_refcount.restype = ctypes.c_int
         self.lib.fake_nvml_call_count.restype = ctypes.c_ulong
         self.lib.fake_nvml_call_count.argtypes = [ctypes.c_char_p]
+        self.lib.fake_nvml_event_set_count.restype = ctypes.c_ulong
 
     def init_count(self) -> int:
         """Successful nvmlInit calls since the last reset."""
@@ -123,6 +140,10 @@ class FakeNvml:
 
     def reset_counts(self) -> None:
         self.lib.fake_nvml_reset_counts()
+
+    def event_sets(self) -> int:
+        """Event sets created and not yet freed (nvmlEventSetCreate - nvmlEventSetFree)."""
+        return int(self.lib.fake_nvml_event_set_count())
 
     def shutdown_all(self) -> None:
         """End every open NVML session (test teardown)."""
@@ -153,16 +174,128 @@ def load_in_process(path: Path) -> FakeNvml:
 
 
 def subprocess_env(
-    lib_dir: Path | None, profile: Path | None, base: Mapping[str, str] | None = None
+    lib_dir: Path | None,
+    profile: Path | None,
+    base: Mapping[str, str] | None = None,
+    *,
+    events: Path | None = None,
 ) -> dict[str, str]:
-    """Environment for a child process using the fake in ``lib_dir`` (None: no NVML at all)."""
+    """Environment for a child process using the fake in ``lib_dir`` (None: no NVML at all),
+    reading events from the FIFO ``events`` (None: no events, whatever ``base`` says)."""
     env = dict(os.environ if base is None else base)
     env.pop("LD_LIBRARY_PATH", None)
+    env.pop(EVENTS_ENV, None)
     if lib_dir is not None:
         env["LD_LIBRARY_PATH"] = str(lib_dir)
     if profile is not None:
         env["FAKE_NVML_PROFILE"] = str(profile)
+    if events is not None:
+        env[EVENTS_ENV] = str(events)
     return env
+
+
+# ----------------------------------------------------------------------------- events
+
+EVENTS_ENV = "FAKE_NVML_EVENTS"
+"""Names the FIFO the library reads events from (read at nvmlEventSetCreate)."""
+
+EVENT_TYPES: Mapping[str, int] = MappingProxyType(
+    {
+        "single-bit-ecc": 0x0001,  # nvmlEventTypeSingleBitEccError
+        "double-bit-ecc": 0x0002,  # nvmlEventTypeDoubleBitEccError
+        "pstate": 0x0004,  # nvmlEventTypePState
+        "xid": 0x0008,  # nvmlEventTypeXidCriticalError
+        "clock": 0x0010,  # nvmlEventTypeClock
+        "power-source": 0x0080,  # nvmlEventTypePowerSourceChange
+        "mig-config-change": 0x0100,  # nvmlEventMigConfigChange
+        "single-bit-ecc-storm": 0x0200,  # nvmlEventTypeSingleBitEccErrorStorm
+        "dram-retirement": 0x0400,  # nvmlEventTypeDramRetirementEvent
+        "dram-retirement-failure": 0x0800,  # nvmlEventTypeDramRetirementFailure
+        "non-fatal-poison": 0x1000,  # nvmlEventTypeNonFatalPoisonError
+        "fatal-poison": 0x2000,  # nvmlEventTypeFatalPoisonError
+        "gpu-unavailable": 0x4000,  # nvmlEventTypeGpuUnavailableError
+        "gpu-recovery-action": 0x8000,  # nvmlEventTypeGpuRecoveryAction
+    }
+)
+"""NVML event type bits (nvml.h, nvmlEventType) by short name."""
+
+NO_INSTANCE = 0xFFFFFFFF
+"""gpuInstanceId / computeInstanceId of an event not attributable to a MIG instance."""
+
+
+def event_mask(*kinds: str) -> int:
+    """The bitmask of the named event types: event_mask("xid", "mig-config-change")."""
+    mask = 0
+    for kind in kinds:
+        mask |= EVENT_TYPES[kind]
+    return mask
+
+
+_NO_ECC_BRANDS = frozenset({"geforce", "titan"})
+
+
+def default_events(spec: GpuSpec) -> int:
+    """What a current data-centre driver reports for nvmlDeviceGetSupportedEventTypes:
+    ECC (single and double bit; not on GeForce/Titan, which have no ECC), PState, Clock,
+    Xid critical errors and GPU-unavailable errors, plus MIG configuration changes on a
+    MIG-capable GPU."""
+    kinds = ["pstate", "clock", "xid", "gpu-unavailable"]
+    if spec.brand not in _NO_ECC_BRANDS:
+        kinds += ["single-bit-ecc", "double-bit-ecc"]
+    if spec.mig_supported:
+        kinds.append("mig-config-change")
+    return event_mask(*kinds)
+
+
+class EventPipe:
+    """The FIFO events are injected through: created at ``path`` if missing, held open for
+    writing (read-write, so neither side ever blocks on open or sees EOF).
+
+    Point the library at it with ``$FAKE_NVML_EVENTS`` (``subprocess_env(events=path)``,
+    or the ``nvml_events`` fixture in this process) before ``nvmlEventSetCreate``: the
+    library drops what the FIFO held when its first event set opened it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        if not path.exists():
+            os.mkfifo(path, 0o600)
+        elif not stat.S_ISFIFO(path.stat().st_mode):
+            raise ValueError(f"{path} exists and is not a FIFO")
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def __enter__(self) -> EventPipe:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def send(
+        self,
+        gpu: int,
+        kind: str | int,
+        data: int = 0,
+        *,
+        gpu_instance: int = NO_INSTANCE,
+        compute_instance: int = NO_INSTANCE,
+    ) -> None:
+        """One event of type ``kind`` (a name of EVENT_TYPES or the NVML bit) on GPU index
+        ``gpu``; ``data`` is NVML's eventData (the Xid number of an "xid" event)."""
+        bit = EVENT_TYPES[kind] if isinstance(kind, str) else kind
+        if bit <= 0 or bit & (bit - 1):
+            raise ValueError(f"an event has exactly one type bit, not {bit:#x}")
+        line = f"{gpu} {bit:#x} {data} {gpu_instance} {compute_instance}\n".encode()
+        if self._fd is None:
+            raise ValueError("send on a closed EventPipe")
+        try:
+            os.write(self._fd, line)  # one write of < PIPE_BUF bytes: never interleaved
+        except BlockingIOError:
+            raise RuntimeError(f"event FIFO {self.path} is full: nothing reads it") from None
+
+    def close(self) -> None:
+        """Close the write end (the FIFO file stays; idempotent)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 # ----------------------------------------------------------------------------- MIG tables
@@ -478,6 +611,9 @@ class GpuSpec:
     mig_table: MigTable | None = None
     """None: looked up by name in MIG_TABLES."""
     max_mig_devices: int = 7
+    events: int | None = None
+    """nvmlDeviceGetSupportedEventTypes (an ``event_mask(...)``; 0: none supported).
+    None: ``default_events(self)``."""
 
 
 @dataclass(frozen=True)
@@ -648,6 +784,7 @@ def _render_gpu(gpu: GpuSpec, resolved: ResolvedGpu) -> list[str]:
         f"compute_mode {mode}",
         f"nvlink {gpu.nvlinks} {gpu.nvlinks_active}",
         f"max_mig {gpu.max_mig_devices}",
+        f"events {default_events(gpu) if gpu.events is None else gpu.events:#x}",
     ]
     if gpu.fabric is not None:
         f = gpu.fabric

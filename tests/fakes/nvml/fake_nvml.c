@@ -9,26 +9,40 @@
  * - The profile is (re)loaded by nvmlInitWithFlags / nvmlInit_v2, and re-read by
  *   nvmlDeviceGetCount_v2 when the file's mtime, size or inode changed, so a test
  *   can swap the machine under an agent that keeps NVML initialised.
+ *   That is the live mode: a session kept open across a MIG reconfiguration (or
+ *   any other change of the machine) sees the new layout from the first
+ *   nvmlDeviceGetCount_v2 after the file changed, without nvmlShutdown/nvmlInit;
+ *   calls made before that count still answer from the previous machine (gfd asks
+ *   the driver and CUDA versions first, so it sees a new driver version one read
+ *   late; GPUs and MIG layouts, read after the count, at once).
  * - Every call before init (or after the last nvmlShutdown) answers
  *   NVML_ERROR_UNINITIALIZED; nvmlShutdown decrements a refcount.
  * - Handles are pointers into static arrays that encode the GPU index, MIG slot,
  *   GPU-instance id and compute-instance id; they stay valid across reloads and
- *   are resolved against the current machine at each call.
+ *   are resolved against the current machine at each call (a GPU gone from the
+ *   machine answers GPU_IS_LOST, an emptied MIG slot NOT_FOUND).
+ * - Event sets, fed by the test through the FIFO named by $FAKE_NVML_EVENTS:
+ *   see the "events" section at the end.
  * - Built with -DFAKE_NVML_OLD_DRIVER it lacks the profile-name (...InfoV) and
  *   fabric symbols, like a driver that predates them (pynvml then raises
  *   NVMLError_FunctionNotFound).
  * - Extra symbols for tests: fake_nvml_init_count, fake_nvml_load_count,
- *   fake_nvml_refcount, fake_nvml_call_count, fake_nvml_reset_counts.
+ *   fake_nvml_refcount, fake_nvml_call_count, fake_nvml_reset_counts,
+ *   fake_nvml_event_set_count.
  */
 
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nvml.h>
 
@@ -149,6 +163,7 @@ struct gpu {
     nvmlReturn_t fault;     /* every device call on this GPU */
     nvmlReturn_t mig_fault; /* MIG device enumeration calls */
     unsigned max_mig;
+    unsigned long long events; /* nvmlDeviceGetSupportedEventTypes */
     int n_fail;
     struct fail fails[MAX_FAILS];
     int n_gip;
@@ -335,6 +350,8 @@ static struct gpu_instance *find_gi(struct gpu *g, unsigned id)
  *   fault <ERROR>                        every device call on this GPU fails
  *   mig_fault <ERROR>                    MIG enumeration calls fail
  *   max_mig <n>                          nvmlDeviceGetMaxMigDeviceCount
+ *   events <mask>                        nvmlDeviceGetSupportedEventTypes (C number syntax;
+ *                                        absent: 0, the GPU supports no event type)
  *   gip <index> <id> <slices> <instances> <sms> <ce> <dec> <enc> <jpeg> <ofa> <memMiB> <p2p> <name...>
  *   cip <gi profile id> <index> <id> <slices> <instances> <sms> <name...>
  *   gi <id> <profile id> <start> <size>
@@ -453,6 +470,14 @@ static int parse_line(struct machine *m, char *line, const char **why)
         SCAN(1, "%u", &g->max_mig);
         if (g->max_mig > MAX_MIG_SLOTS) {
             *why = "max_mig too large";
+            return -1;
+        }
+    } else if (strcmp(key, "events") == 0) {
+        NEED_GPU();
+        char *end = NULL;
+        g->events = strtoull(rest, &end, 0);
+        if (end == rest || (*end != '\0' && *end != ' ') || (g->events & ~nvmlEventTypeAll)) {
+            *why = "bad event mask (a number within nvmlEventTypeAll)";
             return -1;
         }
     } else if (strcmp(key, "gip") == 0) {
@@ -1492,3 +1517,357 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gpu
     return NVML_SUCCESS;
 }
 #endif
+
+/* ------------------------------------------------------------------ events
+ *
+ * Event sets as NVML has them on Linux (nvmlEventSetCreate, nvmlDeviceGetSupportedEventTypes,
+ * nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree), fed by the test through
+ * a FIFO named by $FAKE_NVML_EVENTS (tests/fakes/fakenvml.py: EventPipe), one event a line:
+ *
+ *   <gpu index> <event type bit, C number syntax> [<eventData> [<gpuInstanceId> <computeInstanceId>]]
+ *
+ * eventData defaults to 0 (NVML: the Xid for nvmlEventTypeXidCriticalError, else 0), the
+ * instance ids to 0xFFFFFFFF (NVML: not attributable to a MIG instance).
+ *
+ * - The FIFO is opened O_RDWR|O_NONBLOCK by nvmlEventSetCreate (so a writer closing it is no
+ *   EOF), once per FIFO however many sets use it (a "channel"); what it held before its
+ *   first set opened it is discarded, as NVML records no event from before a registration.
+ *   Without $FAKE_NVML_EVENTS a set simply never sees an event.
+ * - nvmlEventSetWait_v2 reads the lines waiting in the FIFO and hands each one to every set
+ *   on that FIFO registered for that GPU and type (fan-out, as each NVML set gets its own
+ *   copy); a line nobody registered for is discarded. It returns at once when its set has an
+ *   event queued, else blocks in poll() on the FIFO (and on the set's wake pipe, written when
+ *   another thread's Wait queued an event for it) until an event or the timeout: no CPU while
+ *   idle, and neither `lock` nor `events_lock` is held while blocked. A signal interrupting
+ *   the poll returns NVML_ERROR_TIMEOUT, as NVML documents.
+ * - Registrations are matched when a Wait reads a line, not when the test wrote it: a line
+ *   written before nvmlDeviceRegisterEvents but read after it is delivered.
+ * - Limitations: sets are not per-process isolated from each other beyond the fan-out (two
+ *   processes reading one FIFO share its lines: give each process its own FIFO); freeing a
+ *   set while another thread waits on it is undefined in NVML, so the fake refuses it with
+ *   NVML_ERROR_IN_USE and a line on stderr rather than crash; nvmlEventSetWait (v1) is not
+ *   provided (pynvml's nvmlEventSetWait calls nvmlEventSetWait_v2).
+ */
+
+#define EVENT_QUEUE 256
+#define CHANNEL_BUF 4096
+#define SET_MAGIC 0x45564e54u
+
+struct channel {
+    dev_t dev;
+    ino_t ino;
+    int fd;
+    int users;
+    size_t len;
+    char buf[CHANNEL_BUF];
+    struct channel *next;
+};
+
+struct event_set {
+    unsigned magic;
+    unsigned long long mask[MAX_GPUS]; /* registered types per GPU index */
+    struct channel *channel;           /* NULL: no FIFO was named, never an event */
+    int wake[2];                       /* self-pipe: events were queued by another Wait */
+    int waiters;
+    unsigned head, count;
+    nvmlEventData_t queue[EVENT_QUEUE];
+    struct event_set *next;
+};
+
+static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct event_set *event_sets;
+static struct channel *channels;
+
+unsigned long fake_nvml_event_set_count(void)
+{
+    unsigned long n = 0;
+    pthread_mutex_lock(&events_lock);
+    for (struct event_set *s = event_sets; s != NULL; s = s->next)
+        n++;
+    pthread_mutex_unlock(&events_lock);
+    return n;
+}
+
+/* Must hold events_lock. */
+static struct event_set *find_set_locked(const void *p)
+{
+    for (struct event_set *s = event_sets; s != NULL; s = s->next)
+        if ((const void *)s == p && s->magic == SET_MAGIC)
+            return s;
+    return NULL;
+}
+
+static int is_one_event_type(unsigned long long type)
+{
+    return type != 0 && (type & (type - 1)) == 0 && (type & ~nvmlEventTypeAll) == 0;
+}
+
+/* Must hold events_lock. Queue one event for every set on `ch` registered for it. */
+static void dispatch_locked(struct channel *ch, const char *line)
+{
+    unsigned gpu = 0, gi = 0xFFFFFFFFu, ci = 0xFFFFFFFFu;
+    unsigned long long data = 0;
+    char type_text[64];
+    int n = sscanf(line, "%u %63s %llu %u %u", &gpu, type_text, &data, &gi, &ci);
+    char *end = NULL;
+    unsigned long long type = n >= 2 ? strtoull(type_text, &end, 0) : 0;
+    if (n < 2 || n == 4 || *end != '\0' || !is_one_event_type(type) || gpu >= MAX_GPUS) {
+        fprintf(stderr, "fake_nvml: bad event line (want '<gpu> <type bit> [data [gi ci]]'): %s\n",
+                line);
+        return;
+    }
+    const struct machine *m = machine_now();
+    if (m == NULL || (int)gpu >= m->n_gpu)
+        return; /* no such GPU (any more): nobody can have registered it */
+    for (struct event_set *s = event_sets; s != NULL; s = s->next) {
+        if (s->channel != ch || !(s->mask[gpu] & type))
+            continue;
+        if (s->count == EVENT_QUEUE) {
+            fprintf(stderr, "fake_nvml: event queue of a set full, event dropped: %s\n", line);
+            continue;
+        }
+        nvmlEventData_t *e = &s->queue[(s->head + s->count++) % EVENT_QUEUE];
+        e->device = (nvmlDevice_t)&gpu_handles[gpu];
+        e->eventType = type;
+        e->eventData = data;
+        e->gpuInstanceId = gi;
+        e->computeInstanceId = ci;
+        ssize_t w = write(s->wake[1], "", 1); /* full pipe: already woken */
+        (void)w;
+    }
+}
+
+/* Must hold events_lock. Read what the FIFO holds; dispatch each complete line. */
+static void drain_locked(struct channel *ch)
+{
+    for (;;) {
+        if (ch->len == sizeof(ch->buf)) {
+            fprintf(stderr, "fake_nvml: event line longer than %d bytes, discarded\n", CHANNEL_BUF);
+            ch->len = 0;
+        }
+        ssize_t got = read(ch->fd, ch->buf + ch->len, sizeof(ch->buf) - ch->len);
+        if (got <= 0)
+            break; /* EAGAIN: empty (0 cannot happen: the fd is also a writer) */
+        ch->len += (size_t)got;
+        char *start = ch->buf, *nl;
+        while ((nl = memchr(start, '\n', ch->len - (size_t)(start - ch->buf))) != NULL) {
+            *nl = '\0';
+            if (nl > start)
+                dispatch_locked(ch, start);
+            start = nl + 1;
+        }
+        ch->len -= (size_t)(start - ch->buf);
+        memmove(ch->buf, start, ch->len);
+    }
+}
+
+/* Must hold events_lock. The channel of the FIFO at `path`, opened if need be. */
+static nvmlReturn_t channel_open_locked(const char *path, struct channel **out)
+{
+    int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) {
+        fprintf(stderr, "fake_nvml: FAKE_NVML_EVENTS=%s is not a FIFO: %s\n", path,
+                fd < 0 ? strerror(errno) : "wrong file type");
+        if (fd >= 0)
+            close(fd);
+        return NVML_ERROR_UNKNOWN;
+    }
+    for (struct channel *ch = channels; ch != NULL; ch = ch->next) {
+        if (ch->dev == st.st_dev && ch->ino == st.st_ino) {
+            close(fd);
+            ch->users++;
+            *out = ch;
+            return NVML_SUCCESS;
+        }
+    }
+    struct channel *ch = calloc(1, sizeof(*ch));
+    if (ch == NULL) {
+        close(fd);
+        return NVML_ERROR_MEMORY;
+    }
+    *ch = (struct channel){.dev = st.st_dev, .ino = st.st_ino, .fd = fd, .users = 1};
+    char discard[4096];
+    while (read(fd, discard, sizeof(discard)) > 0) {
+        /* events from before any set existed are not recorded */
+    }
+    ch->next = channels;
+    channels = ch;
+    *out = ch;
+    return NVML_SUCCESS;
+}
+
+/* Must hold events_lock. */
+static void channel_release_locked(struct channel *ch)
+{
+    if (ch == NULL || --ch->users > 0)
+        return;
+    for (struct channel **p = &channels; *p != NULL; p = &(*p)->next) {
+        if (*p == ch) {
+            *p = ch->next;
+            break;
+        }
+    }
+    close(ch->fd);
+    free(ch);
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+    ENTER();
+    (void)m;
+    NOT_NULL(set);
+    struct event_set *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NVML_ERROR_MEMORY;
+    if (pipe2(s->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        free(s);
+        return NVML_ERROR_UNKNOWN;
+    }
+    const char *path = getenv("FAKE_NVML_EVENTS");
+    pthread_mutex_lock(&events_lock);
+    nvmlReturn_t r = NVML_SUCCESS;
+    if (path != NULL && *path != '\0')
+        r = channel_open_locked(path, &s->channel);
+    if (r == NVML_SUCCESS) {
+        s->magic = SET_MAGIC;
+        s->next = event_sets;
+        event_sets = s;
+    }
+    pthread_mutex_unlock(&events_lock);
+    if (r != NVML_SUCCESS) {
+        close(s->wake[0]);
+        close(s->wake[1]);
+        free(s);
+        return r;
+    }
+    *set = (nvmlEventSet_t)s;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes)
+{
+    ENTER();
+    DEVICE(device, 0);
+    NOT_NULL(eventTypes);
+    (void)h;
+    *eventTypes = g->events;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set)
+{
+    ENTER();
+    DEVICE(device, 0);
+    if (eventTypes & ~nvmlEventTypeAll)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&events_lock);
+    struct event_set *s = find_set_locked(set);
+    nvmlReturn_t r = NVML_SUCCESS;
+    if (s == NULL)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    else if (eventTypes & ~g->events)
+        r = NVML_ERROR_NOT_SUPPORTED; /* none of the requested types is registered */
+    else
+        s->mask[h->gpu] |= eventTypes;
+    pthread_mutex_unlock(&events_lock);
+    return r;
+}
+
+static long elapsed_ms(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)(now.tv_sec - start->tv_sec) * 1000L + (now.tv_nsec - start->tv_nsec) / 1000000L;
+}
+
+/* Must hold events_lock. */
+static int pop_locked(struct event_set *s, nvmlEventData_t *data)
+{
+    if (s->count == 0)
+        return 0;
+    *data = s->queue[s->head];
+    s->head = (s->head + 1) % EVENT_QUEUE;
+    s->count--;
+    return 1;
+}
+
+static void clear_wake(struct event_set *s)
+{
+    char sink[64];
+    while (read(s->wake[0], sink, sizeof(sink)) > 0) {
+    }
+}
+
+/* Must hold events_lock; returns with it held. Waits for an event for `s` or the deadline. */
+static nvmlReturn_t wait_locked(struct event_set *s, nvmlEventData_t *data, unsigned timeoutms)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        clear_wake(s);
+        if (s->channel != NULL)
+            drain_locked(s->channel);
+        if (pop_locked(s, data))
+            return NVML_SUCCESS;
+        long left = (long)timeoutms - elapsed_ms(&start);
+        if (left <= 0)
+            return NVML_ERROR_TIMEOUT;
+        struct pollfd fds[2] = {{.fd = s->wake[0], .events = POLLIN},
+                                {.fd = s->channel ? s->channel->fd : -1, .events = POLLIN}};
+        pthread_mutex_unlock(&events_lock);
+        int n = poll(fds, 2, left > INT_MAX ? INT_MAX : (int)left);
+        int poll_errno = errno;
+        pthread_mutex_lock(&events_lock);
+        if (n < 0)
+            return poll_errno == EINTR ? NVML_ERROR_TIMEOUT : NVML_ERROR_UNKNOWN;
+    }
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
+{
+    ENTER();
+    (void)m;
+    NOT_NULL(data);
+    pthread_mutex_lock(&events_lock);
+    struct event_set *s = find_set_locked(set);
+    nvmlReturn_t r = NVML_ERROR_INVALID_ARGUMENT;
+    if (s != NULL) {
+        s->waiters++;
+        r = wait_locked(s, data, timeoutms);
+        s->waiters--;
+    }
+    pthread_mutex_unlock(&events_lock);
+    return r;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+    ENTER();
+    (void)m;
+    pthread_mutex_lock(&events_lock);
+    struct event_set *s = find_set_locked(set);
+    nvmlReturn_t r = NVML_SUCCESS;
+    if (s == NULL) {
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    } else if (s->waiters > 0) {
+        fprintf(stderr, "fake_nvml: nvmlEventSetFree on a set another thread is waiting on "
+                        "(undefined in NVML): refused\n");
+        r = NVML_ERROR_IN_USE;
+    } else {
+        for (struct event_set **p = &event_sets; *p != NULL; p = &(*p)->next) {
+            if (*p == s) {
+                *p = s->next;
+                break;
+            }
+        }
+        channel_release_locked(s->channel);
+        s->magic = 0;
+        close(s->wake[0]);
+        close(s->wake[1]);
+        free(s);
+    }
+    pthread_mutex_unlock(&events_lock);
+    return r;
+}
