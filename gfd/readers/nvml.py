@@ -273,8 +273,9 @@ class NvmlReader:
                                    ", ".join(map(str, indices)), fact, call, error, outcome,
                                    key=f"{fact}:{call}:{error}:{held}:{indices}")
 
-    def events(self) -> None:
-        return None  # TODO-EVENTS
+    def events(self) -> NvmlEvents:
+        """NVML's event sets over these GPUs (their own session; see ``NvmlEvents``)."""
+        return NvmlEvents()
 
     def close(self) -> None:
         """nvmlShutdown if initialised; idempotent, never raises."""

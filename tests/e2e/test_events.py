@@ -1,0 +1,106 @@
+"""NVML events under `gfd run`, through the real binding and the fake libnvidia-ml.so.1:
+with an hour between polls, only an event can make the labels change within seconds.
+
+Promises: a MIG reconfiguration is labelled at once; a critical Xid or GPU-unavailable
+event takes the GPU out of the resource labels and into ``gpu.unhealthy``; an application
+Xid costs no cycle; GPUs without events leave the work to polling, said once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes import profiles
+from fakes.fakenvml import EventPipe, Machine
+from helpers.process import Agent, free_port, http, metric, wait_for
+
+REGISTERED = "NVML events: 8 of 8 GPUs registered"
+
+
+@pytest.fixture
+def pipe(tmp_path: Path) -> Iterator[EventPipe]:
+    with EventPipe(tmp_path / "events") as events:
+        yield events
+
+
+def start(tmp_path: Path, lib: Path, agents: list[Agent], pipe: EventPipe, machine: Machine,
+          *args: str) -> tuple[Agent, int]:
+    port = free_port()
+    agent = Agent(tmp_path, lib, machine, "--sleep-interval", "1h", "--mig-strategy", "mixed",
+                  "--metrics-port", str(port), *args,
+                  env={"FAKE_NVML_EVENTS": str(pipe.path)})
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    return agent, port
+
+
+def cycles(port: int) -> float:
+    text = http(port, "/metrics")[1]
+    return sum(metric(text, f'gfd_cycles_total{{result="{r}"}}')
+               for r in ("published", "unchanged", "error"))
+
+
+def test_a_mig_reconfiguration_is_labelled_at_once(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent], pipe: EventPipe) -> None:
+    agent, port = start(tmp_path, fake_nvml_lib, agents, pipe, profiles.dgx_a100_layout())
+    wait_for(lambda: REGISTERED in agent.logs())
+    assert "nvidia.com/mig-1g.5gb.count" in agent.labels()
+    assert agent.labels()["nvidia.com/mig-1g.5gb.count"] != "56"
+    agent.set_machine(profiles.dgx_a100_all_1g5gb())  # the MIG manager's work ...
+    for gpu in range(8):  # ... and the event NVML sends for each GPU it reconfigured
+        pipe.send(gpu, "mig-config-change")
+    wait_for(lambda: agent.labels().get("nvidia.com/mig-1g.5gb.count") == "56", timeout=5)
+    text = http(port, "/metrics")[1]
+    assert metric(text, 'gfd_events_total{kind="mig-config-change",source="nvml"}') == 8
+    assert metric(text, 'gfd_event_to_publish_seconds_count{source="nvml"}') == 8
+    assert agent.stop() == 0
+
+
+@pytest.mark.parametrize(("kind", "data", "reason"), [
+    ("xid", 79, "Xid 79 (GPU has fallen off the bus)"),
+    ("xid", 48, "Xid 48 (double-bit ECC error)"),
+    ("gpu-unavailable", 0, "GPU unavailable (NVML event)"),
+])
+def test_a_gpu_that_fails_leaves_the_resource_labels_at_once(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent], pipe: EventPipe,
+        kind: str, data: int, reason: str) -> None:
+    agent, _ = start(tmp_path, fake_nvml_lib, agents, pipe, profiles.hgx_h100())
+    wait_for(lambda: REGISTERED in agent.logs())
+    assert agent.labels()["nvidia.com/gpu.count"] == "8"
+    pipe.send(3, kind, data)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "7", timeout=5)
+    assert agent.labels()["nvidia.com/gpu.unhealthy"] == "1"
+    wait_for(lambda: f"{reason}: counted unhealthy until gfd restarts" in agent.logs())
+    assert agent.stop() == 0
+
+
+def test_an_application_xid_costs_no_cycle(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent], pipe: EventPipe) -> None:
+    agent, port = start(tmp_path, fake_nvml_lib, agents, pipe, profiles.hgx_h100())
+    wait_for(lambda: REGISTERED in agent.logs())
+    before = cycles(port)
+    pipe.send(2, "xid", 13)  # a CUDA program's illegal address: the GPU is fine
+    pipe.send(2, "mig-config-change")  # a marker: it is read after the Xid, and cycles
+    wait_for(lambda: cycles(port) == before + 1, timeout=5)
+    text = http(port, "/metrics")[1]
+    assert metric(text, 'gfd_events_total{kind="mig-config-change",source="nvml"}') == 1
+    assert 'gfd_events_total{kind="xid"' not in text, "read, and dropped"
+    assert agent.labels()["nvidia.com/gpu.count"] == "8"
+    assert agent.stop() == 0
+
+
+def test_gpus_without_events_leave_changes_to_polling(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent], pipe: EventPipe) -> None:
+    machine = profiles.dgx_a100_layout()
+    for gpu in machine.gpus:
+        gpu.events = 0
+    agent, _ = start(tmp_path, fake_nvml_lib, agents, pipe, machine, "--sleep-interval", "1s")
+    wait_for(lambda: "no GPU offers NVML events" in agent.logs())
+    new = profiles.dgx_a100_all_1g5gb()
+    for gpu in new.gpus:
+        gpu.events = 0
+    agent.set_machine(new)
+    wait_for(lambda: agent.labels().get("nvidia.com/mig-1g.5gb.count") == "56", timeout=5)
+    assert agent.stop() == 0
