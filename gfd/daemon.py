@@ -101,7 +101,8 @@ class Observer(Protocol):
     def nvml_up(self, up: bool) -> None: ...
     def degraded(self, counts: dict[tuple[str, str], int]) -> None: ...
     def event(self, source: str, kind: str) -> None: ...
-    def event_handled(self, source: str, seconds: float, *, repaired: bool) -> None: ...
+    def event_handled(self, source: str, seconds: float) -> None: ...
+    def drift_repaired(self, target: str) -> None: ...
 
 
 class HealthState(Protocol):
@@ -433,8 +434,10 @@ class Agent:
             return
         done = self.clock()
         for trigger in triggers:
-            repaired = self._last_written and trigger.source in ("output", "api")
-            self.observer.event_handled(trigger.source, done - trigger.at, repaired=repaired)
+            self.observer.event_handled(trigger.source, done - trigger.at)
+        if self._last_written:
+            for target in sorted({t.source for t in triggers} & {"output", "api"}):
+                self.observer.drift_repaired(target)
 
     def run(self, signals: Signals) -> int:
         """Label until stopped. Returns the exit code (0: stopped by a signal or oneshot done).

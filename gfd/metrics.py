@@ -217,12 +217,13 @@ class Metrics:
         """Count one change a watcher saw."""
         self._events.labels(source=source, kind=kind).inc()
 
-    def event_handled(self, source: str, seconds: float, *, repaired: bool) -> None:
-        """A cycle published for a change seen ``seconds`` ago; ``repaired``: it rewrote
-        what someone else had changed."""
+    def event_handled(self, source: str, seconds: float) -> None:
+        """A cycle published for a change seen ``seconds`` ago."""
         self._event_seconds.labels(source=source).observe(seconds)
-        if repaired:
-            self._repairs.labels(target=source).inc()
+
+    def drift_repaired(self, target: str) -> None:
+        """A cycle rewrote what someone else had changed at ``target`` (output, api)."""
+        self._repairs.labels(target=target).inc()
 
     def watch_reconnect(self, reason: str) -> None:
         """Count one re-established API watch."""

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from gfd.errors import PublishError
+from gfd.fswatch import DirWatch, open_watch
 from gfd.sinks.base import PublishResult, diff
-from gfd.triggers import Fire
+from gfd.triggers import Fire, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,14 @@ def write_atomically(path: str, content: str) -> None:
                 pass
 
 
+def _identity(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @dataclass(slots=True)
 class FeatureFileSink:
     """Publishes to an NFD feature file (``features.d/gfd``)."""
@@ -109,6 +118,13 @@ class FeatureFileSink:
     clock: Callable[[], float] = time.time
     name: str = "file"
     _state: tuple[dict[str, str], float | None] | None = field(default=None, init=False)
+    _written: tuple[int, int, int] | None = field(default=None, init=False)
+    """Inode, size and mtime of the file as gfd last wrote it: a change is someone else's."""
+    _stale: bool = field(default=False, init=False)
+    """Someone else changed or removed the file: rewrite it at the next publish."""
+    _writing: bool = field(default=False, init=False)
+    """gfd is writing the file: the events it causes are its own."""
+    _watch: DirWatch | None = field(default=None, init=False)
 
     def refresh(self) -> None:
         """Rewrite the file now, with the labels it holds and a new expiry: the loop's
@@ -123,10 +139,45 @@ class FeatureFileSink:
             self._write(self._state[0], self.clock())
 
     def watch(self, fire: Fire) -> None:
-        pass  # TODO-WATCH
+        """Watch the file's directory: when the file is removed, replaced or edited by anyone
+        but gfd, fire an ``output`` trigger whose action makes the next publish rewrite it
+        (nfd-worker re-reads the directory on every change, so the labels come back at once).
+        Without inotify, the next publish after the expiry refresh heals it as before."""
+        if self._watch is not None:
+            return
+        directory, name = os.path.split(os.path.abspath(self.path))
+
+        def changed(_directory: str, entry: str) -> None:
+            if entry not in (name, "") or self._writing or _identity(self.path) == self._written:
+                return  # another file, or gfd's own write
+            kind = "deleted" if not os.path.lexists(self.path) else "changed"
+            fire(Trigger(source="output", kind=kind, at=time.monotonic(),
+                         action=self._mark_stale, detail=self.path))
+
+        opened = open_watch(changed, name="output-watch")
+        if isinstance(opened, str):
+            log.info("%s; a changed feature file is healed at the next expiry refresh", opened)
+            return
+        problems = opened.watch([directory])
+        if problems:
+            opened.close()
+            log.info("%s; a changed feature file is healed at the next expiry refresh",
+                     problems[0])
+            return
+        self._watch = opened.start()
+
+    def _mark_stale(self) -> None:
+        """On the loop's thread, after any write of gfd's own: is it still someone else's?"""
+        if self._stale or _identity(self.path) == self._written:
+            return  # said already, or the event was gfd's own write seen before it finished
+        log.warning("feature file %s was changed or removed by someone else; rewriting it",
+                    self.path)
+        self._stale = True
 
     def close(self) -> None:
-        pass
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
 
     def _load(self) -> tuple[dict[str, str], float | None] | None:
         try:
@@ -168,7 +219,8 @@ class FeatureFileSink:
         old, expires = self._state
         now = self.clock()
         change = diff(old, labels)
-        if change.empty and self._fresh(expires, now) and os.path.exists(self.path):
+        if (change.empty and self._fresh(expires, now) and not self._stale
+                and os.path.exists(self.path)):
             return PublishResult(written=False, change=change)
         self._write(labels, now)
         return PublishResult(written=True, change=change)
@@ -180,8 +232,14 @@ class FeatureFileSink:
             raise PublishError(
                 f"feature file {self.path} would be {len(content.encode())} bytes; nfd-worker "
                 f"ignores files over {MAX_BYTES} bytes (reduce labels: --label-set compat)")
-        write_atomically(self.path, content)
-        self._state = (dict(labels), new_expiry)
+        self._writing = True
+        try:
+            write_atomically(self.path, content)
+            self._state = (dict(labels), new_expiry)
+            self._written = _identity(self.path)
+            self._stale = False
+        finally:
+            self._writing = False
 
     def prune(self) -> PublishResult:
         old = self.published()

@@ -161,3 +161,20 @@ def test_an_idle_agent_keeps_refreshing_the_expiry(tmp_path: Path, agents: list[
     assert first is not None
     wait_for(lambda: (parse(agent.out.read_text())[1] or 0) > first, timeout=6)
     assert agent.stop() == 0
+
+
+def test_a_feature_file_removed_or_edited_by_someone_else_is_rewritten_at_once(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "1h",
+                  "--metrics-port", str(port))
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "8")
+    good = agent.labels()
+    agent.out.unlink()
+    wait_for(lambda: agent.labels() == good, timeout=5)
+    agent.out.write_text("nvidia.com/gpu.count=99\n")
+    wait_for(lambda: agent.labels() == good, timeout=5)
+    wait_for(lambda: metric(http(port, "/metrics")[1],
+                            'gfd_drift_repairs_total{target="output"}') == 2)
+    assert agent.stop() == 0

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+import time
+from collections.abc import Iterator
 
 import pytest
+from helpers.process import wait_for
 
 from gfd.errors import PublishError
 from gfd.sinks.featurefile import FeatureFileSink, parse, render
+from gfd.triggers import Trigger
 
 LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/cuda.driver.rev": "",
           "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -193,3 +198,75 @@ def test_refresh_writes_nothing_without_expiry_or_without_a_file(tmp_path) -> No
     mtime = path.stat().st_mtime_ns
     sink.refresh()
     assert path.stat().st_mtime_ns == mtime
+
+
+# ----------------------------------------------------------------------------- watch
+
+
+class Fired:
+    def __init__(self) -> None:
+        self.triggers: list[Trigger] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, trigger: Trigger) -> None:
+        with self.lock:
+            self.triggers.append(trigger)
+
+    def run_actions(self) -> list[str]:
+        """What the loop does with them: run each action; the kinds seen."""
+        with self.lock:
+            taken, self.triggers = self.triggers, []
+        for trigger in taken:
+            if trigger.action:
+                trigger.action()
+        return [t.kind for t in taken]
+
+
+@pytest.fixture
+def watched(tmp_path) -> Iterator[tuple[FeatureFileSink, Fired]]:
+    sink = FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=lambda: 1_790_000_000.0)
+    fired = Fired()
+    sink.publish({"nvidia.com/gpu.count": "8"})
+    sink.watch(fired)
+    yield sink, fired
+    sink.close()
+
+
+@pytest.mark.parametrize("tamper", ["delete", "edit", "replace"])
+def test_a_file_changed_by_someone_else_is_rewritten_at_the_next_publish(
+        tmp_path, watched: tuple[FeatureFileSink, Fired], tamper: str) -> None:
+    sink, fired = watched
+    path = tmp_path / "gfd"
+    if tamper == "delete":
+        path.unlink()
+    elif tamper == "edit":
+        with path.open("a") as handle:
+            handle.write("nvidia.com/gpu.count=99\n")
+    else:
+        (tmp_path / "other").write_text("nvidia.com/gpu.count=1\n")
+        (tmp_path / "other").replace(path)
+    wait_for(lambda: bool(fired.triggers), timeout=5)
+    kinds = fired.run_actions()
+    assert kinds[0] == ("deleted" if tamper == "delete" else "changed")
+    result = sink.publish({"nvidia.com/gpu.count": "8"})
+    assert result.written and result.change.empty
+    assert parse(path.read_text())[0] == {"nvidia.com/gpu.count": "8"}
+
+
+def test_gfds_own_writes_fire_nothing_that_rewrites(
+        tmp_path, watched: tuple[FeatureFileSink, Fired]) -> None:
+    sink, fired = watched
+    for count in ("7", "6", "5"):
+        sink.publish({"nvidia.com/gpu.count": count})
+    (tmp_path / "unrelated").write_text("x")  # another file in features.d
+    time.sleep(0.3)  # give a wrong report time to arrive
+    fired.run_actions()  # even a report raced with a write: its action finds gfd's file
+    assert not sink.publish({"nvidia.com/gpu.count": "5"}).written
+
+
+def test_close_stops_the_watch(tmp_path, watched: tuple[FeatureFileSink, Fired]) -> None:
+    sink, fired = watched
+    sink.close()
+    (tmp_path / "gfd").unlink()
+    time.sleep(0.3)
+    assert fired.triggers == []
