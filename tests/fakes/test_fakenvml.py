@@ -416,3 +416,18 @@ def test_a_gpu_spec_can_support_no_event_at_all(session: Any) -> None:
     with pytest.raises(pynvml.NVMLError_NotSupported):
         pynvml.nvmlDeviceRegisterEvents(handle(0), XID, created)
     pynvml.nvmlEventSetFree(created)
+
+
+def test_the_call_log_counts_every_call_up_to_each_device_count(
+        session: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    session(profiles.t4x4())
+    log = tmp_path / "calls"
+    monkeypatch.setenv("FAKE_NVML_CALL_LOG", str(log))
+    pynvml.nvmlDeviceGetCount()
+    for i in range(4):
+        pynvml.nvmlDeviceGetName(handle(i))  # 2 calls each: the handle, the name
+    pynvml.nvmlDeviceGetCount()
+    rows = [line.split() for line in log.read_text().splitlines()]
+    assert len(rows) == 2
+    (t1, c1), (t2, c2) = ((float(t), int(c)) for t, c in rows)
+    assert c2 - c1 == 4 * 2 + 1 and t2 >= t1

@@ -533,6 +533,31 @@ def test_session_is_kept_between_reads(nvml_machine: Any) -> None:
     assert fake.refcount() == 0 and fake.call_count("nvmlShutdown") == 1
 
 
+TABLE_CALLS = ("nvmlDeviceGetGpuInstanceProfileInfoV",
+               "nvmlGpuInstanceGetComputeInstanceProfileInfoV")
+
+
+def test_mig_profile_tables_are_read_once_per_session(nvml_machine: Any) -> None:
+    nvml_machine(profiles.dgx_a100_layout())
+    fake = nvml_machine.fake
+    reader = NvmlReader()
+    first = reader.read()
+    tables = sum(fake.call_count(c) for c in TABLE_CALLS)
+    assert tables > 0
+    assert reader.read() == first
+    assert sum(fake.call_count(c) for c in TABLE_CALLS) == tables, "not read again"
+    nvml_machine(profiles.dgx_a100_all_1g5gb())  # profiles not seen yet are read once
+    second = reader.read()
+    assert {m.profile_name for g in second.gpus for m in g.mig_devices} == {"MIG 1g.5gb"}
+    tables = sum(fake.call_count(c) for c in TABLE_CALLS)
+    assert reader.read() == second
+    assert sum(fake.call_count(c) for c in TABLE_CALLS) == tables
+    reader.close()  # a new session reads them again
+    reader.read()
+    assert sum(fake.call_count(c) for c in TABLE_CALLS) > tables
+    reader.close()
+
+
 def test_machine_change_is_seen_without_reinit(nvml_machine: Any) -> None:
     nvml_machine(profiles.hgx_h100())
     reader = NvmlReader()

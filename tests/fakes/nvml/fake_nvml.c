@@ -28,6 +28,7 @@
  *   NVMLError_FunctionNotFound).
  * - Extra symbols for tests: fake_nvml_init_count, fake_nvml_load_count,
  *   fake_nvml_refcount, fake_nvml_call_count, fake_nvml_reset_counts,
+ *   and $FAKE_NVML_CALL_LOG (see log_calls),
  *   fake_nvml_event_set_count.
  */
 
@@ -250,8 +251,29 @@ static const struct machine *machine_now(void)
     return __atomic_load_n(&current, __ATOMIC_ACQUIRE);
 }
 
+static unsigned long total_calls;
+
+/* $FAKE_NVML_CALL_LOG: nvmlDeviceGetCount_v2 (once per gfd read) appends
+ * "<CLOCK_MONOTONIC seconds> <calls so far>" to it, so a benchmark can count the NVML calls
+ * a process makes over a window (event waits included) without stopping it. */
+static void log_calls(void)
+{
+    const char *path = getenv("FAKE_NVML_CALL_LOG");
+    if (path == NULL || *path == '\0')
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    FILE *f = fopen(path, "a");
+    if (f == NULL)
+        return;
+    fprintf(f, "%ld.%09ld %lu\n", (long)now.tv_sec, now.tv_nsec,
+            __atomic_load_n(&total_calls, __ATOMIC_RELAXED));
+    fclose(f);
+}
+
 static void count_call(const char *name)
 {
+    __atomic_add_fetch(&total_calls, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
         if (counts[i].name == NULL) {
@@ -860,6 +882,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
     if (__atomic_load_n(&refcount, __ATOMIC_ACQUIRE) > 0)
         reload_if_changed();
     ENTER();
+    log_calls();
     NOT_NULL(deviceCount);
     *deviceCount = (unsigned)m->n_gpu;
     return NVML_SUCCESS;
