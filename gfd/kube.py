@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +35,9 @@ _NODE = "/api/v1/nodes/{name}"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
 _NODEFEATURES = f"/apis/{NFD_GROUP}/{NFD_VERSION}/namespaces/{{namespace}}/{NODEFEATURES}"
 _NODEFEATURE = _NODEFEATURES + "/{name}"
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+               (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"))
 
 
 @dataclass(slots=True)
@@ -60,6 +65,23 @@ class RateLimiter:
             self._tokens -= 1
         if wait > 0:
             self.sleep(wait)
+
+
+def check_kubeconfig(value: str) -> None:
+    """Every existing file ``value`` names (KUBECONFIG may list several, ``:``-separated) must
+    be a regular file or a link to one: the client would block forever opening a FIFO."""
+    for path in filter(None, value.split(os.pathsep)):
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            continue  # the client says so, naming the file
+        except OSError as exc:
+            raise ConfigError(f"cannot read kubeconfig {path}: {one_line(str(exc))} (set "
+                              "--kubeconfig / KUBECONFIG to a readable file)") from exc
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
+            raise ConfigError(f"kubeconfig {path} is {kind}, not a regular file (point "
+                              "--kubeconfig / KUBECONFIG at the kubeconfig file itself)")
 
 
 def _status_error(verb: str, what: str, exc: ApiException) -> ApiError:
@@ -101,6 +123,7 @@ class Kube:
                  on_request: Callable[[str, str], None] | None = None,
                  timeout: float = 30.0) -> None:
         cfg = client.Configuration()
+        check_kubeconfig(kubeconfig)
         try:
             if kubeconfig:
                 config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)

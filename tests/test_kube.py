@@ -1,11 +1,13 @@
 """The Kubernetes API boundary, with the real client against the local fake API server:
 every failure becomes an ApiError with the HTTP status, the API's reason, the Status causes,
 Retry-After, and a hint for a 403 or a missing NodeFeature CRD (not for a missing object);
-the client-side rate limit; credentials that cannot load are a ConfigError."""
+the client-side rate limit; credentials that cannot load (a FIFO for a kubeconfig included)
+are a ConfigError."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,6 +227,41 @@ def test_odd_status_answers_are_read_without_failing(status: int, headers: dict[
 
 
 # ----------------------------------------------------------------------------- credentials
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda path: os.mkfifo(path), "a FIFO"),
+    (lambda path: path.mkdir(), "a directory"),
+], ids=["fifo", "directory"])
+def test_a_kubeconfig_that_is_not_a_regular_file_is_one_line_and_never_blocks(
+        tmp_path: Path, make: Any, kind: str) -> None:
+    # Regression: the client opened a FIFO for reading and waited forever for a writer.
+    path = tmp_path / "kubeconfig"
+    make(path)
+    with pytest.raises(ConfigError) as caught:
+        Kube(kubeconfig=str(path))
+    assert str(caught.value) == (f"kubeconfig {path} is {kind}, not a regular file (point "
+                                 "--kubeconfig / KUBECONFIG at the kubeconfig file itself)")
+
+
+def test_a_kubeconfig_list_is_checked_file_by_file(server: FakeApiServer,
+                                                   tmp_path: Path) -> None:
+    good = server.write_kubeconfig(tmp_path / "good")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="is a FIFO"):
+        Kube(kubeconfig=f"{good}{os.pathsep}{fifo}")
+
+
+def test_a_symlink_to_a_kubeconfig_is_followed(server: FakeApiServer, tmp_path: Path) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    api = Kube(kubeconfig=str(link), qps=0)
+    try:
+        assert api.get_node(NODE)["metadata"]["name"] == NODE
+    finally:
+        api.close()
+
 
 
 def test_a_missing_kubeconfig_is_a_config_error_naming_it(tmp_path: Path) -> None:
