@@ -20,7 +20,10 @@ strategic-merge, JSON and server-side-apply patches; a global ``resourceVersion`
 bumped on every write (no bump for a write that changes nothing, like the real
 server); 409 for a stale ``resourceVersion``; 422 with the exact label rules; 403 from a rule set;
 404 for missing objects and for the NodeFeature API when the CRD is absent;
-fault injection, latency, dropped connections; and an exact request log.
+fault injection, latency, dropped connections; answers no API server sends but a
+proxy in front of one may (a 200 that is an HTML page or a JSON list, an answer of
+hundreds of MB streamed without holding it, one that trickles a byte at a time); and an
+exact request log.
 
 Selecting the patch type with kubernetes client 37.x
 ----------------------------------------------------
@@ -67,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import io
 import json
 import re
 import secrets
@@ -713,6 +717,11 @@ class _Fault:
     path_contains: str | None
     retry_after: int | None
     body: JSON | str | bytes | None
+    content_type: str | None = None
+    size: int | None = None
+    chunked: bool = False
+    trickle: float = 0.0
+    trickle_headers: bool = True
 
 
 @dataclass(frozen=True)
@@ -738,6 +747,16 @@ class _Response:
     status: int
     body: JSON | str | bytes
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    """Overrides the Content-Type (JSON for a dict, text/plain otherwise)."""
+    size: int | None = None
+    """Pad the body to this many bytes, streamed (never held in memory)."""
+    chunked: bool = False
+    """Send the body with Transfer-Encoding: chunked (no Content-Length)."""
+    trickle: float = 0.0
+    """Seconds between bytes: an answer that trickles."""
+    trickle_headers: bool = True
+    """Trickle from the status line on (else the status line and headers come at once)."""
 
 
 Handler = Callable[[_Request, dict[str, str]], _Response]
@@ -1172,12 +1191,23 @@ class FakeApiServer:
         path_contains: str | None = None,
         retry_after: int | None = None,
         body: JSON | str | bytes | None = None,
+        content_type: str | None = None,
+        size: int | None = None,
+        chunked: bool = False,
+        trickle: float = 0.0,
+        trickle_headers: bool = True,
     ) -> None:
-        """Fail the next ``count`` matching requests (None: until ``clear_faults``).
+        """Answer the next ``count`` matching requests with ``status`` (None: until
+        ``clear_faults``) instead of serving them; a 2xx status fakes what a proxy in front
+        of the API server may answer.
 
         The default body is a Status with the reason the real server uses for
         ``status``; ``retry_after`` adds a ``Retry-After`` header (and, for 429,
-        ``details.retryAfterSeconds``). A str/bytes body is sent as text/plain.
+        ``details.retryAfterSeconds``). A str/bytes body is sent as text/plain unless
+        ``content_type`` says otherwise. ``size`` pads the body to that many bytes, streamed
+        (a 300 MB answer costs the fake no memory); ``chunked`` sends it without a
+        Content-Length; ``trickle`` sends the answer one byte every ``trickle`` seconds, from
+        the status line on, or from the body on when ``trickle_headers`` is false.
         """
         with self._lock:
             self._faults.append(
@@ -1188,6 +1218,11 @@ class FakeApiServer:
                     path_contains,
                     retry_after,
                     body,
+                    content_type,
+                    size,
+                    chunked,
+                    trickle,
+                    trickle_headers,
                 )
             )
 
@@ -1262,6 +1297,11 @@ class FakeApiServer:
         else:
             payload = resp.body.encode() if isinstance(resp.body, str) else resp.body
             ctype = "text/plain; charset=utf-8"
+        ctype = resp.content_type or ctype
+        if resp.size is not None or resp.chunked or resp.trickle:
+            self._record(req, raw_type, resp.status, max(len(payload), resp.size or 0))
+            self._stream(h, resp, payload, ctype)
+            return
         self._record(req, raw_type, resp.status, len(payload))
         try:
             h.send_response(resp.status)
@@ -1274,6 +1314,61 @@ class FakeApiServer:
             h.wfile.write(payload)
         except OSError:
             h.close_connection = True
+
+    def _stream(self, h: _Handler, resp: _Response, payload: bytes, ctype: str) -> None:
+        """Write an answer piece by piece: padded to ``size`` (a body that ends ``"}`` when it
+        is JSON, so it stays a valid object), chunked, or one byte at a time."""
+        filler = b""
+        if resp.size is not None and resp.size > len(payload):
+            if payload.endswith(b"}"):  # {..., "pad": "xxx...x"}
+                payload = payload[:-1] + b', "pad": "'
+                tail = b'"}'
+            else:
+                tail = b""
+            filler_len = resp.size - len(payload) - len(tail)
+            filler = b"x" * min(filler_len, 1 << 20)
+            pieces = self._padded(payload, filler, filler_len, tail)
+        else:
+            pieces = iter([payload])
+        total = max(len(payload), resp.size or 0)
+        lines = [f"HTTP/1.1 {resp.status} {h.responses.get(resp.status, ('',))[0]}",
+                 f"Content-Type: {ctype}", "Cache-Control: no-cache, private"]
+        lines += [f"{k}: {v}" for k, v in resp.headers.items()]
+        lines += ["Transfer-Encoding: chunked"] if resp.chunked else [f"Content-Length: {total}"]
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        h.close_connection = True
+        try:
+            self._send(h, head, resp.trickle if resp.trickle_headers else 0.0)
+            for piece in pieces:
+                if resp.chunked:
+                    piece = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+                self._send(h, piece, resp.trickle)
+            if resp.chunked:
+                self._send(h, b"0\r\n\r\n", resp.trickle)
+        except OSError:  # the client gave up: drop what is left, even from the buffer
+            h.wfile = io.BytesIO()
+
+    @staticmethod
+    def _padded(payload: bytes, filler: bytes, length: int, tail: bytes) -> Any:
+        yield payload
+        while length > 0:
+            piece = filler[:length]
+            length -= len(piece)
+            yield piece
+        if tail:
+            yield tail
+
+    def _send(self, h: _Handler, data: bytes, trickle: float) -> None:
+        if not trickle:
+            h.wfile.write(data)
+            h.wfile.flush()
+            return
+        for i in range(len(data)):
+            if self._httpd is None or self._httpd.stopping:
+                raise OSError("the fake API server is stopping")
+            h.wfile.write(data[i : i + 1])
+            h.wfile.flush()
+            time.sleep(trickle)
 
     def _record(self, req: _Request, raw_type: str | None, status: int, size: int) -> None:
         record = RequestRecord(
@@ -1340,7 +1435,8 @@ class FakeApiServer:
             if fault.retry_after is not None and fault.status in (429, 500, 503, 504):
                 details["retryAfterSeconds"] = fault.retry_after
             body = status_body(fault.status, reason, message, details or None)
-        return _Response(fault.status, body, headers)
+        return _Response(fault.status, body, headers, fault.content_type, fault.size,
+                         fault.chunked, fault.trickle, fault.trickle_headers)
 
     def _route(self, req: _Request) -> tuple[_Route, dict[str, str]]:
         path_matched = False

@@ -681,6 +681,66 @@ def test_latency(api: FakeApiServer, core: Api) -> None:
     assert time.monotonic() - start >= 0.15
 
 
+def raw_get(api: FakeApiServer, path: str = "/api/v1/nodes/n1") -> urllib3.BaseHTTPResponse:
+    """A GET that leaves the body unread (urllib3, no retries)."""
+    pool = urllib3.PoolManager(retries=False)
+    return pool.request("GET", api.url + path, headers={"Authorization": "Bearer fake-token"},
+                        preload_content=False, timeout=10)
+
+
+def test_a_proxy_answer_keeps_its_status_and_content_type(api: FakeApiServer, core: Api) -> None:
+    """What an auth proxy in front of the API server answers: 200 and a login page."""
+    page = "<html><head><title>Sign in</title></head><body>...</body></html>"
+    api.inject(200, body=page, content_type="text/html; charset=utf-8")
+    response = raw_get(api)
+    assert response.status == 200 and response.headers["Content-Type"].startswith("text/html")
+    assert response.read().decode() == page
+    assert core.read_node("n1").metadata.name == "n1", "one answer only"
+
+
+def test_a_padded_answer_is_streamed_as_a_valid_object(api: FakeApiServer) -> None:
+    api.inject(200, body={"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n1"}},
+               size=3 * 1024 * 1024 + 7)
+    response = raw_get(api)
+    assert int(response.headers["Content-Length"]) == 3 * 1024 * 1024 + 7
+    body = response.read()
+    assert len(body) == 3 * 1024 * 1024 + 7
+    parsed = json.loads(body)
+    assert parsed["kind"] == "Node" and set(parsed["pad"]) == {"x"}
+    assert api.requests[-1].response_bytes == len(body)
+
+
+def test_a_huge_answer_costs_the_fake_no_memory_and_ends_when_the_client_leaves(
+        api: FakeApiServer) -> None:
+    api.inject(200, body={"kind": "Node", "apiVersion": "v1"}, size=300 * 1024 * 1024)
+    response = raw_get(api)
+    assert int(response.headers["Content-Length"]) == 300 * 1024 * 1024
+    assert response.read(1024).startswith(b'{"kind": "Node"')
+    response.close()  # the client gives up: the fake stops writing
+    assert raw_get(api).status == 200, "the server still answers"
+
+
+def test_a_chunked_answer_has_no_content_length(api: FakeApiServer) -> None:
+    api.inject(200, body={"kind": "Node", "apiVersion": "v1"}, size=200_000, chunked=True)
+    response = raw_get(api)
+    assert "Content-Length" not in response.headers
+    assert response.headers["Transfer-Encoding"] == "chunked"
+    assert len(response.read()) == 200_000
+
+
+@pytest.mark.parametrize("headers", [True, False], ids=["from-the-status-line", "body-only"])
+def test_a_trickling_answer_sends_one_byte_at_a_time(api: FakeApiServer, headers: bool) -> None:
+    api.inject(200, body={"kind": "Node", "apiVersion": "v1"}, trickle=0.01,
+               trickle_headers=headers)
+    start = time.monotonic()
+    response = raw_get(api)
+    head = time.monotonic() - start
+    assert (head > 0.5) is headers, head  # ~100 header bytes at 10 ms each
+    start = time.monotonic()
+    assert json.loads(response.read())["kind"] == "Node"
+    assert time.monotonic() - start > 0.25  # ~34 body bytes
+
+
 # ----------------------------------------------------------------------------- request log
 
 
