@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from gfd.errors import ApiError, PublishError
+from gfd.errors import ApiError, ApiSinkError
 from gfd.sinks.base import Change, PublishResult, diff
 from gfd.sinks.retry import Retry
 
@@ -153,7 +153,7 @@ class NodeFeatureSink:
                     raise
                 log.debug("NodeFeature conflict (%s): re-reading", exc.reason)
                 known_version = ""
-        raise PublishError(f"NodeFeature {self.namespace}/{object_name(self.node)}: still "
+        raise ApiSinkError(f"NodeFeature {self.namespace}/{object_name(self.node)}: still "
                            f"conflicting after {CONFLICT_RETRIES} attempts")
 
     def _remember(self, labels: dict[str, str], stored: dict[str, Any]) -> None:

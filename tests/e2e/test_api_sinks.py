@@ -129,7 +129,8 @@ def test_node_sink_heals_drift_at_resync(server: FakeApiServer, kube: Kube) -> N
 def test_node_sink_retries_5xx_and_honours_retry_after(server: FakeApiServer,
                                                        kube: Kube) -> None:
     sleeps = Sleeps()
-    sink = node_sink(kube, Clock(), sleeps)
+    # two faults in one publish: three attempts (gfd's own policy makes two per cycle)
+    sink = NodeSink(kube, NODE, retry=Retry(attempts=3, sleep=sleeps))
     server.inject(500, 1, method="PATCH")
     server.inject(429, 1, method="PATCH", retry_after=3)
     assert sink.publish(LABELS).written

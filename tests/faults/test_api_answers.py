@@ -3,8 +3,8 @@ answered 200, a 300 MB answer, and an answer that trickles a byte at a time.
 
 The real Agent over the real sinks and the real kubernetes client (gfd.kube.Kube) against the
 local FakeApiServer. Promises: each is one failed cycle with one log line (no traceback), the
-labels already published stay, nothing is mistaken for a success, memory stays flat, and the
-agent converges once the answers are sane again.
+labels already published stay, nothing is mistaken for a success, memory stays flat, /healthz
+never fails over an API problem, and the agent converges once the answers are sane again.
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import profiles
 from fakes.apiserver import FakeApiServer
 from helpers.agent_parts import make_agent
 from helpers.paths import ROOT
+from helpers.process import Agent, free_port, http, metric, wait_for
 from helpers.timing import Sleeps
 
 from gfd.kube import Kube
@@ -153,3 +156,33 @@ def test_a_300_mb_answer_leaves_memory_flat(server: FakeApiServer, tmp_path: Pat
     assert ordinary_said == "read it"
     assert "larger than 4096 KiB" in huge_said
     assert huge < ordinary + 32, (ordinary, huge)
+
+
+def test_a_trickling_api_server_never_fails_healthz(
+        tmp_path: Path, server: FakeApiServer, fake_nvml_lib: Path,
+        agents: list[Agent]) -> None:
+    """Regression: a request's socket timeout restarted with every byte, so a trickling
+    answer kept a cycle running until /healthz failed and the kubelet restarted gfd over an
+    API problem. Each request now has a deadline (a quarter of --stuck-after here), so every
+    cycle fails in time, is logged once, and /healthz stays 200."""
+    server.inject(200, None, trickle=0.05, body=NODE_OBJECT)
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sink", "node",
+                  "--sleep-interval", "50ms", "--stuck-after", "3s", "--metrics-port", str(port),
+                  output_flag=False,
+                  env={"NODE_NAME": NODE,
+                       "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))})
+    agents.append(agent)
+    wait_for(lambda: http(port, "/healthz")[0] == 200)
+    codes = []
+    while metric(http(port, "/metrics")[1], 'gfd_cycles_total{result="error"}') < 2:
+        codes.append(http(port, "/healthz")[0])
+        time.sleep(0.05)
+        assert len(codes) < 400, "two failed cycles within ~20 s"
+    assert set(codes) == {200}, codes
+    logs = agent.logs()
+    assert "no complete answer from the API server within 0.75 s" in logs
+    assert "Traceback" not in logs
+    server.clear_faults()
+    wait_for(lambda: server.labels(NODE).get("nvidia.com/gpu.count") == "8", timeout=30)
+    assert agent.stop() == 0
