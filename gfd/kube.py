@@ -324,10 +324,14 @@ class Kube:
         return self._call("get", f"node {name}", "GET", _NODE, path_params={"name": name})
 
     def apply_node_labels(self, name: str, labels: dict[str, str], *,
-                          field_manager: str) -> dict[str, Any]:
-        """Server-side apply of exactly ``labels`` as ``field_manager``'s set (force)."""
-        body = {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": labels}}
+                          field_manager: str, uid: str = "") -> dict[str, Any]:
+        """Server-side apply of exactly ``labels`` as ``field_manager``'s set (force). A
+        ``uid`` is a precondition: the API server then never creates the Node (409 when it is
+        gone, 422 when another Node took its name), where an apply would create it."""
+        metadata: dict[str, Any] = {"name": name, "labels": labels}
+        if uid:
+            metadata["uid"] = uid
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": metadata}
         return self._call("patch", f"node {name}", "PATCH", _NODE, path_params={"name": name},
                           query=[("fieldManager", field_manager), ("force", "true")],
                           body=body, content_type=APPLY)

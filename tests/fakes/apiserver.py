@@ -59,11 +59,16 @@ Non-apply writes record ownership for ``fieldManager``, else for the
 User-Agent's prefix (``OpenAPI-Generator`` for this client), like the real
 server. ``add_node`` labels are owned by ``kubelet`` (an Update manager).
 
+Where the real server checks a ``metadata.uid`` it does so here too: in an apply
+it is a precondition (no object: 409 "uid mismatch"; another object of that name: 422,
+the uid is immutable), so an apply naming a uid never creates; in a PUT it is a
+precondition checked before the object's absence (409 StorageError, else 404).
+
 Known limits (requests outside them fail loudly rather than silently):
 lists in strategic merge patches are replaced, not merged by key; no watch
 (501); server-side apply tracks ownership of ``metadata.labels`` and
-``metadata.annotations`` keys only (other fields in an apply body are a 400)
-and is not offered for NodeFeatures (501).
+``metadata.annotations`` keys only (other fields in an apply body but the uid
+precondition are a 400) and is not offered for NodeFeatures (501).
 """
 
 from __future__ import annotations
@@ -213,6 +218,30 @@ def _conflict(res: Resource, name: str) -> ApiError:
         "Conflict",
         f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been '
         "modified; please apply your changes to the latest version and try again",
+        res.details(name),
+    )
+
+
+def _storage_key(res: Resource, namespace: str, name: str) -> str:
+    """The etcd key the API server names in a storage error."""
+    group = f"{res.group}/" if res.group else ""
+    ns = f"{namespace}/" if res.namespaced else ""
+    return f"/registry/{group}{res.plural}/{ns}{name}"
+
+
+def _uid_precondition_failed(
+    res: Resource, namespace: str, name: str, wanted: str, actual: str
+) -> ApiError:
+    """A uid precondition (from ``metadata.uid`` of an update, or a delete's preconditions)
+    that the stored object does not meet -- or no object at all (``actual`` empty): the
+    storage layer's InvalidObj error, which the registry answers as a 409 Conflict."""
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {res.qualified} "{name}": StorageError: invalid '
+        f"object, Code: 4, Key: {_storage_key(res, namespace, name)}, ResourceVersion: 0, "
+        f"AdditionalErrorMsg: Precondition failed: UID in precondition: {wanted}, UID in "
+        f"object meta: {actual}",
         res.details(name),
     )
 
@@ -904,6 +933,7 @@ class FakeApiServer:
         self._rv = 1000
         self._crd_installed = True
         self._rules: list[_Rule] = []
+        self._denied: dict[str, str] = {}
         self._faults: list[_Fault] = []
         self._latency = 0.0
         self._down = False
@@ -1179,6 +1209,17 @@ class FakeApiServer:
     def allow_all(self) -> None:
         with self._lock:
             self._rules.clear()
+
+    def deny_label(self, key: str, value: str, *, message: str = "refused by policy") -> None:
+        """An admission rule (a validating admission policy with reason Invalid, a webhook):
+        a write that sets Node label ``key`` to ``value`` is a 422 Invalid naming the value,
+        and nothing changes. ``allow_label`` lifts it."""
+        with self._lock:
+            self._denied[key] = f"{value}\0{message}"
+
+    def allow_label(self, key: str) -> None:
+        with self._lock:
+            self._denied.pop(key, None)
 
     # ------------------------------------------------------------------ faults
 
@@ -1531,6 +1572,21 @@ class FakeApiServer:
             raise _bad_request("fieldManager is required for apply requests")
         config = _parse_apply_body(req.body, NODES, name)
         stored = self._objects[NODES].get(("", name))
+        uid = config["uid"]
+        if stored is None and uid:  # a uid in an apply is a precondition: never a create
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {NODES.qualified} "{name}": uid mismatch: '
+                f"the provided object specified uid {uid}, and no existing object was found",
+                NODES.details(name),
+            )
+        if stored is not None and uid and uid != stored.obj["metadata"]["uid"]:
+            # applied onto the object, then refused by the update's metadata validation
+            raise _invalid(
+                NODES, name, [FieldError("metadata.uid", "FieldValueInvalid",
+                                         "field is immutable", _q(uid))]
+            )
         if stored is None:
             meta: JSON = {"name": name}
             for section in _SECTIONS:
@@ -1570,8 +1626,16 @@ class FakeApiServer:
         return _Response(201, created)
 
     def _put_nodefeature(self, req: _Request, p: dict[str, str]) -> _Response:
-        stored = self._require(NODEFEATURES, p["ns"], p["name"])
         body = _parse_json(req.body)
+        stored = self._objects[NODEFEATURES].get((p["ns"], p["name"]))
+        if stored is None:
+            # A custom resource is never created by a PUT: 404 -- unless the body names a
+            # uid, whose precondition the missing object fails first (409).
+            meta = body.get("metadata") if isinstance(body, dict) else None
+            uid = meta.get("uid") if isinstance(meta, dict) else None
+            if uid:
+                raise _uid_precondition_failed(NODEFEATURES, p["ns"], p["name"], uid, "")
+            raise _not_found(NODEFEATURES, p["name"])
         updated = self._update(NODEFEATURES, stored, body, self._manager(req), _dry(req))
         return _Response(200, updated)
 
@@ -1595,14 +1659,8 @@ class FakeApiServer:
         pre = options.get("preconditions") or {} if isinstance(options, dict) else {}
         meta = stored.obj["metadata"]
         if pre.get("uid") and pre["uid"] != meta["uid"]:
-            raise ApiError(
-                409,
-                "Conflict",
-                f'Operation cannot be fulfilled on {NODEFEATURES.qualified} "{p["name"]}": '
-                f"Precondition failed: UID in precondition: {pre['uid']}, "
-                f"UID in object meta: {meta['uid']}",
-                NODEFEATURES.details(p["name"]),
-            )
+            raise _uid_precondition_failed(NODEFEATURES, p["ns"], p["name"], pre["uid"],
+                                           meta["uid"])
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
             raise _conflict(NODEFEATURES, p["name"])
         if not _dry(req):
@@ -1808,13 +1866,8 @@ class FakeApiServer:
                 )
             meta["namespace"] = old_meta["namespace"]
         if meta.get("uid") and meta["uid"] != old_meta["uid"]:
-            raise ApiError(
-                409,
-                "Conflict",
-                f'Operation cannot be fulfilled on {res.qualified} "{name}": Precondition '
-                f"failed: UID in precondition: {old_meta['uid']}, UID in object meta: "
-                f"{meta['uid']}",
-                res.details(name),
+            raise _uid_precondition_failed(
+                res, old_meta.get("namespace", ""), name, meta["uid"], old_meta["uid"]
             )
         rv = meta.get("resourceVersion")
         if rv:
@@ -1848,6 +1901,20 @@ class FakeApiServer:
         owners = _owners_after_update(stored, obj, manager)
         return self._commit(res, stored, obj, owners, dry_run)
 
+    def _admit(self, res: Resource, old: JSON, new: JSON) -> None:
+        """The ``deny_label`` rules: a write that sets a denied Node label value is a 422."""
+        if res is not NODES:
+            return
+        before, after = _section(old, "labels"), _section(new, "labels")
+        errors = []
+        for key, rule in sorted(self._denied.items()):
+            value, message = rule.split("\0", 1)
+            if after.get(key) == value and before.get(key) != value:
+                errors.append(FieldError("metadata.labels", "FieldValueInvalid", message,
+                                         _q(value)))
+        if errors:
+            raise _invalid(res, new["metadata"]["name"], errors)
+
     def _commit(
         self,
         res: Resource,
@@ -1857,6 +1924,7 @@ class FakeApiServer:
         dry_run: bool,
     ) -> JSON:
         """Store a new version, unless nothing changed (then no resourceVersion bump)."""
+        self._admit(res, stored.obj, obj)
         if res.custom and obj.get("spec") != stored.obj.get("spec"):
             obj["metadata"]["generation"] = stored.obj["metadata"].get("generation", 1) + 1
         if obj == stored.obj and owners == stored.owners:
@@ -1924,7 +1992,7 @@ def _patched(kind: str, current: JSON, body: bytes) -> Any:
     return merge_patch(current, patch)
 
 
-_APPLY_META_KEYS = {"name", "labels", "annotations", "resourceVersion"}
+_APPLY_META_KEYS = {"name", "labels", "annotations", "resourceVersion", "uid"}
 
 
 def _parse_apply_body(body: bytes, res: Resource, name: str) -> JSON:
@@ -1955,7 +2023,7 @@ def _parse_apply_body(body: bytes, res: Resource, name: str) -> JSON:
             "fake apiserver: server-side apply only tracks metadata.labels and "
             f"metadata.annotations; unsupported fields: {', '.join(sorted(extra))}"
         )
-    out: JSON = {"resourceVersion": meta.get("resourceVersion")}
+    out: JSON = {"resourceVersion": meta.get("resourceVersion"), "uid": meta.get("uid")}
     for section in _SECTIONS:
         _check_string_map(meta, section)
         out[section] = dict(meta.get(section) or {})
