@@ -328,6 +328,8 @@ class Agent:
             reasons: dict[str, int] = {}
             for rejection in labelling.rejected:
                 reasons[rejection.reason] = reasons.get(rejection.reason, 0) + 1
+            if result.rejected:  # refused by the API server; their published values kept
+                reasons["api-server"] = reasons.get("api-server", 0) + len(result.rejected)
             for reason, count in reasons.items():
                 obs.rejected(reason, count)
             obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})

@@ -460,6 +460,25 @@ def test_rejected_labels_are_counted_by_reason(tmp_path) -> None:
     assert "nvidia.com/cuda.driver.rev" not in published(tmp_path)
 
 
+class RejectingSink:
+    """Publishes, reporting that the target refused two keys (their old values kept)."""
+
+    name = "node"
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        return PublishResult(written=True, rejected=("nvidia.com/a", "nvidia.com/b"))
+
+    def close(self) -> None:
+        pass
+
+
+def test_labels_the_api_server_refused_are_counted_as_api_server() -> None:
+    observer = Observer()
+    agent = make_agent(Source(H100), RejectingSink(), LabelOptions(), observer=observer)
+    assert agent.cycle()
+    assert observer.named("rejected") == [("api-server", 2)]
+
+
 def test_label_warnings_are_logged_once_while_they_last(tmp_path, caplog) -> None:
     mixed = simulate("mixed-a100-a10").snapshot
     agent = make_agent(Source(mixed, mixed, H100, mixed), sink(tmp_path), LabelOptions())

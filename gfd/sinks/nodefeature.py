@@ -5,6 +5,7 @@ conflict-safe, and free in steady state (no request unless labels change or a re
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -113,7 +114,7 @@ class NodeFeatureSink:
         return self.retry.run(
             lambda: self.api.get_nodefeature(self.namespace, object_name(self.node)))
 
-    def published(self) -> dict[str, str]:
+    def published(self, also: Collection[str] = ()) -> dict[str, str]:
         current = self._read()
         return dict(((current or {}).get("spec") or {}).get("labels") or {})
 

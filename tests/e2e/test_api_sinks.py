@@ -194,6 +194,68 @@ def test_node_sink_restart_reports_no_change_and_writes_once(server: FakeApiServ
     assert server.count() == 2  # startup: read own labels, apply once
 
 
+def test_node_sink_never_creates_a_deleted_node(server: FakeApiServer, kube: Kube) -> None:
+    """Regression: where RBAC allowed ``create``, the apply after a Node was deleted created it
+    again. Every apply now names the Node's uid, a precondition the API server checks."""
+    sink = node_sink(kube, Clock())
+    sink.publish(LABELS)
+    server.delete_node(NODE)
+    server.clear_log()
+    with pytest.raises(ApiError) as err:
+        sink.publish({**LABELS, "nvidia.com/gpu.count": "7"})
+    assert err.value.status == 404 and "\n" not in str(err.value)
+    assert [(r.method, r.status) for r in server.requests] == [("PATCH", 409), ("GET", 404)]
+    assert server.nodes() == []
+    [apply] = [r for r in server.requests if r.method == "PATCH"]
+    assert apply.json()["metadata"]["uid"], "the apply named the uid"
+
+
+def test_node_sink_labels_a_node_created_again_under_the_same_name(server: FakeApiServer,
+                                                                   kube: Kube) -> None:
+    sink = node_sink(kube, Clock())
+    sink.publish(LABELS)
+    server.delete_node(NODE)
+    server.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
+    server.clear_log()
+    sink.refresh()  # the resync (or the next change) finds the new Node
+    assert sink.publish(LABELS).written
+    assert [(r.method, r.status) for r in server.requests] == [
+        ("PATCH", 422), ("GET", 200), ("PATCH", 200)]
+    assert server.labels(NODE) == {"kubernetes.io/hostname": NODE, **LABELS}
+
+
+def test_node_sink_reports_a_key_it_drops_but_another_manager_keeps_as_kept(
+        server: FakeApiServer, kube: Kube) -> None:
+    sink = node_sink(kube, Clock())
+    sink.publish(LABELS)
+    kube.apply_node_labels(NODE, {"nvidia.com/gpu.count": "8"}, field_manager="gpu-operator")
+    result = sink.publish({k: v for k, v in LABELS.items() if k != "nvidia.com/gpu.count"})
+    assert result.written and result.change.empty, "the server kept it: nothing was removed"
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"
+
+
+def test_node_sink_keeps_a_rejected_labels_value_and_tries_it_later(server: FakeApiServer,
+                                                                    kube: Kube) -> None:
+    clock = Clock()
+    sink = NodeSink(kube, NODE, retry=Retry(sleep=Sleeps()), clock=clock, rand=lambda: 1.0)
+    sink.publish(LABELS)
+    server.deny_label("nvidia.com/gpu.count", "7")
+    server.clear_log()
+    changed = {**LABELS, "nvidia.com/gpu.count": "7"}
+    result = sink.publish(changed)
+    assert result.rejected == ("nvidia.com/gpu.count",)
+    assert [r.status for r in server.requests] == [422, 200]
+    assert server.requests[1].json()["metadata"]["labels"]["nvidia.com/gpu.count"] == "8"
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"
+    server.allow_label("nvidia.com/gpu.count")
+    server.clear_log()
+    clock.now += 30
+    assert not sink.publish(changed).written and server.count() == 0
+    clock.now += 30
+    assert sink.publish(changed).written
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "7" and server.count() == 1
+
+
 # ----------------------------------------------------------------------------- NodeFeature
 
 

@@ -59,6 +59,9 @@ Non-apply writes record ownership for ``fieldManager``, else for the
 User-Agent's prefix (``OpenAPI-Generator`` for this client), like the real
 server. ``add_node`` labels are owned by ``kubelet`` (an Update manager).
 
+``deny_label`` stands in for an admission rule that refuses one label value (422
+Invalid naming it, as a validating admission policy with reason Invalid answers).
+
 Where the real server checks a ``metadata.uid`` it does so here too: in an apply
 it is a precondition (no object: 409 "uid mismatch"; another object of that name: 422,
 the uid is immutable), so an apply naming a uid never creates; in a PUT it is a
