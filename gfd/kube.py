@@ -357,10 +357,13 @@ class Kube:
         return self._call("update", f"nodefeature {namespace}/{name}", "PUT", _NODEFEATURE,
                           path_params={"namespace": namespace, "name": name}, body=body)
 
-    def delete_nodefeature(self, namespace: str, name: str) -> bool:
+    def delete_nodefeature(self, namespace: str, name: str, *, uid: str = "") -> bool:
+        """Delete; with ``uid``, only that object (a precondition: 409 if it was replaced)."""
+        options = ({"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+                   if uid else None)
         try:
             self._call("delete", f"nodefeature {namespace}/{name}", "DELETE", _NODEFEATURE,
-                       path_params={"namespace": namespace, "name": name})
+                       path_params={"namespace": namespace, "name": name}, body=options)
         except ApiError as exc:
             if exc.status == 404:
                 return False

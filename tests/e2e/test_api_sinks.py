@@ -263,7 +263,8 @@ def test_nodefeature_created_owned_by_the_daemonset(server: FakeApiServer, kube:
     nf_sink(kube, Clock()).publish(LABELS)
     obj = server.nodefeature(NS, object_name(NODE))
     assert obj is not None
-    assert obj["metadata"]["labels"] == {"nfd.node.kubernetes.io/node-name": NODE}
+    assert obj["metadata"]["labels"] == {"nfd.node.kubernetes.io/node-name": NODE,
+                                         "app.kubernetes.io/managed-by": "gfd"}
     assert obj["spec"]["labels"] == LABELS
     owners = obj["metadata"]["ownerReferences"]
     assert [o["kind"] for o in owners] == ["DaemonSet"] and owners[0]["name"] == "gfd"
@@ -348,3 +349,62 @@ def test_nodefeature_deleted_under_a_running_sink_is_created_again(server: FakeA
     assert nf_labels(server)["nvidia.com/gpu.count"] == "4"
     owners = server.nodefeature(NS, object_name(NODE))["metadata"]["ownerReferences"]
     assert [o["kind"] for o in owners] == ["DaemonSet"]
+
+
+def test_nodefeature_write_keeps_what_others_put_on_the_object(server: FakeApiServer,
+                                                              kube: Kube) -> None:
+    sink = nf_sink(kube, Clock())
+    sink.publish(LABELS)
+    obj = kube.get_nodefeature(NS, object_name(NODE))
+    assert obj is not None
+    obj["metadata"]["labels"]["team"] = "ml"
+    obj["metadata"]["annotations"] = {"example.com/note": "keep me"}
+    obj["spec"]["features"] = {"flags": {"example.feature": {"elements": {"x": {}}}}}
+    kube.replace_nodefeature(NS, obj)
+    server.clear_log()
+    assert sink.publish({**LABELS, "nvidia.com/gpu.count": "4"}).written
+    assert [(r.method, r.status) for r in server.requests] == [
+        ("PUT", 409), ("GET", 200), ("PUT", 200)]
+    stored = server.nodefeature(NS, object_name(NODE))
+    assert stored is not None
+    assert stored["metadata"]["labels"]["team"] == "ml"
+    assert stored["metadata"]["annotations"] == {"example.com/note": "keep me"}
+    assert stored["spec"]["features"] == {"flags": {"example.feature": {"elements": {"x": {}}}}}
+    assert stored["spec"]["labels"]["nvidia.com/gpu.count"] == "4"
+    body = server.requests[-1].json()
+    assert body["metadata"]["resourceVersion"] and body["metadata"]["uid"], (
+        "a read-modify-write: the last object read, with its preconditions")
+
+
+def test_nodefeature_of_nvidias_gfd_is_left_alone_by_publish_and_prune(
+        server: FakeApiServer, kube: Kube) -> None:
+    ds = server.daemonset(NS, "gfd")
+    assert ds is not None
+    server.add_pod(NS, "gpu-feature-discovery-x1", owner_daemonset="gpu-feature-discovery")
+    gfd_ds = server.daemonset(NS, "gpu-feature-discovery")
+    assert gfd_ds is not None
+    theirs = {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+              "metadata": {"name": object_name(NODE),
+                           "labels": {"nfd.node.kubernetes.io/node-name": NODE},
+                           "ownerReferences": [{
+                               "apiVersion": "apps/v1", "kind": "DaemonSet",
+                               "name": "gpu-feature-discovery",
+                               "uid": gfd_ds["metadata"]["uid"], "controller": True}]},
+              "spec": {"labels": {"nvidia.com/gpu.count": "8"}}}
+    server.add_nodefeature(NS, theirs, manager="gpu-feature-discovery")
+    before = server.nodefeature(NS, object_name(NODE))
+    with pytest.raises(PublishError, match="belongs to DaemonSet/gpu-feature-discovery"):
+        nf_sink(kube, Clock()).publish(LABELS)
+    assert not nf_sink(kube, Clock()).prune().written
+    assert server.nodefeature(NS, object_name(NODE)) == before
+    assert server.count("PUT") == server.count("DELETE") == 0
+
+
+def test_nodefeature_prune_deletes_exactly_the_object_it_read(server: FakeApiServer,
+                                                              kube: Kube) -> None:
+    nf_sink(kube, Clock()).publish(LABELS)
+    uid = server.nodefeature(NS, object_name(NODE))["metadata"]["uid"]
+    server.clear_log()
+    assert nf_sink(kube, Clock()).prune().written
+    [delete] = [r for r in server.requests if r.method == "DELETE"]
+    assert delete.json()["preconditions"] == {"uid": uid}

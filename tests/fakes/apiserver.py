@@ -1188,6 +1188,13 @@ class FakeApiServer:
                 lambda: self._create(NODEFEATURES, namespace, copy.deepcopy(obj), manager, False)
             )
 
+    def delete_nodefeature(self, namespace: str, name: str) -> None:
+        """Someone deletes the NodeFeature (kubectl delete); KeyError if absent."""
+        with self._lock:
+            if self._objects[NODEFEATURES].pop((namespace, name), None) is None:
+                raise KeyError(name)
+            self._bump()
+
     def _get_plain(self, res: Resource, namespace: str, name: str) -> JSON | None:
         with self._lock:
             stored = self._objects[res].get((namespace, name))

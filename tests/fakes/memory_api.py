@@ -21,7 +21,7 @@ What it keeps and does:
   ``AlreadyExists``; ``replace`` is a 404 for a missing object (a 409 when the body names a
   uid: the uid precondition fails first), a 409 for another uid, a 422 without a
   resourceVersion and a 409 ``Conflict`` for a stale one; ``delete`` answers whether it
-  deleted anything.
+  deleted anything (a 409 when it names another object's uid).
 - Pods, for the NodeFeature owner lookup (404 when missing).
 - One global resourceVersion, bumped by every write that changes something.
 - An exact call log (``calls``, ``count``), injected failures (``fail``: any status, with
@@ -365,16 +365,26 @@ class MemoryApi:
             self._nodefeatures[(namespace, name)] = obj
         return copy.deepcopy(self._nodefeatures[(namespace, name)])
 
-    def delete_nodefeature(self, namespace: str, name: str) -> bool:
+    def delete_nodefeature(self, namespace: str, name: str, *, uid: str = "") -> bool:
+        target = f"{namespace}/{name}"
         try:
-            self._enter("delete_nodefeature", f"{namespace}/{name}")
-            if (namespace, name) not in self._nodefeatures:
-                raise self._error("delete_nodefeature", f"{namespace}/{name}", 404,
+            self._enter("delete_nodefeature", target)
+            stored = self._nodefeatures.get((namespace, name))
+            if stored is None:
+                raise self._error("delete_nodefeature", target, 404,
                                   f'nodefeatures.nfd.k8s-sigs.io "{name}" not found')
         except ApiError as exc:  # as gfd.kube.Kube.delete_nodefeature
             if exc.status == 404:
                 return False
             raise
+        actual = stored["metadata"]["uid"]
+        if uid and uid != actual:
+            raise self._error(
+                "delete_nodefeature", target, 409,
+                f'Operation cannot be fulfilled on nodefeatures.nfd.k8s-sigs.io "{name}": '
+                f"StorageError: invalid object, Code: 4, Key: /registry/nfd.k8s-sigs.io/"
+                f"nodefeatures/{namespace}/{name}, ResourceVersion: 0, AdditionalErrorMsg: "
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}")
         del self._nodefeatures[(namespace, name)]
         self._bump()
         return True
