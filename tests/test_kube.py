@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.apiserver import FakeApiServer
+from fakes.apiserver import FakeApiServer, self_signed
 from helpers.timing import Clock, Sleeps
 from kubernetes.client.exceptions import ApiException
 
@@ -309,6 +309,23 @@ def test_a_trickling_answer_fails_at_the_deadline_and_the_next_request_works(
         assert api.get_node(NODE)["metadata"]["name"] == NODE
     finally:
         api.close()
+
+
+def test_the_deadline_ends_a_trickle_over_tls_too(tmp_path: Path) -> None:
+    with FakeApiServer(tls=self_signed(tmp_path)) as server:
+        server.add_node(NODE)
+        api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
+                   timeout=0.5)
+        try:
+            server.inject(200, 1, method="GET", body={"kind": "Node", "apiVersion": "v1"},
+                          size=10_000, trickle=0.1, trickle_headers=False)
+            started = time.monotonic()
+            error = api_error(lambda: api.get_node(NODE))
+            assert time.monotonic() - started < 2.0
+            assert "no complete answer from the API server within 0.5 s" in str(error)
+            assert api.get_node(NODE)["metadata"]["name"] == NODE
+        finally:
+            api.close()
 
 
 def test_a_slow_but_complete_answer_within_the_deadline_is_read(server: FakeApiServer,
