@@ -239,7 +239,8 @@ class NodeSink:
         else:  # its fallback was rejected too: leave the key out
             if key in self._held:
                 self._held[key].fallback = None
-            log.error("API server rejected label %s=%s too: %s; leaving it out", key, value, exc)
+            self._once.error("API server rejected label %s=%s too: %s; leaving it out", key,
+                             value, exc, key=f"rejected {key}={value}")
         if self._held.get(key) is not None and self._held[key].fallback is not None:
             sent[key] = str(self._held[key].fallback)
         else:
