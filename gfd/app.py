@@ -126,10 +126,13 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
         raise ConfigError(
             "--node-name / NODE_NAME is required with the NodeFeature and Node sinks "
             "(set it from the downward API: fieldRef spec.nodeName)")
-    from gfd.kube import Kube
+    from gfd.kube import DEADLINE, Kube
 
+    # A request's deadline stays well under --stuck-after: a cycle of a few slow requests,
+    # each retried once, must not make /healthz fail over an API problem.
     kube = Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
-                burst=settings.kube_api_burst, on_request=on_request)
+                burst=settings.kube_api_burst, on_request=on_request,
+                timeout=min(DEADLINE, settings.stuck_after / 4))
     if kind == "node":
         from gfd.sinks.node import NodeSink
 

@@ -13,15 +13,16 @@ that cannot is refused with one line and closed, and the last good config stays.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gfd.backoff import backoff
+from gfd.backoff import BACKOFF_START, backoff
 from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
-from gfd.errors import BackendInitError, ConfigError, GfdError, PublishError
+from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
 from gfd.labelers.inventory import model_groups
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import Labelling, compute_labels
@@ -33,6 +34,8 @@ from gfd.triggers import Fire, Trigger
 log = logging.getLogger(__name__)
 
 BACKOFF_CAP = 300.0
+"""Seconds: the longest pause between retries of a failing API sink (an --sleep-interval
+longer than this is kept instead)."""
 COALESCE = 0.1
 """Seconds the loop waits after a trigger for others to join it: one cycle for a burst
 (a MIG reconfiguration fires an event per GPU; a config swap touches several files)."""
@@ -189,7 +192,9 @@ class Agent:
     wall: Callable[[], float] = time.time
     config_watched: bool = False
     """A watcher fires a trigger when the config file changes: no per-cycle check needed."""
+    rand: Callable[[], float] = random.random
     failures: int = field(default=0, init=False)
+    _api_failing: bool = field(default=False, init=False)
     _pending: Parts | None = field(default=None, init=False)
     _errors: Once = field(default_factory=lambda: Once(log), init=False)
     _refusals: Once = field(default_factory=lambda: Once(log), init=False)
@@ -342,6 +347,7 @@ class Agent:
 
     def _failed(self, kind: str, exc: GfdError, start: float) -> None:
         self.failures += 1
+        self._api_failing = isinstance(exc, ApiSinkError)
         if not self._errors.error("%s", str(exc)):
             log.debug("still failing: %s", exc)
         if self.observer:
@@ -378,6 +384,8 @@ class Agent:
             reasons: dict[str, int] = {}
             for rejection in labelling.rejected:
                 reasons[rejection.reason] = reasons.get(rejection.reason, 0) + 1
+            if result.rejected:  # refused by the API server; their published values kept
+                reasons["api-server"] = reasons.get("api-server", 0) + len(result.rejected)
             for reason, count in reasons.items():
                 obs.rejected(reason, count)
             obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})
@@ -413,7 +421,13 @@ class Agent:
         if ok:
             # start to start: a change waits at most one interval, whatever a cycle took
             return None if interval is None else max(0.0, interval - (self.clock() - started))
-        delay = backoff(self.failures, interval if interval else BACKOFF_CAP)
+        if self._api_failing:
+            # Every retry costs API requests, from every node at once in an outage: from one
+            # interval, double each time up to minutes, whatever the interval.
+            delay = backoff(self.failures, max(BACKOFF_CAP, interval or 0.0), self.rand,
+                            start=interval or BACKOFF_START)
+        else:  # a local failure (NVML, the disk): retried within one interval
+            delay = backoff(self.failures, interval if interval else BACKOFF_CAP, self.rand)
         log.debug("retrying in %.1fs", delay)
         return delay
 

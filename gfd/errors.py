@@ -33,7 +33,13 @@ class PublishError(GfdError):
     """Publishing labels failed (file system or API server)."""
 
 
-class ApiError(PublishError):
+class ApiSinkError(PublishError):
+    """Publishing through the Kubernetes API failed (a request, a conflict that outlasted its
+    retries, an object that is someone else's). Each retry costs API requests, so the agent
+    backs off from these up to a cap that does not depend on --sleep-interval."""
+
+
+class ApiError(ApiSinkError):
     """A Kubernetes API request failed (raised by ``gfd.kube``, handled by the API sinks
     without importing the client). ``status`` is None when no answer came back."""
 

@@ -79,7 +79,8 @@ class Metrics:
         )
         self._rejected: Any = Counter(
             "gfd_labels_rejected",
-            "Labels dropped before publishing because they failed validation, by reason.",
+            "Labels not published because they failed validation, by reason (api-server: "
+            "refused by the API server, the published value kept).",
             ["reason"],
             registry=reg,
         )
@@ -179,7 +180,7 @@ class Metrics:
         self._last_publish.set(when)
 
     def rejected(self, reason: str, count: int = 1) -> None:
-        """Count labels dropped by validation for ``reason``."""
+        """Count labels dropped by validation (or refused by the API server) for ``reason``."""
         if count:
             self._rejected.labels(reason=reason).inc(count)
 

@@ -27,7 +27,7 @@ from gfd.app import (
 )
 from gfd.config import Part, Settings
 from gfd.discovery import Discovery
-from gfd.errors import ConfigError, DiscoveryError
+from gfd.errors import ApiError, ConfigError, DiscoveryError
 from gfd.readers.nvml import NvmlReader
 from gfd.readers.simulate import simulate
 from gfd.readers.smi import SmiReader
@@ -176,6 +176,20 @@ def test_output_file_dash_writes_through_the_given_function() -> None:
 def test_the_api_sinks_need_a_node_name(changes: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="--node-name / NODE_NAME is required"):
         make_sink(Settings(**changes), write=lambda text: None)
+
+
+def test_an_api_request_ends_within_a_quarter_of_stuck_after(
+        kubeconfig: tuple[FakeApiServer, str]) -> None:
+    server, path = kubeconfig
+    server.inject(200, None, trickle=0.05, body={"kind": "Node", "apiVersion": "v1"})
+    sink = make_sink(Settings(sink="node", node_name="n1", kubeconfig=path, stuck_after=2.0),
+                     write=lambda text: None)
+    try:
+        assert isinstance(sink, NodeSink)
+        with pytest.raises(ApiError, match=r"no complete answer .* within 0\.5 s"):
+            sink.api.get_node("n1")
+    finally:
+        sink.close()
 
 
 def test_the_node_sink_talks_to_the_configured_api_server(

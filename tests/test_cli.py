@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from fakes.apiserver import FakeApiServer
 
 from gfd import __version__
 from gfd.cli import cli, settings_summary
@@ -264,6 +265,24 @@ def test_diff_lists_changed_and_removed_labels(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert "~ nvidia.com/gpu.count: 4 -> 8" in lines and "- nvidia.com/gone=yes" in lines
     assert result.exit_code == 1
+
+
+def test_diff_at_the_node_shows_a_label_another_writer_overwrote_as_changed(
+        tmp_path: Path) -> None:
+    """Regression: an overwrite by another field manager moves the key's ownership, and diff
+    compared only with the keys gfd still owned: it showed ``+ key=value``."""
+    with FakeApiServer() as server:
+        server.add_node("n1", labels={"team": "ml"})
+        node = ("--simulate", "hgx-h100", "--sink", "node", "--node-name", "n1",
+                "--no-timestamp", "--kubeconfig",
+                str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+        assert invoke("run", *node, "--oneshot").exit_code == 0
+        server.set_label("n1", "nvidia.com/gpu.product", "hand-edited", manager="kubectl")
+        result = invoke("diff", *node)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "~ nvidia.com/gpu.product: hand-edited -> NVIDIA-H100-80GB-HBM3"]
+    assert result.stderr.strip() == "+0 ~1 -0 at node"
 
 
 def test_prune_removes_gfds_file_and_lists_the_labels(tmp_path: Path) -> None:

@@ -11,9 +11,18 @@ from typing import Any
 
 import pytest
 from helpers.agent_parts import make_agent
+from helpers.timing import Clock as LoopClock
+from helpers.timing import LoopTime
 
-from gfd.daemon import Duty, Parts, Schedule, Signals
-from gfd.errors import ConfigError, DiscoveryError, NvmlInitError, PublishError
+from gfd.daemon import BACKOFF_CAP, Duty, Parts, Schedule, Signals
+from gfd.errors import (
+    ApiError,
+    ApiSinkError,
+    ConfigError,
+    DiscoveryError,
+    NvmlInitError,
+    PublishError,
+)
 from gfd.labelers.options import LabelOptions
 from gfd.readers.simulate import simulate
 from gfd.sharing import SharedResource, Sharing
@@ -302,6 +311,82 @@ def test_the_expiry_refresh_keeps_a_failing_agents_labels_alive(tmp_path) -> Non
     assert expires is not None and expires >= refreshes[2] + 3600
 
 
+# ------------------------------------------------------------------------ backoff
+
+
+class AlwaysFailing:
+    """A sink whose every publish fails with ``error``."""
+
+    name = "failing"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        raise self.error
+
+    def watch(self, fire: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def retry_waits(source: Source, sink: Any, *, interval: float | None,
+                minutes: float = 60) -> list[float]:
+    """The pauses the loop takes between failed cycles over ``minutes`` simulated minutes."""
+    clock = LoopClock(0.0)
+    signals = Signals()
+    loop = LoopTime(clock, signals, until=minutes * 60)
+    agent = make_agent(source, sink, LabelOptions(), interval=interval, clock=clock,
+                       rand=lambda: 1.0)
+    agent.run(signals)
+    return [w for w in loop.waits if w is not None][:-1]
+
+
+API_ERRORS = [ApiError("patch node n: cannot reach the API server: refused"),
+              ApiSinkError("NodeFeature gfd/x: still conflicting after 5 attempts")]
+
+
+@pytest.mark.parametrize("error", API_ERRORS, ids=["api-error", "api-sink-error"])
+def test_api_failures_back_off_from_one_interval_doubling_to_the_cap(error: Exception) -> None:
+    waits = retry_waits(Source(H100), AlwaysFailing(error), interval=10.0)
+    assert waits[:7] == [10.0, 20.0, 40.0, 80.0, 160.0, BACKOFF_CAP, BACKOFF_CAP]
+    assert set(waits[5:]) == {BACKOFF_CAP}, "it never grows past the cap"
+
+
+def test_api_failures_back_off_with_jitter_between_half_and_all_of_each_step() -> None:
+    clock = LoopClock(0.0)
+    signals = Signals()
+    loop = LoopTime(clock, signals, until=3600)
+    agent = make_agent(Source(H100), AlwaysFailing(API_ERRORS[0]), LabelOptions(), interval=10.0,
+                       clock=clock, rand=lambda: 0.0)
+    agent.run(signals)
+    assert loop.waits[:4] == [5.0, 10.0, 20.0, 40.0]
+
+
+def test_an_interval_longer_than_the_cap_is_kept_between_api_retries() -> None:
+    waits = retry_waits(Source(H100), AlwaysFailing(API_ERRORS[0]), interval=900.0, minutes=120)
+    assert waits and set(waits) == {900.0}
+
+
+def test_with_an_infinite_interval_api_retries_start_at_one_second() -> None:
+    waits = retry_waits(Source(H100), AlwaysFailing(API_ERRORS[0]), interval=None)
+    assert waits[:3] == [1.0, 2.0, 4.0] and max(waits) == BACKOFF_CAP
+
+
+@pytest.mark.parametrize("source, sink_error", [
+    (Source(DiscoveryError("NVML: Unknown Error")), None),
+    (Source(H100), PublishError("cannot write /etc/kubernetes/features.d/gfd: disk full")),
+], ids=["discovery", "feature-file"])
+def test_local_failures_are_retried_within_one_interval(source: Source,
+                                                        sink_error: Exception | None,
+                                                        tmp_path: Any) -> None:
+    target = sink(tmp_path) if sink_error is None else AlwaysFailing(sink_error)
+    waits = retry_waits(source, target, interval=10.0)
+    assert waits[:4] == [1.0, 2.0, 4.0, 8.0] and max(waits) == 10.0
+
+
 # ------------------------------------------------------------------------ what the loop reports
 
 
@@ -403,6 +488,25 @@ def test_rejected_labels_are_counted_by_reason(tmp_path) -> None:
     assert agent.cycle()
     assert observer.named("rejected") == [("invalid-value", 2)]
     assert "nvidia.com/cuda.driver.rev" not in published(tmp_path)
+
+
+class RejectingSink:
+    """Publishes, reporting that the target refused two keys (their old values kept)."""
+
+    name = "node"
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        return PublishResult(written=True, rejected=("nvidia.com/a", "nvidia.com/b"))
+
+    def close(self) -> None:
+        pass
+
+
+def test_labels_the_api_server_refused_are_counted_as_api_server() -> None:
+    observer = Observer()
+    agent = make_agent(Source(H100), RejectingSink(), LabelOptions(), observer=observer)
+    assert agent.cycle()
+    assert observer.named("rejected") == [("api-server", 2)]
 
 
 def test_label_warnings_are_logged_once_while_they_last(tmp_path, caplog) -> None:

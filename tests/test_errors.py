@@ -7,6 +7,7 @@ import pytest
 
 from gfd.errors import (
     ApiError,
+    ApiSinkError,
     BackendInitError,
     ConfigError,
     DiscoveryError,
@@ -22,7 +23,8 @@ FAMILY = [
     (BackendInitError, DiscoveryError),
     (NvmlInitError, BackendInitError),
     (PublishError, GfdError),
-    (ApiError, PublishError),
+    (ApiSinkError, PublishError),
+    (ApiError, ApiSinkError),
 ]
 
 

@@ -1,23 +1,26 @@
 """The Kubernetes API boundary, with the real client against the local fake API server:
 every failure becomes an ApiError with the HTTP status, the API's reason, the Status causes,
 Retry-After, and a hint for a 403 or a missing NodeFeature CRD (not for a missing object);
-the client-side rate limit; credentials that cannot load are a ConfigError."""
+answers gfd cannot trust (not a Kubernetes object, too large, trickling past the deadline)
+are one-line ApiErrors; the client-side rate limit; credentials that cannot load (a FIFO
+for a kubeconfig included) are a ConfigError."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.apiserver import FakeApiServer
+from fakes.apiserver import FakeApiServer, self_signed
 from helpers.timing import Clock, Sleeps
 from kubernetes.client.exceptions import ApiException
 
 from gfd.errors import ApiError, ConfigError
-from gfd.kube import APPLY, Kube, RateLimiter, _status_error
+from gfd.kube import APPLY, MAX_ANSWER_BYTES, Kube, RateLimiter, _status_error
 from gfd.sinks.nodefeature import build, object_name
 
 NODE = "gpu-node-1"
@@ -224,7 +227,155 @@ def test_odd_status_answers_are_read_without_failing(status: int, headers: dict[
         assert getattr(error, attribute) == value, attribute
 
 
+# ----------------------------------------------------------------------------- answers
+
+NOT_OBJECTS = [
+    ("an-html-login-page", "<html><head><title>Sign in</title></head><body>SSO</body></html>",
+     "text/html; charset=utf-8", "text/html"),
+    ("a-json-list", "[]", "application/json", "application/json"),
+    ("an-object-without-kind", '{"metadata": {"name": "n"}}', "application/json",
+     "application/json"),
+    ("an-empty-body", "", "application/json", "application/json"),
+]
+
+
+@pytest.mark.parametrize("body, content_type, shown", [n[1:] for n in NOT_OBJECTS],
+                         ids=[n[0] for n in NOT_OBJECTS])
+def test_a_success_that_is_not_a_kubernetes_object_is_one_line_naming_a_proxy(
+        server: FakeApiServer, kube: Kube, requests: list[tuple[str, str]], body: str,
+        content_type: str, shown: str) -> None:
+    server.inject(200, 1, method="GET", body=body, content_type=content_type)
+    error = api_error(lambda: kube.get_node(NODE))
+    message = str(error)
+    assert message.startswith(f"get node {NODE}: the API server's answer is not a Kubernetes "
+                              f"object: HTTP 200, {shown}, ")
+    assert message.endswith("(a proxy in the way?)")
+    assert error.status == 200 and not error.retriable, "the agent retries it, with backoff"
+    assert requests == [("get", "200")]
+    assert kube.get_node(NODE)["metadata"]["name"] == NODE, "the next answer is read again"
+
+
+def test_a_delete_answered_with_a_status_object_is_a_success(server: FakeApiServer,
+                                                             kube: Kube) -> None:
+    kube.create_nodefeature(NS, build(NODE, NS, {}, []))
+    assert kube.delete_nodefeature(NS, NF) is True
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_an_answer_over_the_cap_fails_without_being_read_whole(
+        server: FakeApiServer, kube: Kube, chunked: bool) -> None:
+    server.inject(200, 1, method="GET", body={"kind": "Node", "apiVersion": "v1"},
+                  size=300 * 1024 * 1024, chunked=chunked)
+    started = time.monotonic()
+    error = api_error(lambda: kube.get_node(NODE))
+    assert time.monotonic() - started < 5, "300 MB were not read"
+    assert str(error) == (f"get node {NODE}: the API server's answer is larger than "
+                          f"{MAX_ANSWER_BYTES // 1024} KiB, more than a Node or NodeFeature "
+                          "can be (HTTP 200; a proxy in the way?)")
+    assert kube.get_node(NODE)["metadata"]["name"] == NODE, "the next request works"
+
+
+def test_an_error_answer_over_the_cap_fails_the_same_way(server: FakeApiServer,
+                                                        kube: Kube) -> None:
+    server.inject(502, 1, method="GET", body="x", size=50 * 1024 * 1024, chunked=True)
+    assert "larger than" in str(api_error(lambda: kube.get_node(NODE)))
+
+
+def test_an_answer_just_under_the_cap_is_read(server: FakeApiServer, kube: Kube) -> None:
+    server.inject(200, 1, method="GET",
+                  body={"kind": "Node", "apiVersion": "v1", "metadata": {"name": NODE}},
+                  size=MAX_ANSWER_BYTES, chunked=True)
+    assert len(kube.get_node(NODE)["pad"]) > MAX_ANSWER_BYTES - 100
+
+
+@pytest.mark.parametrize("headers", [True, False], ids=["trickling-headers", "trickling-body"])
+def test_a_trickling_answer_fails_at_the_deadline_and_the_next_request_works(
+        server: FakeApiServer, tmp_path: Path, headers: bool) -> None:
+    """A socket timeout restarts with each byte: only an overall deadline ends a trickle."""
+    requests: list[tuple[str, str]] = []
+    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
+               timeout=0.5, on_request=lambda verb, code: requests.append((verb, code)))
+    try:
+        server.inject(200, 1, method="GET", body={"kind": "Node", "apiVersion": "v1"},
+                      size=10_000, trickle=0.1, trickle_headers=headers)
+        started = time.monotonic()
+        error = api_error(lambda: api.get_node(NODE))
+        took = time.monotonic() - started
+        assert 0.4 < took < 2.0, took
+        assert str(error) == (f"get node {NODE}: no complete answer from the API server "
+                              "within 0.5 s (a slow or stuck connection)")
+        assert error.status is None and error.retriable
+        assert requests == [("get", "error")]
+        assert api.get_node(NODE)["metadata"]["name"] == NODE
+    finally:
+        api.close()
+
+
+def test_the_deadline_ends_a_trickle_over_tls_too(tmp_path: Path) -> None:
+    with FakeApiServer(tls=self_signed(tmp_path)) as server:
+        server.add_node(NODE)
+        api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
+                   timeout=0.5)
+        try:
+            server.inject(200, 1, method="GET", body={"kind": "Node", "apiVersion": "v1"},
+                          size=10_000, trickle=0.1, trickle_headers=False)
+            started = time.monotonic()
+            error = api_error(lambda: api.get_node(NODE))
+            assert time.monotonic() - started < 2.0
+            assert "no complete answer from the API server within 0.5 s" in str(error)
+            assert api.get_node(NODE)["metadata"]["name"] == NODE
+        finally:
+            api.close()
+
+
+def test_a_slow_but_complete_answer_within_the_deadline_is_read(server: FakeApiServer,
+                                                                tmp_path: Path) -> None:
+    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
+               timeout=5)
+    try:
+        server.inject(200, 1, method="GET", trickle=0.002, trickle_headers=False,
+                      body={"kind": "Node", "apiVersion": "v1", "metadata": {"name": NODE}})
+        assert api.get_node(NODE)["metadata"]["name"] == NODE
+    finally:
+        api.close()
+
+
 # ----------------------------------------------------------------------------- credentials
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda path: os.mkfifo(path), "a FIFO"),
+    (lambda path: path.mkdir(), "a directory"),
+], ids=["fifo", "directory"])
+def test_a_kubeconfig_that_is_not_a_regular_file_is_one_line_and_never_blocks(
+        tmp_path: Path, make: Any, kind: str) -> None:
+    # Regression: the client opened a FIFO for reading and waited forever for a writer.
+    path = tmp_path / "kubeconfig"
+    make(path)
+    with pytest.raises(ConfigError) as caught:
+        Kube(kubeconfig=str(path))
+    assert str(caught.value) == (f"kubeconfig {path} is {kind}, not a regular file (point "
+                                 "--kubeconfig / KUBECONFIG at the kubeconfig file itself)")
+
+
+def test_a_kubeconfig_list_is_checked_file_by_file(server: FakeApiServer,
+                                                   tmp_path: Path) -> None:
+    good = server.write_kubeconfig(tmp_path / "good")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="is a FIFO"):
+        Kube(kubeconfig=f"{good}{os.pathsep}{fifo}")
+
+
+def test_a_symlink_to_a_kubeconfig_is_followed(server: FakeApiServer, tmp_path: Path) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    api = Kube(kubeconfig=str(link), qps=0)
+    try:
+        assert api.get_node(NODE)["metadata"]["name"] == NODE
+    finally:
+        api.close()
+
 
 
 def test_a_missing_kubeconfig_is_a_config_error_naming_it(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -36,10 +36,12 @@ def diff(old: Mapping[str, str], new: Mapping[str, str]) -> Change:
 
 @dataclass(frozen=True, slots=True)
 class PublishResult:
-    """The outcome of one publish: whether the target was written, and what changed."""
+    """The outcome of one publish: whether the target was written, what changed, and the
+    label keys the target refused this time (their published values were kept)."""
 
     written: bool
     change: Change = field(default_factory=Change)
+    rejected: tuple[str, ...] = ()
 
 
 class Sink(Protocol):
@@ -51,8 +53,9 @@ class Sink(Protocol):
         """Make the target hold exactly these labels (as far as gfd owns them)."""
         ...
 
-    def published(self) -> dict[str, str]:
-        """What gfd has published at the target now (reads it; for ``gfd diff``)."""
+    def published(self, also: Collection[str] = ()) -> dict[str, str]:
+        """What gfd has published at the target now (reads it; for ``gfd diff``), and the
+        current values of the keys in ``also`` where others may hold them (the Node)."""
         ...
 
     def prune(self) -> PublishResult:

@@ -10,7 +10,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -189,7 +189,7 @@ class FeatureFileSink:
             log.warning("cannot read current feature file %s: %s", self.path, exc.strerror)
             return None
 
-    def published(self) -> dict[str, str]:
+    def published(self, also: Collection[str] = ()) -> dict[str, str]:
         state = self._load()
         return dict(state[0]) if state else {}
 

@@ -5,16 +5,31 @@ Why server-side apply: the API server itself records, per label key, that gfd se
 same request that sets the new ones; labels of every other writer are never touched;
 there is no read-modify-write race and no ownership annotation that someone can edit.
 gfd forces conflicts, as controllers should, so it stays authoritative for its own keys.
+
+Three rules keep it honest about what the server did:
+
+- every apply names the Node's uid, a precondition the API server checks, so gfd never
+  creates a Node (an apply creates what does not exist): a deleted Node stays deleted;
+- the change gfd reports is read from the server's answer, not from what it sent: a key gfd
+  drops stays while another field manager owns it too, and is not reported removed;
+- a label the server rejects (422) keeps its previously published value in the same request,
+  so a transient rejection deletes nothing; the rejected value is tried again later, with
+  backoff, not every cycle.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import re
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gfd.backoff import backoff
 from gfd.errors import ApiError
+from gfd.logs import Once
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.retry import Retry
 from gfd.triggers import Fire
@@ -22,27 +37,51 @@ from gfd.triggers import Fire
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "gfd"
+REJECTED_RETRY_START = 60.0
+"""Seconds before a label value the API server rejected is tried again (then doubling)."""
+REJECTED_RETRY_CAP = 3600.0
 _QUOTED = re.compile(r'"([^"]+)"')
 
 
 class NodeApi(Protocol):
     def get_node(self, name: str) -> dict[str, Any]: ...
     def apply_node_labels(self, name: str, labels: dict[str, str], *,
-                          field_manager: str) -> dict[str, Any]: ...
+                          field_manager: str, uid: str = "") -> dict[str, Any]: ...
     def close(self) -> None: ...
+
+
+def _managed_keys(node: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """(manager, operation) -> the label keys it owns, from the Node's managedFields."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for entry in node.get("metadata", {}).get("managedFields") or []:
+        fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+        keys = {k[2:] for k in fields if k.startswith("f:")}
+        if keys:
+            who = (str(entry.get("manager", "")), str(entry.get("operation", "")))
+            out.setdefault(who, set()).update(keys)
+    return out
 
 
 def owned_labels(node: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str, str]:
     """The labels ``manager`` owns on a Node, from its managedFields."""
-    meta = node.get("metadata", {})
-    labels: dict[str, str] = meta.get("labels") or {}
-    keys: set[str] = set()
-    for entry in meta.get("managedFields") or []:
-        if entry.get("manager") != manager or entry.get("operation") != "Apply":
-            continue
-        fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
-        keys.update(k[2:] for k in fields if k.startswith("f:"))
+    labels: dict[str, str] = node.get("metadata", {}).get("labels") or {}
+    keys = _managed_keys(node).get((manager, "Apply"), set())
     return {k: labels[k] for k in sorted(keys) if k in labels}
+
+
+def co_owners(node: dict[str, Any], key: str, manager: str = FIELD_MANAGER) -> list[str]:
+    """The other field managers that own label ``key`` on a Node."""
+    return sorted({who for (who, op), keys in _managed_keys(node).items()
+                   if key in keys and (who, op) != (manager, "Apply")})
+
+
+def current_labels(node: dict[str, Any], manager: str = FIELD_MANAGER,
+                   also: Collection[str] = ()) -> dict[str, str]:
+    """What the Node holds now for the keys ``manager`` alone owns (what it would remove by
+    dropping them) and for the keys in ``also`` (what it is about to set), whoever owns them."""
+    labels: dict[str, str] = node.get("metadata", {}).get("labels") or {}
+    mine = {k for k in owned_labels(node, manager) if not co_owners(node, k, manager)}
+    return {k: labels[k] for k in sorted(mine | set(also)) if k in labels}
 
 
 def offending_keys(error: ApiError, labels: dict[str, str]) -> set[str]:
@@ -50,6 +89,28 @@ def offending_keys(error: ApiError, labels: dict[str, str]) -> set[str]:
     text = " ".join((str(error), *error.causes))
     named = set(_QUOTED.findall(text))
     return {k for k, v in labels.items() if k in named or (v and v in named)}
+
+
+def _node_replaced(error: ApiError) -> bool:
+    """The uid precondition failed: the Node is gone (409) or another took its name (422)."""
+    text = " ".join((str(error), *error.causes))
+    return ((error.status == 409 and "uid mismatch" in text)
+            or (error.status == 422 and "metadata.uid" in text))
+
+
+class _NodeReplaced(Exception):
+    """Internal: the apply's uid precondition failed; read the Node again."""
+
+
+@dataclass(slots=True)
+class _Held:
+    """A label value the API server rejected, and when to try it again."""
+
+    value: str
+    fallback: str | None
+    """The previously published value kept meanwhile (None: the key is left out)."""
+    failures: int
+    retry_at: float
 
 
 @dataclass(slots=True)
@@ -62,8 +123,15 @@ class NodeSink:
     retry: Retry = field(default_factory=Retry)
     field_manager: str = FIELD_MANAGER
     name: str = "node"
-    _labels: dict[str, str] | None = field(default=None, init=False)
+    clock: Callable[[], float] = time.monotonic
+    rand: Callable[[], float] = random.random
+    _wanted: dict[str, str] | None = field(default=None, init=False)
+    _view: dict[str, str] | None = field(default=None, init=False)
+    """The labels of gfd's last apply as the server answered them (None: not read yet)."""
+    _uid: str = field(default="", init=False)
+    _held: dict[str, _Held] = field(default_factory=dict, init=False)
     _stale: bool = field(default=False, init=False)
+    _once: Once = field(default_factory=lambda: Once(log), init=False)
 
     def refresh(self) -> None:
         """Apply again at the next publish even if labels are unchanged (resync)."""
@@ -75,40 +143,139 @@ class NodeSink:
     def close(self) -> None:
         self.api.close()
 
-    def published(self) -> dict[str, str]:
-        return owned_labels(self.retry.run(lambda: self.api.get_node(self.node)),
-                            self.field_manager)
+    def _read(self) -> dict[str, Any]:
+        node = self.retry.run(lambda: self.api.get_node(self.node))
+        self._uid = str(node.get("metadata", {}).get("uid") or "")
+        return node
+
+    def published(self, also: Collection[str] = ()) -> dict[str, str]:
+        """The Node's current values of the keys gfd alone owns and of ``also``."""
+        return current_labels(self._read(), self.field_manager, also)
 
     def publish(self, labels: dict[str, str]) -> PublishResult:
-        if self._labels == labels and not self._stale:
+        now = self.clock()
+        due = any(held.retry_at <= now for held in self._held.values())
+        if self._wanted == labels and not self._stale and not due:
             return PublishResult(written=False)
-        if self._labels is None:
-            old = self.published()  # first publish: report the real change
-        else:
-            old = self._labels
-        sent = dict(labels)
         try:
-            self._apply(sent)
-        except ApiError as exc:
-            if exc.status != 422:
-                raise
-            bad = offending_keys(exc, sent)
-            if not bad:
-                raise
-            log.error("API server rejected label(s) %s: %s; publishing the others",
-                      ", ".join(sorted(bad)), exc)
-            sent = {k: v for k, v in sent.items() if k not in bad}
-            self._apply(sent)
-        self._labels = dict(labels)
+            return self._publish(labels, now)
+        except _NodeReplaced:
+            log.warning("Node %s was deleted or replaced: reading it again (gfd never creates "
+                        "a Node)", self.node)
+            self._view = None
+            return self._publish(labels, now)
+
+    def _publish(self, labels: dict[str, str], now: float) -> PublishResult:
+        if self._view is None:  # first publish, or the Node changed: read what it holds
+            node = self._read()
+            before = current_labels(node, self.field_manager, labels)
+            mine = owned_labels(node, self.field_manager)
+        else:
+            before, mine = dict(self._view), dict(self._view)
+        sent = self._compose(labels, now)
+        answer, rejected = self._apply_keeping(sent, labels, mine, now)
+        held_now = {k: h.value for k, h in self._held.items()}
+        for key, value in sent.items():  # what went through is no longer held
+            if held_now.get(key) == value:
+                del self._held[key]
+        after_labels: dict[str, str] = answer.get("metadata", {}).get("labels") or {}
+        after = {k: after_labels[k] for k in sorted(set(before) | set(sent))
+                 if k in after_labels}
+        for key in sorted(set(before) - set(sent)):
+            if key in after_labels:
+                self._once.log(logging.INFO, "label %s stays on Node %s: another field "
+                               "manager owns it too (%s)", key, self.node,
+                               ", ".join(co_owners(answer, key, self.field_manager)) or "?",
+                               key=f"kept {key}={after_labels[key]}")
+        self._view = {k: after_labels[k] for k in sent if k in after_labels}
+        self._wanted = dict(labels)
         self._stale = False
-        return PublishResult(written=True, change=diff(old, sent))
+        return PublishResult(written=True, change=diff(before, after),
+                             rejected=tuple(sorted(rejected)))
+
+    def _compose(self, labels: dict[str, str], now: float) -> dict[str, str]:
+        """``labels``, with each held key at its fallback until its retry is due."""
+        sent = dict(labels)
+        for key, held in list(self._held.items()):
+            if labels.get(key) != held.value:
+                del self._held[key]  # gfd no longer wants the rejected value
+            elif held.retry_at > now:
+                if held.fallback is None:
+                    sent.pop(key)
+                else:
+                    sent[key] = held.fallback
+        return sent
+
+    def _apply_keeping(self, sent: dict[str, str], labels: dict[str, str],
+                       mine: dict[str, str], now: float) -> tuple[dict[str, Any], set[str]]:
+        """Apply ``sent`` (edited in place); a 422 naming labels puts back their previously
+        published values (else leaves them out) and applies again."""
+        rejected: set[str] = set()
+        for _ in range(3):  # the wanted value, its fallback, then without the key
+            try:
+                return self._apply(sent), rejected
+            except ApiError as exc:
+                if exc.status != 422:
+                    raise
+                bad = offending_keys(exc, sent)
+                if not bad:
+                    raise
+                for key in sorted(bad):
+                    self._hold(key, sent, labels, mine.get(key), now, exc)
+                rejected |= bad
+        return self._apply(sent), rejected
+
+    def _hold(self, key: str, sent: dict[str, str], labels: dict[str, str],
+              previous: str | None, now: float, exc: ApiError) -> None:
+        value = sent[key]
+        if key in labels and value == labels[key]:  # the wanted value was rejected
+            held = self._held.get(key)
+            failures = held.failures + 1 if held and held.value == value else 1
+            fallback = previous if previous is not None and previous != value else None
+            delay = backoff(failures, REJECTED_RETRY_CAP, self.rand, start=REJECTED_RETRY_START)
+            self._held[key] = _Held(value, fallback, failures, now + delay)
+            keeping = ("keeping its published value " + repr(fallback) if fallback is not None
+                       else "leaving it out")
+            if not self._once.error("API server rejected label %s=%s: %s; %s, trying it again "
+                                    "later", key, value, exc, keeping,
+                                    key=f"rejected {key}={value}"):
+                log.debug("label %s=%s rejected again (%d times)", key, value, failures)
+        else:  # its fallback was rejected too: leave the key out
+            if key in self._held:
+                self._held[key].fallback = None
+            self._once.error("API server rejected label %s=%s too: %s; leaving it out", key,
+                             value, exc, key=f"rejected {key}={value}")
+        if self._held.get(key) is not None and self._held[key].fallback is not None:
+            sent[key] = str(self._held[key].fallback)
+        else:
+            sent.pop(key, None)
 
     def _apply(self, labels: dict[str, str]) -> dict[str, Any]:
-        return self.retry.run(lambda: self.api.apply_node_labels(
-            self.node, labels, field_manager=self.field_manager))
+        try:
+            answer = self.retry.run(lambda: self.api.apply_node_labels(
+                self.node, labels, field_manager=self.field_manager, uid=self._uid))
+        except ApiError as exc:
+            if _node_replaced(exc):
+                self._uid = ""
+                raise _NodeReplaced() from exc
+            raise
+        self._uid = str(answer.get("metadata", {}).get("uid") or self._uid)
+        return answer
 
     def prune(self) -> PublishResult:
-        old = self.published()
-        self._apply({})
-        self._labels = None
-        return PublishResult(written=True, change=diff(old, {}))
+        for attempt in (1, 2):
+            node = self._read()
+            before = current_labels(node, self.field_manager)
+            try:
+                answer = self._apply({})
+            except _NodeReplaced:
+                if attempt == 2:
+                    raise ApiError(f"Node {self.node} keeps being replaced: nothing pruned "
+                                   "(try again)") from None
+                continue
+            after_labels = answer.get("metadata", {}).get("labels") or {}
+            after = {k: after_labels[k] for k in before if k in after_labels}
+            self._view = self._wanted = None
+            self._held.clear()
+            return PublishResult(written=True, change=diff(before, after))
+        raise AssertionError("unreachable")  # pragma: no cover

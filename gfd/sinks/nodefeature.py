@@ -1,15 +1,28 @@
 """The NFD NodeFeature sink: object ``nvidia-features-for-<node>`` whose ``spec.labels`` nfd-master
 turns into Node labels. Owned by the DaemonSet (never the Pod), written only on change,
-conflict-safe, and free in steady state (no request unless labels change or a resync is due)."""
+conflict-safe, and free in steady state (no request unless labels change or a resync is due).
+
+gfd writes only what it owns there -- ``spec.labels``, the ``nfd.node.kubernetes.io/node-name``
+label, its mark (``app.kubernetes.io/managed-by: gfd``) and its DaemonSet owner reference --
+and keeps everything else the object holds (others' labels, annotations, owners, features):
+each write is a read-modify-write PUT of the last object read, a 409 re-reads. Those verbs
+(get, create, update) are all the GPU Operator's Role grants: no patch, no apply, no delete.
+
+An object of that name that is someone else's -- its controller is not gfd's DaemonSet, as
+with NVIDIA's GFD, which uses the same name -- is never written, and ``prune`` deletes only an
+object gfd wrote (its mark, or gfd's DaemonSet as controller).
+"""
 
 from __future__ import annotations
 
+import copy
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from gfd.errors import ApiError, PublishError
+from gfd.errors import ApiError, ApiSinkError
 from gfd.sinks.base import Change, PublishResult, diff
 from gfd.sinks.retry import Retry
 from gfd.triggers import Fire
@@ -18,6 +31,8 @@ log = logging.getLogger(__name__)
 
 API_VERSION = "nfd.k8s-sigs.io/v1alpha1"
 NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gfd"
 CONFLICT_RETRIES = 5
 
 
@@ -25,7 +40,7 @@ class NodeFeatureApi(Protocol):
     def get_nodefeature(self, namespace: str, name: str) -> dict[str, Any] | None: ...
     def create_nodefeature(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
     def replace_nodefeature(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
-    def delete_nodefeature(self, namespace: str, name: str) -> bool: ...
+    def delete_nodefeature(self, namespace: str, name: str, *, uid: str = "") -> bool: ...
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
@@ -47,19 +62,72 @@ def build(node: str, namespace: str, labels: dict[str, str],
           owners: list[dict[str, Any]]) -> dict[str, Any]:
     """The NodeFeature object for these labels (pure)."""
     metadata: dict[str, Any] = {"name": object_name(node), "namespace": namespace,
-                                "labels": {NODE_NAME_LABEL: node}}
+                                "labels": {NODE_NAME_LABEL: node, MANAGED_BY_LABEL: MANAGED_BY}}
     if owners:
         metadata["ownerReferences"] = owners
     return {"apiVersion": API_VERSION, "kind": "NodeFeature", "metadata": metadata,
             "spec": {"features": {}, "labels": dict(sorted(labels.items()))}}
 
 
+def _is_daemonset(ref: dict[str, Any], owner: dict[str, Any]) -> bool:
+    """``ref`` names the DaemonSet ``owner`` names (any uid: the same DaemonSet re-created)."""
+    return bool(ref.get("kind") == "DaemonSet" and str(ref.get("apiVersion", "")).startswith(
+        "apps/") and ref.get("name") == owner["name"])
+
+
+def _controller(obj: dict[str, Any]) -> dict[str, Any] | None:
+    refs = obj.get("metadata", {}).get("ownerReferences") or []
+    return next((r for r in refs if isinstance(r, dict) and r.get("controller")), None)
+
+
+def marked(obj: dict[str, Any]) -> bool:
+    """The object carries gfd's mark (gfd wrote it)."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return bool(labels.get(MANAGED_BY_LABEL) == MANAGED_BY)
+
+
+def foreign_owner(obj: dict[str, Any], owners: list[dict[str, Any]]) -> str:
+    """Who the object belongs to when that is not gfd (``Kind/name`` of its controller), else
+    "". gfd's own: controlled by gfd's DaemonSet, or -- when gfd does not know its DaemonSet --
+    marked by gfd. An object without a controller belongs to nobody: gfd may write it."""
+    controller = _controller(obj)
+    if controller is None:
+        return ""
+    if owners and _is_daemonset(controller, owners[0]):
+        return ""
+    if not owners and marked(obj):
+        return ""
+    return f"{controller.get('kind', '?')}/{controller.get('name', '?')}"
+
+
+def updated(current: dict[str, Any], node: str, labels: dict[str, str],
+            owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """``current`` with gfd's parts set and everything else kept (pure): the body of a
+    read-modify-write PUT (its resourceVersion and uid are its preconditions)."""
+    obj = copy.deepcopy(current)
+    meta = obj.setdefault("metadata", {})
+    meta.pop("managedFields", None)  # the server keeps its own record
+    meta["labels"] = {**(meta.get("labels") or {}), NODE_NAME_LABEL: node,
+                      MANAGED_BY_LABEL: MANAGED_BY}
+    if owners:
+        mine = owners[0]
+        refs = [r for r in meta.get("ownerReferences") or []
+                if not (_is_daemonset(r, mine) and r.get("uid") != mine["uid"])]
+        if not any(_is_daemonset(r, mine) for r in refs):
+            refs.append(mine)
+        meta["ownerReferences"] = refs
+    spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+    obj["spec"] = {**spec, "labels": dict(sorted(labels.items()))}
+    return obj
+
+
 def _in_sync(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Writing ``wanted`` (``updated(current, ...)``) would change nothing gfd owns."""
     meta, want = current.get("metadata", {}), wanted["metadata"]
     return bool(
         (current.get("spec") or {}).get("labels") == wanted["spec"]["labels"]
-        and (meta.get("labels") or {}).get(NODE_NAME_LABEL) == want["labels"][NODE_NAME_LABEL]
-        and (meta.get("ownerReferences") or []) == want.get("ownerReferences", [])
+        and meta.get("labels") == want.get("labels")
+        and (meta.get("ownerReferences") or []) == (want.get("ownerReferences") or [])
     )
 
 
@@ -76,7 +144,8 @@ class NodeFeatureSink:
     name: str = "nodefeature"
     _owners: list[dict[str, Any]] | None = field(default=None, init=False)
     _labels: dict[str, str] | None = field(default=None, init=False)
-    _version: str = field(default="", init=False)
+    _current: dict[str, Any] | None = field(default=None, init=False)
+    """The object as the server last answered it: the base of the next write."""
     _stale: bool = field(default=False, init=False)
 
     def refresh(self) -> None:
@@ -88,6 +157,10 @@ class NodeFeatureSink:
 
     def close(self) -> None:
         self.api.close()
+
+    @property
+    def _what(self) -> str:
+        return f"NodeFeature {self.namespace}/{object_name(self.node)}"
 
     def _resolve_owners(self) -> list[dict[str, Any]]:
         """The DaemonSet owner, looked up once; a failed lookup is retried next time."""
@@ -113,56 +186,72 @@ class NodeFeatureSink:
                         self.pod_name)
         return self._owners
 
+    def _refusal(self, obj: dict[str, Any], owners: list[dict[str, Any]]) -> str:
+        """Why gfd must not write ``obj`` (one line), or "" when it may."""
+        owner = foreign_owner(obj, owners)
+        if not owner:
+            return ""
+        mine = (f"gfd's DaemonSet {owners[0]['name']}" if owners
+                else "gfd (whose DaemonSet is unknown: set POD_NAME)")
+        return (f"{self._what} belongs to {owner} (its controller), not to {mine}: another "
+                "agent publishes it (NVIDIA's GFD uses this name); uninstall it, or run gfd "
+                "in another namespace (--namespace / NAMESPACE)")
+
     def _read(self) -> dict[str, Any] | None:
         return self.retry.run(
             lambda: self.api.get_nodefeature(self.namespace, object_name(self.node)))
 
-    def published(self) -> dict[str, str]:
+    def published(self, also: Collection[str] = ()) -> dict[str, str]:
         current = self._read()
+        if current is not None:
+            refusal = self._refusal(current, self._resolve_owners())
+            if refusal:
+                raise ApiSinkError(refusal)
         return dict(((current or {}).get("spec") or {}).get("labels") or {})
 
     def publish(self, labels: dict[str, str]) -> PublishResult:
         if self._labels == labels and not self._stale:
             return PublishResult(written=False)
         owners = self._resolve_owners()
-        wanted = build(self.node, self.namespace, labels, owners)
-        known_version = self._version if (self._labels is not None and not self._stale) else ""
+        known = self._labels is not None and not self._stale
+        current = self._current if known else None
         old = dict(self._labels or {})  # what the object holds, as far as gfd knows
-        for _ in range(CONFLICT_RETRIES):
+        for _ in range(CONFLICT_RETRIES):  # one request per attempt
             try:
-                if known_version:
-                    body = dict(wanted, metadata=dict(wanted["metadata"],
-                                                      resourceVersion=known_version))
-                    stored = self.retry.run(partial(self.api.replace_nodefeature,
-                                                    self.namespace, body))
+                if current is not None:  # a read-modify-write of the last object read
+                    stored = self.retry.run(partial(
+                        self.api.replace_nodefeature, self.namespace,
+                        updated(current, self.node, labels, owners)))
                     return self._done(labels, stored, diff(old, labels))
                 current = self._read()
                 if current is None:
+                    if self._current is not None:
+                        log.info("%s was deleted: creating it again", self._what)
                     stored = self.retry.run(lambda: self.api.create_nodefeature(
-                        self.namespace, wanted))
+                        self.namespace, build(self.node, self.namespace, labels, owners)))
                     return self._done(labels, stored, diff({}, labels))
+                refusal = self._refusal(current, owners)
+                if refusal:
+                    self._current = None
+                    raise ApiSinkError(refusal)
                 old = dict((current.get("spec") or {}).get("labels") or {})
-                if _in_sync(current, wanted):
+                if _in_sync(current, updated(current, self.node, labels, owners)):
                     self._remember(labels, current)
                     return PublishResult(written=False, change=diff(old, labels))
-                known_version = str(current["metadata"].get("resourceVersion", ""))
             except ApiError as exc:
-                if exc.status == 404 and known_version and not exc.resource_missing:
+                if exc.status == 404 and not exc.resource_missing and current is not None:
                     # deleted behind gfd's back: read again, which creates it anew
-                    log.info("NodeFeature %s/%s was deleted: creating it again", self.namespace,
-                             object_name(self.node))
-                    known_version = ""
-                    continue
-                if exc.status not in (409,):
+                    log.debug("%s: not found at update: re-reading", self._what)
+                elif exc.status == 409:  # changed, deleted (uid precondition) or created
+                    log.debug("%s: conflict (%s): re-reading", self._what, exc.reason)
+                else:
                     raise
-                log.debug("NodeFeature conflict (%s): re-reading", exc.reason)
-                known_version = ""
-        raise PublishError(f"NodeFeature {self.namespace}/{object_name(self.node)}: still "
-                           f"conflicting after {CONFLICT_RETRIES} attempts")
+                current = None
+        raise ApiSinkError(f"{self._what}: still conflicting after {CONFLICT_RETRIES} attempts")
 
     def _remember(self, labels: dict[str, str], stored: dict[str, Any]) -> None:
         self._labels = dict(labels)
-        self._version = str(stored.get("metadata", {}).get("resourceVersion", ""))
+        self._current = stored
         self._stale = False
 
     def _done(self, labels: dict[str, str], stored: dict[str, Any],
@@ -171,8 +260,23 @@ class NodeFeatureSink:
         return PublishResult(written=True, change=change)
 
     def prune(self) -> PublishResult:
-        old = self.published()
+        """Delete the object if gfd wrote it (its mark, or gfd's DaemonSet as controller);
+        another's, or one with neither (it may be GFD's), is left with one line."""
+        current = self._read()
+        self._labels = self._current = None
+        if current is None:
+            return PublishResult(written=False)
+        owners = self._resolve_owners()
+        old = dict((current.get("spec") or {}).get("labels") or {})
+        refusal = self._refusal(current, owners)
+        controller = _controller(current)
+        ours = bool(owners and controller is not None and _is_daemonset(controller, owners[0]))
+        if refusal or not (marked(current) or ours):
+            log.warning("%s left in place: %s", self._what, refusal or (
+                "gfd's mark (label app.kubernetes.io/managed-by=gfd) is not on it and gfd's "
+                "DaemonSet does not control it, so gfd may not have written it"))
+            return PublishResult(written=False)
+        uid = str(current.get("metadata", {}).get("uid") or "")
         removed = self.retry.run(lambda: self.api.delete_nodefeature(
-            self.namespace, object_name(self.node)))
-        self._labels = None
-        return PublishResult(written=removed, change=diff(old, {}))
+            self.namespace, object_name(self.node), uid=uid))
+        return PublishResult(written=removed, change=diff(old, {}) if removed else Change())

@@ -21,10 +21,12 @@ class Retry:
     """Retries 429, 5xx and connection errors with jittered backoff, honouring Retry-After.
 
     Conflicts (409) are not retried here: the sinks re-read and retry them themselves.
-    After ``attempts`` the error goes up, the cycle fails, and the agent backs off.
+    After ``attempts`` the error goes up, the cycle fails, and the agent backs off (growing
+    to minutes while it lasts), so one retry here is enough: it rides out a blip, and an
+    outage costs two requests per cycle, not four.
     """
 
-    attempts: int = 4
+    attempts: int = 2
     cap: float = 30.0
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = field(default=random.random)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from gfd.sinks.base import PublishResult, diff
@@ -18,7 +18,7 @@ class StdoutSink:
     name: str = "stdout"
     _last: dict[str, str] | None = field(default=None, init=False)
 
-    def published(self) -> dict[str, str]:
+    def published(self, also: Collection[str] = ()) -> dict[str, str]:
         return dict(self._last or {})
 
     def publish(self, labels: dict[str, str]) -> PublishResult:

@@ -129,7 +129,8 @@ def test_node_sink_heals_drift_at_resync(server: FakeApiServer, kube: Kube) -> N
 def test_node_sink_retries_5xx_and_honours_retry_after(server: FakeApiServer,
                                                        kube: Kube) -> None:
     sleeps = Sleeps()
-    sink = node_sink(kube, Clock(), sleeps)
+    # two faults in one publish: three attempts (gfd's own policy makes two per cycle)
+    sink = NodeSink(kube, NODE, retry=Retry(attempts=3, sleep=sleeps))
     server.inject(500, 1, method="PATCH")
     server.inject(429, 1, method="PATCH", retry_after=3)
     assert sink.publish(LABELS).written
@@ -193,6 +194,68 @@ def test_node_sink_restart_reports_no_change_and_writes_once(server: FakeApiServ
     assert server.count() == 2  # startup: read own labels, apply once
 
 
+def test_node_sink_never_creates_a_deleted_node(server: FakeApiServer, kube: Kube) -> None:
+    """Regression: where RBAC allowed ``create``, the apply after a Node was deleted created it
+    again. Every apply now names the Node's uid, a precondition the API server checks."""
+    sink = node_sink(kube, Clock())
+    sink.publish(LABELS)
+    server.delete_node(NODE)
+    server.clear_log()
+    with pytest.raises(ApiError) as err:
+        sink.publish({**LABELS, "nvidia.com/gpu.count": "7"})
+    assert err.value.status == 404 and "\n" not in str(err.value)
+    assert [(r.method, r.status) for r in server.requests] == [("PATCH", 409), ("GET", 404)]
+    assert server.nodes() == []
+    [apply] = [r for r in server.requests if r.method == "PATCH"]
+    assert apply.json()["metadata"]["uid"], "the apply named the uid"
+
+
+def test_node_sink_labels_a_node_created_again_under_the_same_name(server: FakeApiServer,
+                                                                   kube: Kube) -> None:
+    sink = node_sink(kube, Clock())
+    sink.publish(LABELS)
+    server.delete_node(NODE)
+    server.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
+    server.clear_log()
+    sink.refresh()  # the resync (or the next change) finds the new Node
+    assert sink.publish(LABELS).written
+    assert [(r.method, r.status) for r in server.requests] == [
+        ("PATCH", 422), ("GET", 200), ("PATCH", 200)]
+    assert server.labels(NODE) == {"kubernetes.io/hostname": NODE, **LABELS}
+
+
+def test_node_sink_reports_a_key_it_drops_but_another_manager_keeps_as_kept(
+        server: FakeApiServer, kube: Kube) -> None:
+    sink = node_sink(kube, Clock())
+    sink.publish(LABELS)
+    kube.apply_node_labels(NODE, {"nvidia.com/gpu.count": "8"}, field_manager="gpu-operator")
+    result = sink.publish({k: v for k, v in LABELS.items() if k != "nvidia.com/gpu.count"})
+    assert result.written and result.change.empty, "the server kept it: nothing was removed"
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"
+
+
+def test_node_sink_keeps_a_rejected_labels_value_and_tries_it_later(server: FakeApiServer,
+                                                                    kube: Kube) -> None:
+    clock = Clock()
+    sink = NodeSink(kube, NODE, retry=Retry(sleep=Sleeps()), clock=clock, rand=lambda: 1.0)
+    sink.publish(LABELS)
+    server.deny_label("nvidia.com/gpu.count", "7")
+    server.clear_log()
+    changed = {**LABELS, "nvidia.com/gpu.count": "7"}
+    result = sink.publish(changed)
+    assert result.rejected == ("nvidia.com/gpu.count",)
+    assert [r.status for r in server.requests] == [422, 200]
+    assert server.requests[1].json()["metadata"]["labels"]["nvidia.com/gpu.count"] == "8"
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"
+    server.allow_label("nvidia.com/gpu.count")
+    server.clear_log()
+    clock.now += 30
+    assert not sink.publish(changed).written and server.count() == 0
+    clock.now += 30
+    assert sink.publish(changed).written
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "7" and server.count() == 1
+
+
 # ----------------------------------------------------------------------------- NodeFeature
 
 
@@ -200,7 +263,8 @@ def test_nodefeature_created_owned_by_the_daemonset(server: FakeApiServer, kube:
     nf_sink(kube, Clock()).publish(LABELS)
     obj = server.nodefeature(NS, object_name(NODE))
     assert obj is not None
-    assert obj["metadata"]["labels"] == {"nfd.node.kubernetes.io/node-name": NODE}
+    assert obj["metadata"]["labels"] == {"nfd.node.kubernetes.io/node-name": NODE,
+                                         "app.kubernetes.io/managed-by": "gfd"}
     assert obj["spec"]["labels"] == LABELS
     owners = obj["metadata"]["ownerReferences"]
     assert [o["kind"] for o in owners] == ["DaemonSet"] and owners[0]["name"] == "gfd"
@@ -285,3 +349,62 @@ def test_nodefeature_deleted_under_a_running_sink_is_created_again(server: FakeA
     assert nf_labels(server)["nvidia.com/gpu.count"] == "4"
     owners = server.nodefeature(NS, object_name(NODE))["metadata"]["ownerReferences"]
     assert [o["kind"] for o in owners] == ["DaemonSet"]
+
+
+def test_nodefeature_write_keeps_what_others_put_on_the_object(server: FakeApiServer,
+                                                              kube: Kube) -> None:
+    sink = nf_sink(kube, Clock())
+    sink.publish(LABELS)
+    obj = kube.get_nodefeature(NS, object_name(NODE))
+    assert obj is not None
+    obj["metadata"]["labels"]["team"] = "ml"
+    obj["metadata"]["annotations"] = {"example.com/note": "keep me"}
+    obj["spec"]["features"] = {"flags": {"example.feature": {"elements": {"x": {}}}}}
+    kube.replace_nodefeature(NS, obj)
+    server.clear_log()
+    assert sink.publish({**LABELS, "nvidia.com/gpu.count": "4"}).written
+    assert [(r.method, r.status) for r in server.requests] == [
+        ("PUT", 409), ("GET", 200), ("PUT", 200)]
+    stored = server.nodefeature(NS, object_name(NODE))
+    assert stored is not None
+    assert stored["metadata"]["labels"]["team"] == "ml"
+    assert stored["metadata"]["annotations"] == {"example.com/note": "keep me"}
+    assert stored["spec"]["features"] == {"flags": {"example.feature": {"elements": {"x": {}}}}}
+    assert stored["spec"]["labels"]["nvidia.com/gpu.count"] == "4"
+    body = server.requests[-1].json()
+    assert body["metadata"]["resourceVersion"] and body["metadata"]["uid"], (
+        "a read-modify-write: the last object read, with its preconditions")
+
+
+def test_nodefeature_of_nvidias_gfd_is_left_alone_by_publish_and_prune(
+        server: FakeApiServer, kube: Kube) -> None:
+    ds = server.daemonset(NS, "gfd")
+    assert ds is not None
+    server.add_pod(NS, "gpu-feature-discovery-x1", owner_daemonset="gpu-feature-discovery")
+    gfd_ds = server.daemonset(NS, "gpu-feature-discovery")
+    assert gfd_ds is not None
+    theirs = {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+              "metadata": {"name": object_name(NODE),
+                           "labels": {"nfd.node.kubernetes.io/node-name": NODE},
+                           "ownerReferences": [{
+                               "apiVersion": "apps/v1", "kind": "DaemonSet",
+                               "name": "gpu-feature-discovery",
+                               "uid": gfd_ds["metadata"]["uid"], "controller": True}]},
+              "spec": {"labels": {"nvidia.com/gpu.count": "8"}}}
+    server.add_nodefeature(NS, theirs, manager="gpu-feature-discovery")
+    before = server.nodefeature(NS, object_name(NODE))
+    with pytest.raises(PublishError, match="belongs to DaemonSet/gpu-feature-discovery"):
+        nf_sink(kube, Clock()).publish(LABELS)
+    assert not nf_sink(kube, Clock()).prune().written
+    assert server.nodefeature(NS, object_name(NODE)) == before
+    assert server.count("PUT") == server.count("DELETE") == 0
+
+
+def test_nodefeature_prune_deletes_exactly_the_object_it_read(server: FakeApiServer,
+                                                              kube: Kube) -> None:
+    nf_sink(kube, Clock()).publish(LABELS)
+    uid = server.nodefeature(NS, object_name(NODE))["metadata"]["uid"]
+    server.clear_log()
+    assert nf_sink(kube, Clock()).prune().written
+    [delete] = [r for r in server.requests if r.method == "DELETE"]
+    assert delete.json()["preconditions"] == {"uid": uid}

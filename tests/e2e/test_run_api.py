@@ -79,6 +79,41 @@ def test_steady_state_is_free_and_a_change_is_one_write(sink: str, tmp_path: Pat
         assert obj is not None and obj["spec"]["labels"]["nvidia.com/gpu.count"] == "7"
 
 
+def test_a_nodefeature_deleted_by_hand_is_back_with_new_labels_in_the_same_cycle(
+        tmp_path: Path, server: FakeApiServer, fake_nvml_lib: Path) -> None:
+    """Someone deletes the NodeFeature, then the labels change: the update of the deleted
+    object fails (the real server answers 409 to the uid precondition of a read-modify-write
+    PUT, 404 without one), gfd re-reads and creates it again within that one cycle."""
+    name = f"nvidia-features-for-{NODE}"
+    profiles.hgx_h100().write(tmp_path / "profile.txt")
+    port = free_port()
+    argv, env = command(tmp_path, server, fake_nvml_lib, "run", "--sink", "nodefeature",
+                        "--sleep-interval", "50ms", "--metrics-port", str(port))
+    log = (tmp_path / "agent.log").open("w")
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: http(port, "/readyz")[0] == 200)
+        server.delete_nodefeature(NS, name)
+        server.clear_log()
+        profiles.one_gpu_lost().write(tmp_path / "profile.txt")
+        wait_for(lambda: (server.nodefeature(NS, name) or {}).get("spec", {}).get(
+            "labels", {}).get("nvidia.com/gpu.count") == "7", timeout=10)
+        failed = [(r.method, r.status) for r in server.requests if r.status >= 400]
+        assert failed == [("PUT", 409), ("GET", 404)], failed
+        text = http(port, "/metrics")[1]
+        assert metric(text, 'gfd_cycles_total{result="error"}') == 0, "no failed cycle"
+        owners = server.nodefeature(NS, name)["metadata"]["ownerReferences"]
+        assert [(o["kind"], o["name"]) for o in owners] == [("DaemonSet", "gfd")]
+    finally:
+        proc.terminate()
+        code = proc.wait(timeout=15)
+        log.close()
+    assert code == 0
+    logs = (tmp_path / "agent.log").read_text()
+    assert f"NodeFeature {NS}/{name} was deleted: creating it again" in logs
+    assert "Traceback" not in logs
+
+
 def test_diff_and_prune_with_the_node_sink(tmp_path: Path, server: FakeApiServer,
                                            fake_nvml_lib: Path) -> None:
     profiles.hgx_h100().write(tmp_path / "profile.txt")

@@ -20,7 +20,10 @@ strategic-merge, JSON and server-side-apply patches; a global ``resourceVersion`
 bumped on every write (no bump for a write that changes nothing, like the real
 server); 409 for a stale ``resourceVersion``; 422 with the exact label rules; 403 from a rule set;
 404 for missing objects and for the NodeFeature API when the CRD is absent;
-fault injection, latency, dropped connections; and an exact request log.
+fault injection, latency, dropped connections; answers no API server sends but a
+proxy in front of one may (a 200 that is an HTML page or a JSON list, an answer of
+hundreds of MB streamed without holding it, one that trickles a byte at a time); and an
+exact request log.
 
 Selecting the patch type with kubernetes client 37.x
 ----------------------------------------------------
@@ -56,17 +59,26 @@ Non-apply writes record ownership for ``fieldManager``, else for the
 User-Agent's prefix (``OpenAPI-Generator`` for this client), like the real
 server. ``add_node`` labels are owned by ``kubelet`` (an Update manager).
 
+``deny_label`` stands in for an admission rule that refuses one label value (422
+Invalid naming it, as a validating admission policy with reason Invalid answers).
+
+Where the real server checks a ``metadata.uid`` it does so here too: in an apply
+it is a precondition (no object: 409 "uid mismatch"; another object of that name: 422,
+the uid is immutable), so an apply naming a uid never creates; in a PUT it is a
+precondition checked before the object's absence (409 StorageError, else 404).
+
 Known limits (requests outside them fail loudly rather than silently):
 lists in strategic merge patches are replaced, not merged by key; no watch
 (501); server-side apply tracks ownership of ``metadata.labels`` and
-``metadata.annotations`` keys only (other fields in an apply body are a 400)
-and is not offered for NodeFeatures (501).
+``metadata.annotations`` keys only (other fields in an apply body but the uid
+precondition are a 400) and is not offered for NodeFeatures (501).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import io
 import json
 import re
 import secrets
@@ -209,6 +221,30 @@ def _conflict(res: Resource, name: str) -> ApiError:
         "Conflict",
         f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been '
         "modified; please apply your changes to the latest version and try again",
+        res.details(name),
+    )
+
+
+def _storage_key(res: Resource, namespace: str, name: str) -> str:
+    """The etcd key the API server names in a storage error."""
+    group = f"{res.group}/" if res.group else ""
+    ns = f"{namespace}/" if res.namespaced else ""
+    return f"/registry/{group}{res.plural}/{ns}{name}"
+
+
+def _uid_precondition_failed(
+    res: Resource, namespace: str, name: str, wanted: str, actual: str
+) -> ApiError:
+    """A uid precondition (from ``metadata.uid`` of an update, or a delete's preconditions)
+    that the stored object does not meet -- or no object at all (``actual`` empty): the
+    storage layer's InvalidObj error, which the registry answers as a 409 Conflict."""
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {res.qualified} "{name}": StorageError: invalid '
+        f"object, Code: 4, Key: {_storage_key(res, namespace, name)}, ResourceVersion: 0, "
+        f"AdditionalErrorMsg: Precondition failed: UID in precondition: {wanted}, UID in "
+        f"object meta: {actual}",
         res.details(name),
     )
 
@@ -713,6 +749,11 @@ class _Fault:
     path_contains: str | None
     retry_after: int | None
     body: JSON | str | bytes | None
+    content_type: str | None = None
+    size: int | None = None
+    chunked: bool = False
+    trickle: float = 0.0
+    trickle_headers: bool = True
 
 
 @dataclass(frozen=True)
@@ -738,6 +779,16 @@ class _Response:
     status: int
     body: JSON | str | bytes
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    """Overrides the Content-Type (JSON for a dict, text/plain otherwise)."""
+    size: int | None = None
+    """Pad the body to this many bytes, streamed (never held in memory)."""
+    chunked: bool = False
+    """Send the body with Transfer-Encoding: chunked (no Content-Length)."""
+    trickle: float = 0.0
+    """Seconds between bytes: an answer that trickles."""
+    trickle_headers: bool = True
+    """Trickle from the status line on (else the status line and headers come at once)."""
 
 
 Handler = Callable[[_Request, dict[str, str]], _Response]
@@ -885,6 +936,7 @@ class FakeApiServer:
         self._rv = 1000
         self._crd_installed = True
         self._rules: list[_Rule] = []
+        self._denied: dict[str, str] = {}
         self._faults: list[_Fault] = []
         self._latency = 0.0
         self._down = False
@@ -1136,6 +1188,13 @@ class FakeApiServer:
                 lambda: self._create(NODEFEATURES, namespace, copy.deepcopy(obj), manager, False)
             )
 
+    def delete_nodefeature(self, namespace: str, name: str) -> None:
+        """Someone deletes the NodeFeature (kubectl delete); KeyError if absent."""
+        with self._lock:
+            if self._objects[NODEFEATURES].pop((namespace, name), None) is None:
+                raise KeyError(name)
+            self._bump()
+
     def _get_plain(self, res: Resource, namespace: str, name: str) -> JSON | None:
         with self._lock:
             stored = self._objects[res].get((namespace, name))
@@ -1161,6 +1220,17 @@ class FakeApiServer:
         with self._lock:
             self._rules.clear()
 
+    def deny_label(self, key: str, value: str, *, message: str = "refused by policy") -> None:
+        """An admission rule (a validating admission policy with reason Invalid, a webhook):
+        a write that sets Node label ``key`` to ``value`` is a 422 Invalid naming the value,
+        and nothing changes. ``allow_label`` lifts it."""
+        with self._lock:
+            self._denied[key] = f"{value}\0{message}"
+
+    def allow_label(self, key: str) -> None:
+        with self._lock:
+            self._denied.pop(key, None)
+
     # ------------------------------------------------------------------ faults
 
     def inject(
@@ -1172,12 +1242,23 @@ class FakeApiServer:
         path_contains: str | None = None,
         retry_after: int | None = None,
         body: JSON | str | bytes | None = None,
+        content_type: str | None = None,
+        size: int | None = None,
+        chunked: bool = False,
+        trickle: float = 0.0,
+        trickle_headers: bool = True,
     ) -> None:
-        """Fail the next ``count`` matching requests (None: until ``clear_faults``).
+        """Answer the next ``count`` matching requests with ``status`` (None: until
+        ``clear_faults``) instead of serving them; a 2xx status fakes what a proxy in front
+        of the API server may answer.
 
         The default body is a Status with the reason the real server uses for
         ``status``; ``retry_after`` adds a ``Retry-After`` header (and, for 429,
-        ``details.retryAfterSeconds``). A str/bytes body is sent as text/plain.
+        ``details.retryAfterSeconds``). A str/bytes body is sent as text/plain unless
+        ``content_type`` says otherwise. ``size`` pads the body to that many bytes, streamed
+        (a 300 MB answer costs the fake no memory); ``chunked`` sends it without a
+        Content-Length; ``trickle`` sends the answer one byte every ``trickle`` seconds, from
+        the status line on, or from the body on when ``trickle_headers`` is false.
         """
         with self._lock:
             self._faults.append(
@@ -1188,6 +1269,11 @@ class FakeApiServer:
                     path_contains,
                     retry_after,
                     body,
+                    content_type,
+                    size,
+                    chunked,
+                    trickle,
+                    trickle_headers,
                 )
             )
 
@@ -1262,6 +1348,11 @@ class FakeApiServer:
         else:
             payload = resp.body.encode() if isinstance(resp.body, str) else resp.body
             ctype = "text/plain; charset=utf-8"
+        ctype = resp.content_type or ctype
+        if resp.size is not None or resp.chunked or resp.trickle:
+            self._record(req, raw_type, resp.status, max(len(payload), resp.size or 0))
+            self._stream(h, resp, payload, ctype)
+            return
         self._record(req, raw_type, resp.status, len(payload))
         try:
             h.send_response(resp.status)
@@ -1274,6 +1365,61 @@ class FakeApiServer:
             h.wfile.write(payload)
         except OSError:
             h.close_connection = True
+
+    def _stream(self, h: _Handler, resp: _Response, payload: bytes, ctype: str) -> None:
+        """Write an answer piece by piece: padded to ``size`` (a body that ends ``"}`` when it
+        is JSON, so it stays a valid object), chunked, or one byte at a time."""
+        filler = b""
+        if resp.size is not None and resp.size > len(payload):
+            if payload.endswith(b"}"):  # {..., "pad": "xxx...x"}
+                payload = payload[:-1] + b', "pad": "'
+                tail = b'"}'
+            else:
+                tail = b""
+            filler_len = resp.size - len(payload) - len(tail)
+            filler = b"x" * min(filler_len, 1 << 20)
+            pieces = self._padded(payload, filler, filler_len, tail)
+        else:
+            pieces = iter([payload])
+        total = max(len(payload), resp.size or 0)
+        lines = [f"HTTP/1.1 {resp.status} {h.responses.get(resp.status, ('',))[0]}",
+                 f"Content-Type: {ctype}", "Cache-Control: no-cache, private"]
+        lines += [f"{k}: {v}" for k, v in resp.headers.items()]
+        lines += ["Transfer-Encoding: chunked"] if resp.chunked else [f"Content-Length: {total}"]
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        h.close_connection = True
+        try:
+            self._send(h, head, resp.trickle if resp.trickle_headers else 0.0)
+            for piece in pieces:
+                if resp.chunked:
+                    piece = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+                self._send(h, piece, resp.trickle)
+            if resp.chunked:
+                self._send(h, b"0\r\n\r\n", resp.trickle)
+        except OSError:  # the client gave up: drop what is left, even from the buffer
+            h.wfile = io.BytesIO()
+
+    @staticmethod
+    def _padded(payload: bytes, filler: bytes, length: int, tail: bytes) -> Any:
+        yield payload
+        while length > 0:
+            piece = filler[:length]
+            length -= len(piece)
+            yield piece
+        if tail:
+            yield tail
+
+    def _send(self, h: _Handler, data: bytes, trickle: float) -> None:
+        if not trickle:
+            h.wfile.write(data)
+            h.wfile.flush()
+            return
+        for i in range(len(data)):
+            if self._httpd is None or self._httpd.stopping:
+                raise OSError("the fake API server is stopping")
+            h.wfile.write(data[i : i + 1])
+            h.wfile.flush()
+            time.sleep(trickle)
 
     def _record(self, req: _Request, raw_type: str | None, status: int, size: int) -> None:
         record = RequestRecord(
@@ -1340,7 +1486,8 @@ class FakeApiServer:
             if fault.retry_after is not None and fault.status in (429, 500, 503, 504):
                 details["retryAfterSeconds"] = fault.retry_after
             body = status_body(fault.status, reason, message, details or None)
-        return _Response(fault.status, body, headers)
+        return _Response(fault.status, body, headers, fault.content_type, fault.size,
+                         fault.chunked, fault.trickle, fault.trickle_headers)
 
     def _route(self, req: _Request) -> tuple[_Route, dict[str, str]]:
         path_matched = False
@@ -1435,6 +1582,21 @@ class FakeApiServer:
             raise _bad_request("fieldManager is required for apply requests")
         config = _parse_apply_body(req.body, NODES, name)
         stored = self._objects[NODES].get(("", name))
+        uid = config["uid"]
+        if stored is None and uid:  # a uid in an apply is a precondition: never a create
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {NODES.qualified} "{name}": uid mismatch: '
+                f"the provided object specified uid {uid}, and no existing object was found",
+                NODES.details(name),
+            )
+        if stored is not None and uid and uid != stored.obj["metadata"]["uid"]:
+            # applied onto the object, then refused by the update's metadata validation
+            raise _invalid(
+                NODES, name, [FieldError("metadata.uid", "FieldValueInvalid",
+                                         "field is immutable", _q(uid))]
+            )
         if stored is None:
             meta: JSON = {"name": name}
             for section in _SECTIONS:
@@ -1474,8 +1636,16 @@ class FakeApiServer:
         return _Response(201, created)
 
     def _put_nodefeature(self, req: _Request, p: dict[str, str]) -> _Response:
-        stored = self._require(NODEFEATURES, p["ns"], p["name"])
         body = _parse_json(req.body)
+        stored = self._objects[NODEFEATURES].get((p["ns"], p["name"]))
+        if stored is None:
+            # A custom resource is never created by a PUT: 404 -- unless the body names a
+            # uid, whose precondition the missing object fails first (409).
+            meta = body.get("metadata") if isinstance(body, dict) else None
+            uid = meta.get("uid") if isinstance(meta, dict) else None
+            if uid:
+                raise _uid_precondition_failed(NODEFEATURES, p["ns"], p["name"], uid, "")
+            raise _not_found(NODEFEATURES, p["name"])
         updated = self._update(NODEFEATURES, stored, body, self._manager(req), _dry(req))
         return _Response(200, updated)
 
@@ -1499,14 +1669,8 @@ class FakeApiServer:
         pre = options.get("preconditions") or {} if isinstance(options, dict) else {}
         meta = stored.obj["metadata"]
         if pre.get("uid") and pre["uid"] != meta["uid"]:
-            raise ApiError(
-                409,
-                "Conflict",
-                f'Operation cannot be fulfilled on {NODEFEATURES.qualified} "{p["name"]}": '
-                f"Precondition failed: UID in precondition: {pre['uid']}, "
-                f"UID in object meta: {meta['uid']}",
-                NODEFEATURES.details(p["name"]),
-            )
+            raise _uid_precondition_failed(NODEFEATURES, p["ns"], p["name"], pre["uid"],
+                                           meta["uid"])
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
             raise _conflict(NODEFEATURES, p["name"])
         if not _dry(req):
@@ -1712,13 +1876,8 @@ class FakeApiServer:
                 )
             meta["namespace"] = old_meta["namespace"]
         if meta.get("uid") and meta["uid"] != old_meta["uid"]:
-            raise ApiError(
-                409,
-                "Conflict",
-                f'Operation cannot be fulfilled on {res.qualified} "{name}": Precondition '
-                f"failed: UID in precondition: {old_meta['uid']}, UID in object meta: "
-                f"{meta['uid']}",
-                res.details(name),
+            raise _uid_precondition_failed(
+                res, old_meta.get("namespace", ""), name, meta["uid"], old_meta["uid"]
             )
         rv = meta.get("resourceVersion")
         if rv:
@@ -1752,6 +1911,20 @@ class FakeApiServer:
         owners = _owners_after_update(stored, obj, manager)
         return self._commit(res, stored, obj, owners, dry_run)
 
+    def _admit(self, res: Resource, old: JSON, new: JSON) -> None:
+        """The ``deny_label`` rules: a write that sets a denied Node label value is a 422."""
+        if res is not NODES:
+            return
+        before, after = _section(old, "labels"), _section(new, "labels")
+        errors = []
+        for key, rule in sorted(self._denied.items()):
+            value, message = rule.split("\0", 1)
+            if after.get(key) == value and before.get(key) != value:
+                errors.append(FieldError("metadata.labels", "FieldValueInvalid", message,
+                                         _q(value)))
+        if errors:
+            raise _invalid(res, new["metadata"]["name"], errors)
+
     def _commit(
         self,
         res: Resource,
@@ -1761,6 +1934,7 @@ class FakeApiServer:
         dry_run: bool,
     ) -> JSON:
         """Store a new version, unless nothing changed (then no resourceVersion bump)."""
+        self._admit(res, stored.obj, obj)
         if res.custom and obj.get("spec") != stored.obj.get("spec"):
             obj["metadata"]["generation"] = stored.obj["metadata"].get("generation", 1) + 1
         if obj == stored.obj and owners == stored.owners:
@@ -1828,7 +2002,7 @@ def _patched(kind: str, current: JSON, body: bytes) -> Any:
     return merge_patch(current, patch)
 
 
-_APPLY_META_KEYS = {"name", "labels", "annotations", "resourceVersion"}
+_APPLY_META_KEYS = {"name", "labels", "annotations", "resourceVersion", "uid"}
 
 
 def _parse_apply_body(body: bytes, res: Resource, name: str) -> JSON:
@@ -1859,7 +2033,7 @@ def _parse_apply_body(body: bytes, res: Resource, name: str) -> JSON:
             "fake apiserver: server-side apply only tracks metadata.labels and "
             f"metadata.annotations; unsupported fields: {', '.join(sorted(extra))}"
         )
-    out: JSON = {"resourceVersion": meta.get("resourceVersion")}
+    out: JSON = {"resourceVersion": meta.get("resourceVersion"), "uid": meta.get("uid")}
     for section in _SECTIONS:
         _check_string_map(meta, section)
         out[section] = dict(meta.get(section) or {})

@@ -13,16 +13,20 @@ What it keeps and does:
   a forced server-side apply: the applied set replaces the manager's previous one; a key it
   applied before and now omits is deleted unless another manager owns it too; a key another
   manager owns with a different value is taken over, with the same value it is shared.
-  Invalid keys or values are a 422 ``Invalid`` whose causes name them; nothing changes.
+  Invalid keys or values are a 422 ``Invalid`` whose causes name them; nothing changes. A
+  ``uid`` is a precondition: a missing node is a 409 (never created), another node of that
+  name a 422 (the uid is immutable); without one, apply creates a missing node.
 - NodeFeatures: ``get`` gives None for a missing object and a 404 flagged
   ``resource_missing`` when the CRD is absent; ``create`` of an existing one is a 409
-  ``AlreadyExists``; ``replace`` is a 404 for a missing object, a 422 without a
+  ``AlreadyExists``; ``replace`` is a 404 for a missing object (a 409 when the body names a
+  uid: the uid precondition fails first), a 409 for another uid, a 422 without a
   resourceVersion and a 409 ``Conflict`` for a stale one; ``delete`` answers whether it
-  deleted anything.
+  deleted anything (a 409 when it names another object's uid).
 - Pods, for the NodeFeature owner lookup (404 when missing).
 - One global resourceVersion, bumped by every write that changes something.
 - An exact call log (``calls``, ``count``), injected failures (``fail``: any status, with
-  causes and Retry-After, or no answer at all), 403 rules (``forbid``) and an outage
+  causes and Retry-After, or no answer at all), 403 rules (``forbid``), admission rules
+  that refuse one label value (``deny_label``: a 422 naming it) and an outage
   (``set_down``).
 """
 
@@ -106,6 +110,7 @@ class MemoryApi:
     _pods: dict[tuple[str, str], JSON] = field(default_factory=dict)
     _failures: list[Failure] = field(default_factory=list)
     _forbidden: set[str] = field(default_factory=set)
+    _denied: dict[str, tuple[str, str]] = field(default_factory=dict)
     _down: bool = False
     _crd_installed: bool = True
     _version: int = 1000
@@ -130,10 +135,10 @@ class MemoryApi:
         self._bump()
 
     def set_label(self, node: str, key: str, value: str, *, manager: str = "other-actor") -> None:
-        """Another writer sets a label (an Update: it takes the key from every other owner)."""
+        """Another writer sets a label (an Update: it takes the key from every other owner;
+        setting the value it already has changes nothing and takes nothing)."""
         stored = self._nodes[node]
         if stored.labels.get(key) == value:
-            stored.owners.setdefault((manager, "Update"), set()).add(key)
             return
         for owned in stored.owners.values():
             owned.discard(key)
@@ -206,6 +211,14 @@ class MemoryApi:
             raise ValueError(f"unknown method {method!r}")
         self._forbidden.add(method)
 
+    def deny_label(self, key: str, value: str, *, message: str = "refused by policy") -> None:
+        """An admission rule: an apply that sets Node label ``key`` to ``value`` is a 422
+        Invalid naming the value, and nothing changes. ``allow_label`` lifts it."""
+        self._denied[key] = (value, message)
+
+    def allow_label(self, key: str) -> None:
+        self._denied.pop(key, None)
+
     def set_down(self, down: bool) -> None:
         """While down, every call fails with no answer (status None), like a dead server."""
         self._down = down
@@ -226,8 +239,19 @@ class MemoryApi:
         return self._render_node(name, stored)
 
     def apply_node_labels(self, name: str, labels: dict[str, str], *,
-                          field_manager: str) -> JSON:
+                          field_manager: str, uid: str = "") -> JSON:
         self._enter("apply_node_labels", name)
+        current = self._nodes.get(name)
+        if uid and current is None:
+            raise self._error("apply_node_labels", name, 409,
+                              f'Operation cannot be fulfilled on nodes "{name}": uid mismatch: '
+                              f"the provided object specified uid {uid}, and no existing "
+                              "object was found")
+        if uid and current is not None and current.uid != uid:
+            cause = f'Invalid value: "{uid}": field is immutable'
+            raise self._error("apply_node_labels", name, 422,
+                              f'Node "{name}" is invalid: metadata.uid: {cause}',
+                              causes=(cause,))
         problems = _label_problems(labels)
         if problems:
             summary = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
@@ -236,6 +260,15 @@ class MemoryApi:
                               causes=tuple(p.removeprefix("metadata.labels: ")
                                            for p in problems))
         stored = self._nodes.get(name)
+        denied = [(key, rule) for key, rule in sorted(self._denied.items())
+                  if labels.get(key) == rule[0]
+                  and (stored is None or stored.labels.get(key) != rule[0])]
+        if denied:
+            causes = tuple(f'Invalid value: "{value}": {message}' for _, (value, message) in denied)
+            summary = (f"metadata.labels: {causes[0]}" if len(causes) == 1 else
+                       "[" + ", ".join(f"metadata.labels: {c}" for c in causes) + "]")
+            raise self._error("apply_node_labels", name, 422,
+                              f'Node "{name}" is invalid: {summary}', causes=causes)
         if stored is None:  # server-side apply creates what does not exist
             stored = self._nodes[name] = _Node({}, {}, self._bump(), self._uid())
         before = (dict(stored.labels), copy.deepcopy(stored.owners))
@@ -295,6 +328,15 @@ class MemoryApi:
         target = f"{namespace}/{name}"
         self._enter("replace_nodefeature", target)
         stored = self._nodefeatures.get((namespace, name))
+        uid = body["metadata"].get("uid") or ""
+        if uid and uid != (stored or {}).get("metadata", {}).get("uid"):
+            actual = stored["metadata"]["uid"] if stored is not None else ""
+            raise self._error(
+                "replace_nodefeature", target, 409,
+                f'Operation cannot be fulfilled on nodefeatures.nfd.k8s-sigs.io "{name}": '
+                f"StorageError: invalid object, Code: 4, Key: /registry/nfd.k8s-sigs.io/"
+                f"nodefeatures/{namespace}/{name}, ResourceVersion: 0, AdditionalErrorMsg: "
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}")
         if stored is None:
             raise self._error("replace_nodefeature", target, 404,
                               f'nodefeatures.nfd.k8s-sigs.io "{name}" not found')
@@ -323,16 +365,26 @@ class MemoryApi:
             self._nodefeatures[(namespace, name)] = obj
         return copy.deepcopy(self._nodefeatures[(namespace, name)])
 
-    def delete_nodefeature(self, namespace: str, name: str) -> bool:
+    def delete_nodefeature(self, namespace: str, name: str, *, uid: str = "") -> bool:
+        target = f"{namespace}/{name}"
         try:
-            self._enter("delete_nodefeature", f"{namespace}/{name}")
-            if (namespace, name) not in self._nodefeatures:
-                raise self._error("delete_nodefeature", f"{namespace}/{name}", 404,
+            self._enter("delete_nodefeature", target)
+            stored = self._nodefeatures.get((namespace, name))
+            if stored is None:
+                raise self._error("delete_nodefeature", target, 404,
                                   f'nodefeatures.nfd.k8s-sigs.io "{name}" not found')
         except ApiError as exc:  # as gfd.kube.Kube.delete_nodefeature
             if exc.status == 404:
                 return False
             raise
+        actual = stored["metadata"]["uid"]
+        if uid and uid != actual:
+            raise self._error(
+                "delete_nodefeature", target, 409,
+                f'Operation cannot be fulfilled on nodefeatures.nfd.k8s-sigs.io "{name}": '
+                f"StorageError: invalid object, Code: 4, Key: /registry/nfd.k8s-sigs.io/"
+                f"nodefeatures/{namespace}/{name}, ResourceVersion: 0, AdditionalErrorMsg: "
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}")
         del self._nodefeatures[(namespace, name)]
         self._bump()
         return True
@@ -403,9 +455,9 @@ class MemoryApi:
             hint = FORBIDDEN_HINT
         elif status == 404 and resource_missing and resource == "nodefeature":
             hint = CRD_HINT
-        return ApiError(f"{verb} {resource} {target}: HTTP {status} {reason}: {message}{hint}",
-                        status=status, reason=reason, retry_after=retry_after, causes=causes,
-                        resource_missing=resource_missing)
+        text = f"{verb} {resource} {target}: HTTP {status} {reason}: {message}{hint}".strip()
+        return ApiError(text, status=status, reason=reason, retry_after=retry_after,
+                        causes=causes, resource_missing=resource_missing)
 
     def _check_nodefeature_labels(self, method: str, namespace: str, obj: JSON) -> None:
         meta = obj["metadata"]

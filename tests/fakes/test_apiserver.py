@@ -346,6 +346,95 @@ def test_update_takes_ownership_from_appliers(api: FakeApiServer, core: Api) -> 
     assert labels(api)["a"] == "changed"
 
 
+def test_an_overwrite_by_another_manager_moves_the_key_to_it(api: FakeApiServer,
+                                                            core: Api) -> None:
+    """What `kubectl label --overwrite` does to a key gfd applied: the Update takes the
+    key's ownership (managedFields), so gfd's next apply no longer lists or removes it."""
+    apply(core, "gfd", {"a": "1", "b": "2"})
+    core.patch_node("n1", {"metadata": {"labels": {"a": "hand"}}}, field_manager="kubectl",
+                    _content_type=MERGE_PATCH)
+    assert managers(api)["gfd/Apply"] == ["b"]
+    assert managers(api)["kubectl/Update"] == ["a"]
+
+
+def test_an_update_that_changes_nothing_takes_no_ownership(api: FakeApiServer,
+                                                           core: Api) -> None:
+    apply(core, "gfd", {"a": "1"})
+    core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}}, field_manager="kubectl",
+                    _content_type=MERGE_PATCH)
+    assert "kubectl/Update" not in managers(api)
+    apply(core, "gfd", {})
+    assert "a" not in labels(api), "gfd alone owned it: dropping it removes it"
+
+
+def test_a_forced_apply_by_another_manager_takes_the_key(api: FakeApiServer,
+                                                         core: Api) -> None:
+    apply(core, "gfd", {"a": "1"})
+    apply(core, "operator", {"a": "2"}, force=True)
+    assert managers(api)["operator/Apply"] == ["a"] and "gfd/Apply" not in managers(api)
+
+
+def test_a_key_dropped_by_one_applier_stays_while_an_updater_owns_it_too(
+        api: FakeApiServer, core: Api) -> None:
+    core.patch_node("n1", {"metadata": {"labels": {"a": "1"}}}, field_manager="kubectl",
+                    _content_type=MERGE_PATCH)
+    apply(core, "gfd", {"a": "1"})  # same value: shared
+    assert managers(api)["gfd/Apply"] == ["a"] and managers(api)["kubectl/Update"] == ["a"]
+    answer = apply(core, "gfd", {})
+    assert answer.metadata.labels["a"] == "1", "the answer shows it kept"
+    assert labels(api)["a"] == "1"
+
+
+def apply_with_uid(core: Api, name: str, uid: str, node_labels: dict[str, str]) -> Any:
+    body = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": uid, "labels": node_labels}}
+    return core.patch_node(name, body, field_manager="gfd", force=True,
+                           _content_type=APPLY_PATCH)
+
+
+def test_an_apply_naming_the_uid_of_a_deleted_node_never_creates_it(api: FakeApiServer,
+                                                                    core: Api) -> None:
+    """kube-apiserver, endpoints/handlers/patch.go (applyPatch): a uid in the patched object
+    with no current object is a Conflict, where an apply would otherwise create it."""
+    uid = api.node("n1")["metadata"]["uid"]
+    api.delete_node("n1")
+    with pytest.raises(ApiException) as exc:
+        apply_with_uid(core, "n1", uid, {"a": "1"})
+    body = status_of(exc.value)
+    assert (exc.value.status, body["reason"]) == (409, "Conflict")
+    assert body["message"] == (f'Operation cannot be fulfilled on nodes "n1": uid mismatch: '
+                               f"the provided object specified uid {uid}, and no existing "
+                               "object was found")
+    assert body["details"] == {"name": "n1", "kind": "nodes"}
+    assert api.nodes() == []
+    apply(core, "gfd", {"a": "1"})  # without a uid, apply creates: why gfd sends one
+    assert labels(api) == {"a": "1"}
+
+
+def test_an_apply_naming_another_uid_is_refused_as_an_immutable_field(api: FakeApiServer,
+                                                                      core: Api) -> None:
+    """The node was deleted and created again under the same name: the apply sets the old uid
+    on the new object, and the update's metadata validation refuses the change (422)."""
+    before = rv(api)
+    with pytest.raises(ApiException) as exc:
+        apply_with_uid(core, "n1", "0a0a0a0a-0000-0000-0000-000000000000", {"a": "1"})
+    body = status_of(exc.value)
+    assert (exc.value.status, body["reason"]) == (422, "Invalid")
+    assert body["message"] == ('Node "n1" is invalid: metadata.uid: Invalid value: '
+                               '"0a0a0a0a-0000-0000-0000-000000000000": field is immutable')
+    assert body["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "metadata.uid",
+        "message": 'Invalid value: "0a0a0a0a-0000-0000-0000-000000000000": field is immutable'}]
+    assert rv(api) == before and "a" not in labels(api)
+
+
+def test_an_apply_naming_the_nodes_own_uid_goes_through(api: FakeApiServer, core: Api) -> None:
+    uid = api.node("n1")["metadata"]["uid"]
+    answer = apply_with_uid(core, "n1", uid, {"a": "1"})
+    assert answer.metadata.uid == uid and labels(api)["a"] == "1"
+    assert managers(api)["gfd/Apply"] == ["a"], "the uid is a precondition, not a field owned"
+
+
 # ----------------------------------------------------------------------------- concurrency
 
 
@@ -570,6 +659,53 @@ def test_nodefeature_lifecycle(api: FakeApiServer, custom: Api) -> None:
     assert exc.value.status == 404
 
 
+def test_an_update_of_a_deleted_nodefeature_is_404_not_found(api: FakeApiServer,
+                                                             custom: Api) -> None:
+    """A custom resource is never created by a PUT (its strategy does not allow create on
+    update): the real server answers NotFound for the qualified resource."""
+    name = "nvidia-features-for-n1"
+    created = custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodefeature())
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    stale = nodefeature(**{"a": "1"})
+    stale["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+    with pytest.raises(ApiException) as exc:
+        custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, stale)
+    assert exc.value.status == 404
+    assert status_of(exc.value) == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f'nodefeatures.nfd.k8s-sigs.io "{name}" not found', "reason": "NotFound",
+        "details": {"name": name, "group": GROUP, "kind": PLURAL}, "code": 404}
+    assert api.nodefeature(NS, name) is None
+
+
+def test_an_update_naming_the_uid_of_a_deleted_nodefeature_fails_its_precondition(
+        api: FakeApiServer, custom: Api) -> None:
+    """The uid of an update body is a storage precondition, checked before the object's
+    absence: a read-modify-write PUT of a deleted object is a 409 (as a real kueue log shows:
+    'StorageError: invalid object, Code: 4, Key: /registry/..., ResourceVersion: 0,
+    AdditionalErrorMsg: Precondition failed: UID in precondition: ..., UID in object meta: ')."""
+    name = "nvidia-features-for-n1"
+    created = custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodefeature())
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    uid = created["metadata"]["uid"]
+    with pytest.raises(ApiException) as exc:
+        custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, created)
+    body = status_of(exc.value)
+    assert (exc.value.status, body["reason"]) == (409, "Conflict")
+    assert body["message"] == (
+        f'Operation cannot be fulfilled on nodefeatures.nfd.k8s-sigs.io "{name}": '
+        f"StorageError: invalid object, Code: 4, Key: /registry/nfd.k8s-sigs.io/nodefeatures/"
+        f"{NS}/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
+        f"precondition: {uid}, UID in object meta: ")
+    assert body["details"] == {"name": name, "group": GROUP, "kind": PLURAL}
+    again = custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodefeature())
+    created["metadata"]["resourceVersion"] = again["metadata"]["resourceVersion"]
+    with pytest.raises(ApiException) as exc:  # another object of the same name
+        custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, created)
+    assert status_of(exc.value)["message"].endswith(
+        f"UID in precondition: {uid}, UID in object meta: {again['metadata']['uid']}")
+
+
 def test_nodefeature_404_without_crd(api: FakeApiServer, custom: Api) -> None:
     api.set_crd_installed(False)
     calls: list[Callable[[], Any]] = [
@@ -679,6 +815,66 @@ def test_latency(api: FakeApiServer, core: Api) -> None:
     start = time.monotonic()
     core.read_node("n1")
     assert time.monotonic() - start >= 0.15
+
+
+def raw_get(api: FakeApiServer, path: str = "/api/v1/nodes/n1") -> urllib3.BaseHTTPResponse:
+    """A GET that leaves the body unread (urllib3, no retries)."""
+    pool = urllib3.PoolManager(retries=False)
+    return pool.request("GET", api.url + path, headers={"Authorization": "Bearer fake-token"},
+                        preload_content=False, timeout=10)
+
+
+def test_a_proxy_answer_keeps_its_status_and_content_type(api: FakeApiServer, core: Api) -> None:
+    """What an auth proxy in front of the API server answers: 200 and a login page."""
+    page = "<html><head><title>Sign in</title></head><body>...</body></html>"
+    api.inject(200, body=page, content_type="text/html; charset=utf-8")
+    response = raw_get(api)
+    assert response.status == 200 and response.headers["Content-Type"].startswith("text/html")
+    assert response.read().decode() == page
+    assert core.read_node("n1").metadata.name == "n1", "one answer only"
+
+
+def test_a_padded_answer_is_streamed_as_a_valid_object(api: FakeApiServer) -> None:
+    api.inject(200, body={"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n1"}},
+               size=3 * 1024 * 1024 + 7)
+    response = raw_get(api)
+    assert int(response.headers["Content-Length"]) == 3 * 1024 * 1024 + 7
+    body = response.read()
+    assert len(body) == 3 * 1024 * 1024 + 7
+    parsed = json.loads(body)
+    assert parsed["kind"] == "Node" and set(parsed["pad"]) == {"x"}
+    assert api.requests[-1].response_bytes == len(body)
+
+
+def test_a_huge_answer_costs_the_fake_no_memory_and_ends_when_the_client_leaves(
+        api: FakeApiServer) -> None:
+    api.inject(200, body={"kind": "Node", "apiVersion": "v1"}, size=300 * 1024 * 1024)
+    response = raw_get(api)
+    assert int(response.headers["Content-Length"]) == 300 * 1024 * 1024
+    assert response.read(1024).startswith(b'{"kind": "Node"')
+    response.close()  # the client gives up: the fake stops writing
+    assert raw_get(api).status == 200, "the server still answers"
+
+
+def test_a_chunked_answer_has_no_content_length(api: FakeApiServer) -> None:
+    api.inject(200, body={"kind": "Node", "apiVersion": "v1"}, size=200_000, chunked=True)
+    response = raw_get(api)
+    assert "Content-Length" not in response.headers
+    assert response.headers["Transfer-Encoding"] == "chunked"
+    assert len(response.read()) == 200_000
+
+
+@pytest.mark.parametrize("headers", [True, False], ids=["from-the-status-line", "body-only"])
+def test_a_trickling_answer_sends_one_byte_at_a_time(api: FakeApiServer, headers: bool) -> None:
+    api.inject(200, body={"kind": "Node", "apiVersion": "v1"}, trickle=0.01,
+               trickle_headers=headers)
+    start = time.monotonic()
+    response = raw_get(api)
+    head = time.monotonic() - start
+    assert (head > 0.5) is headers, head  # ~100 header bytes at 10 ms each
+    start = time.monotonic()
+    assert json.loads(response.read())["kind"] == "Node"
+    assert time.monotonic() - start > 0.25  # ~34 body bytes
 
 
 # ----------------------------------------------------------------------------- request log

@@ -50,6 +50,9 @@ class World:
         else:
             self.state.forbid(*RBAC[method])
 
+    def deny_label(self, key: str, value: str) -> None:
+        self.state.deny_label(key, value)
+
     def fail(self, method: str, status: int, *, retry_after: int | None = None) -> None:
         if isinstance(self.state, MemoryApi):
             self.state.fail(method, status, retry_after=retry_after)
@@ -119,6 +122,44 @@ def test_a_forced_apply_takes_over_a_key_another_writer_set_differently(world: W
     assert "k" not in world.state.labels(NODE), "the other writer lost the key to gfd"
 
 
+def test_an_overwrite_by_another_writer_moves_the_key_and_a_same_value_write_does_not(
+        world: World) -> None:
+    world.api.apply_node_labels(NODE, {"a": "1", "b": "2"}, field_manager="gfd")
+    world.state.set_label(NODE, "a", "hand", manager="kubectl")
+    world.state.set_label(NODE, "b", "2", manager="kubectl")
+    assert owned_labels(world.api.get_node(NODE), "gfd") == {"b": "2"}
+    answer = world.api.apply_node_labels(NODE, {}, field_manager="gfd")
+    assert answer["metadata"]["labels"] == {"kubernetes.io/hostname": NODE, "a": "hand"}
+
+
+def test_an_apply_naming_the_uid_of_a_deleted_node_is_a_409_and_creates_nothing(
+        world: World) -> None:
+    uid = world.api.get_node(NODE)["metadata"]["uid"]
+    world.state.delete_node(NODE)
+    error = api_error(lambda: world.api.apply_node_labels(NODE, {"a": "1"},
+                                                          field_manager="gfd", uid=uid))
+    assert (error.status, error.reason) == (409, "Conflict")
+    assert f"uid mismatch: the provided object specified uid {uid}, and no existing object " \
+           "was found" in str(error)
+    assert api_error(lambda: world.api.get_node(NODE)).status == 404
+
+
+def test_an_apply_naming_another_uid_is_a_422_on_the_uid(world: World) -> None:
+    other = "0a0a0a0a-0000-0000-0000-000000000000"
+    error = api_error(lambda: world.api.apply_node_labels(NODE, {"a": "1"},
+                                                          field_manager="gfd", uid=other))
+    assert (error.status, error.reason) == (422, "Invalid")
+    assert "metadata.uid: Invalid value" in str(error) and "field is immutable" in str(error)
+    assert error.causes == (f'Invalid value: "{other}": field is immutable',)
+    assert "a" not in world.state.labels(NODE)
+
+
+def test_an_apply_naming_the_nodes_uid_goes_through(world: World) -> None:
+    uid = world.api.get_node(NODE)["metadata"]["uid"]
+    answer = world.api.apply_node_labels(NODE, {"a": "1"}, field_manager="gfd", uid=uid)
+    assert answer["metadata"]["uid"] == uid and world.state.labels(NODE)["a"] == "1"
+
+
 @pytest.mark.parametrize("labels, named", [
     ({"good": "1", "bad key": "1"}, {"bad key"}),
     ({"good": "1", "k": "-starts-with-a-dash"}, {"k"}),
@@ -132,6 +173,24 @@ def test_an_invalid_label_is_a_422_whose_causes_name_it_and_nothing_changes(
     assert error.causes and not error.retriable
     assert offending_keys(error, labels) == named
     assert world.state.labels(NODE) == before
+
+
+def test_a_denied_label_value_is_a_422_naming_it_and_only_that_value_is_refused(
+        world: World) -> None:
+    world.api.apply_node_labels(NODE, {"a": "1"}, field_manager="gfd")
+    world.deny_label("a", "2")
+    wanted = {"a": "2", "b": "1"}
+    error = api_error(lambda: world.api.apply_node_labels(NODE, wanted, field_manager="gfd"))
+    assert (error.status, error.reason) == (422, "Invalid")
+    assert str(error).endswith('is invalid: metadata.labels: Invalid value: "2": refused by '
+                               "policy")
+    assert error.causes == ('Invalid value: "2": refused by policy',)
+    assert offending_keys(error, wanted) == {"a"}
+    assert world.state.labels(NODE) == {"kubernetes.io/hostname": NODE, "a": "1"}
+    world.api.apply_node_labels(NODE, {"a": "1", "b": "1"}, field_manager="gfd")
+    world.state.allow_label("a")
+    world.api.apply_node_labels(NODE, wanted, field_manager="gfd")
+    assert world.state.labels(NODE)["a"] == "2"
 
 
 def test_resource_version_moves_on_a_change_and_not_on_a_repeat(world: World) -> None:
@@ -191,6 +250,15 @@ def test_replacing_a_missing_nodefeature_is_a_404(world: World) -> None:
     body["metadata"]["resourceVersion"] = "1"
     error = api_error(lambda: world.api.replace_nodefeature(NS, body))
     assert (error.status, error.resource_missing) == (404, False)
+
+
+def test_replacing_a_deleted_nodefeature_read_before_is_a_409_on_its_uid(world: World) -> None:
+    created = world.api.create_nodefeature(NS, build(NODE, NS, {"a": "1"}, []))
+    assert world.api.delete_nodefeature(NS, NF)
+    error = api_error(lambda: world.api.replace_nodefeature(NS, created))
+    assert (error.status, error.reason) == (409, "Conflict")
+    assert str(error).endswith(f"Precondition failed: UID in precondition: "
+                               f"{created['metadata']['uid']}, UID in object meta:")
 
 
 def test_without_the_crd_every_nodefeature_call_is_a_missing_resource(world: World) -> None:

@@ -7,7 +7,9 @@ injected (recorded, never slept).
 Promises: a failed write never removes labels (the last published labels stay); 409
 conflicts are retried, 429 and 5xx back off with jitter (Retry-After honoured); the
 NodeFeature is conflict-safe and owned by the DaemonSet; errors are retried with backoff and
-the process does not crash-loop on a transient error.
+the process does not crash-loop on a transient error; an outage costs a handful of requests
+per node in its first minute, then about one retry per backoff cap (5 minutes), whatever
+--sleep-interval is.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from typing import Any
 import pytest
 from fakes.apiserver import FakeApiServer
 from helpers.agent_parts import make_agent
+from helpers.timing import Clock as LoopClock
+from helpers.timing import LoopTime
 
 from gfd.backoff import backoff
+from gfd.daemon import BACKOFF_CAP, Signals
 from gfd.errors import ApiError, PublishError
 from gfd.kube import Kube
 from gfd.labelers.options import LabelOptions
@@ -68,6 +73,9 @@ class Source:
     def read(self) -> Snapshot:
         self.reads += 1
         return self.snapshot
+
+    def watch(self, fire: object) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -276,3 +284,51 @@ def test_nodefeature_gets_its_daemonset_owner_even_if_the_api_was_down_at_startu
     assert obj is not None and obj["spec"]["labels"] == labels_for(H100)
     owners = obj["metadata"].get("ownerReferences") or []
     assert [(o["kind"], o["name"]) for o in owners] == [("DaemonSet", "gfd")]
+
+
+def outage_requests(kind: str, server: FakeApiServer, tmp_path: Path, *, seed: int,
+                    interval: float, minutes: int = 10) -> list[int]:
+    """Requests per minute from one node's agent (the real loop, Agent.run) while the API
+    server is down for ``minutes`` simulated minutes with a change to publish."""
+    clock = LoopClock(0.0)
+    made: list[float] = []
+    kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / f"kubeconfig-{seed}")),
+                qps=0, on_request=lambda verb, code: made.append(clock.now))
+    signals = Signals()
+    loop = LoopTime(clock, signals, until=minutes * 60.0)
+    retry = Retry(sleep=loop.sleep, rand=random.Random(seed).random)
+    sink = (NodeSink(kube, NODE, retry=retry) if kind == "node"
+            else NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, retry=retry))
+    source = Source(H100)
+    agent = make_agent(source, sink, OPTIONS, interval=interval, clock=clock,
+                       rand=random.Random(seed + 100).random)
+    assert agent.cycle()
+    server.set_down(True)
+    source.snapshot = MIXED
+    made.clear()
+    assert agent.run(signals) == 0
+    server.set_down(False)
+    return [sum(1 for t in made if m * 60 <= t < (m + 1) * 60) for m in range(minutes)]
+
+
+@pytest.mark.parametrize("kind", ["node", "nodefeature"])
+def test_an_outage_costs_a_handful_of_requests_then_about_one_retry_per_backoff_cap(
+        kind: str, server: FakeApiServer, tmp_path: Path) -> None:
+    """Regression: the agent's backoff never grew past --sleep-interval and each request was
+    tried 4 times, so a down API server got 32 requests per node in the first minute and
+    20-28 every minute after (240 in 10 minutes), from every node at once. Now: at most 8 in
+    the first minute, then one retry (2 requests) per backoff cap."""
+    for seed in range(3):
+        per_minute = outage_requests(kind, server, tmp_path, seed=seed, interval=10.0)
+        assert per_minute[0] <= 8, per_minute
+        assert max(per_minute[1:]) <= 4, per_minute
+        cap_minutes = int(BACKOFF_CAP // 60)
+        assert sum(per_minute[-cap_minutes:]) <= 2 * 2, per_minute  # <= 2 retries per cap
+        assert sum(per_minute) <= 20, per_minute
+
+
+def test_an_interval_longer_than_the_backoff_cap_is_kept(server: FakeApiServer,
+                                                         tmp_path: Path) -> None:
+    per_minute = outage_requests("node", server, tmp_path, seed=1, interval=600.0, minutes=30)
+    assert per_minute[0] == 2, "one attempt and its retry"
+    assert 3 * 2 <= sum(per_minute) <= 6 * 2, per_minute  # one retry every 5-10 minutes

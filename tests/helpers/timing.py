@@ -1,6 +1,9 @@
-"""Time without waiting: a settable clock and a sleep that only records what it was asked."""
+"""Time without waiting: a settable clock, a sleep that only records what it was asked, and
+simulated time for the agent loop."""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class Clock:
@@ -18,3 +21,34 @@ class Sleeps(list[float]):
 
     def __call__(self, seconds: float) -> None:
         self.append(seconds)
+
+
+class LoopTime:
+    """Simulated time for ``daemon.Agent.run``: stands in for ``Signals.wake`` so that each
+    wait moves ``clock`` by its timeout instead of waiting (and is recorded in ``waits``); a
+    wait that reaches ``until`` (or has no timeout) stops the loop. ``sleep`` moves the
+    clock too (for the sinks' retry sleeps)."""
+
+    def __init__(self, clock: Clock, signals: Any, until: float) -> None:
+        self.clock = clock
+        self.signals = signals
+        self.until = until
+        self.waits: list[float | None] = []
+        signals.wake = self
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        if timeout is None or self.clock.now + timeout >= self.until:
+            self.signals.stop = True
+            return True
+        self.clock.now += timeout
+        return False
+
+    def set(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.now += seconds

@@ -1,7 +1,9 @@
 """The Node sink against the in-memory API: it costs no call while labels are unchanged,
-one server-side apply per change, removes only keys it set, drops only the label a 422 names,
-heals drift when refreshed, and prunes exactly its own labels. (The same sink with the real
-kubernetes client over HTTP: tests/e2e/test_api_sinks.py.)"""
+one server-side apply per change, removes only keys it set, reports what the server did (not
+what it sent), keeps a rejected label's published value and tries it again with backoff,
+never creates a Node (every apply names its uid), heals drift when refreshed, and prunes
+exactly its own labels. (The same sink with the real kubernetes client over HTTP:
+tests/e2e/test_api_sinks.py.)"""
 
 from __future__ import annotations
 
@@ -10,10 +12,19 @@ from typing import Any
 
 import pytest
 from fakes.memory_api import MemoryApi
-from helpers.timing import Sleeps
+from helpers.timing import Clock, Sleeps
 
 from gfd.errors import ApiError
-from gfd.sinks.node import FIELD_MANAGER, NodeSink, offending_keys, owned_labels
+from gfd.sinks.node import (
+    FIELD_MANAGER,
+    REJECTED_RETRY_CAP,
+    REJECTED_RETRY_START,
+    NodeSink,
+    co_owners,
+    current_labels,
+    offending_keys,
+    owned_labels,
+)
 from gfd.sinks.retry import Retry
 
 NODE = "gpu-node-1"
@@ -29,8 +40,9 @@ def api() -> MemoryApi:
     return memory
 
 
-def sink(api: MemoryApi, sleeps: Sleeps | None = None) -> NodeSink:
-    return NodeSink(api, NODE, retry=Retry(sleep=Sleeps() if sleeps is None else sleeps))
+def sink(api: MemoryApi, sleeps: Sleeps | None = None, clock: Clock | None = None) -> NodeSink:
+    return NodeSink(api, NODE, retry=Retry(sleep=Sleeps() if sleeps is None else sleeps),
+                    clock=clock or Clock(), rand=lambda: 1.0)
 
 
 def methods(api: MemoryApi) -> list[str]:
@@ -183,6 +195,192 @@ def test_a_forbidden_apply_names_the_permission(api: MemoryApi) -> None:
     assert caught.value.status == 403 and api.count("apply_node_labels") == 1
 
 
+# ----------------------------------------------------------------------------- a rejected value
+
+COUNT = "nvidia.com/gpu.count"
+
+
+def rejecting(api: MemoryApi, value: str) -> None:
+    """One 422 naming ``value``, as a validating admission webhook answers."""
+    cause = f'Invalid value: "{value}": refused by a webhook'
+    api.fail("apply_node_labels", 422, message=f'Node "{NODE}" is invalid: metadata.labels: '
+                                               f"{cause}", causes=(cause,))
+
+
+def test_a_transient_422_keeps_the_published_value_in_the_same_request(
+        api: MemoryApi, caplog: pytest.LogCaptureFixture) -> None:
+    """Regression: the apply went out without the rejected label, which deleted its published
+    value until the next resync (an hour)."""
+    clock = Clock()
+    node = sink(api, clock=clock)
+    node.publish(LABELS)
+    rejecting(api, "7")
+    api.clear_log()
+    result = node.publish({**LABELS, COUNT: "7"})
+    assert result.written and result.rejected == (COUNT,)
+    assert result.change.empty, "nothing changed on the Node: nothing is reported"
+    assert api.labels(NODE)[COUNT] == "8", "never deleted, not even for a moment"
+    assert methods(api) == ["apply_node_labels", "apply_node_labels"]
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and COUNT in errors[0].getMessage()
+    assert "keeping its published value '8'" in errors[0].getMessage()
+
+    api.clear_log()
+    clock.now += REJECTED_RETRY_START - 1
+    assert not node.publish({**LABELS, COUNT: "7"}).written, "not retried every cycle"
+    assert api.count() == 0
+    clock.now += 1
+    result = node.publish({**LABELS, COUNT: "7"})
+    assert result.written and result.change.changed == (COUNT,) and not result.rejected
+    assert methods(api) == ["apply_node_labels"]
+    assert api.labels(NODE)[COUNT] == "7"
+    api.clear_log()
+    clock.now += 10 * REJECTED_RETRY_CAP
+    assert not node.publish({**LABELS, COUNT: "7"}).written, "and then left alone"
+
+
+def test_a_persistent_422_costs_requests_only_at_growing_intervals(
+        api: MemoryApi, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    node = sink(api, clock=clock)
+    node.publish(LABELS)
+    api.deny_label(COUNT, "7")
+    api.clear_log()
+    for _ in range(6 * 360):  # six hours of 10-second cycles
+        node.publish({**LABELS, COUNT: "7"})
+        clock.now += 10
+        assert api.labels(NODE)[COUNT] == "8"
+    tries = api.count("apply_node_labels") // 2  # each: the value, then its fallback
+    assert 6 <= tries <= 6 + 6, tries  # 1, 2, 4, 8, 16, 32 minutes, then hourly
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1, "logged once"
+    api.allow_label(COUNT)
+    clock.now += REJECTED_RETRY_CAP
+    assert node.publish({**LABELS, COUNT: "7"}).written
+    assert api.labels(NODE)[COUNT] == "7"
+
+
+def test_a_rejected_value_is_dropped_when_gfd_no_longer_wants_it(api: MemoryApi) -> None:
+    clock = Clock()
+    node = sink(api, clock=clock)
+    node.publish(LABELS)
+    api.deny_label(COUNT, "7")
+    node.publish({**LABELS, COUNT: "7"})
+    api.clear_log()
+    result = node.publish({**LABELS, COUNT: "6"})
+    assert result.written and result.change.changed == (COUNT,) and not result.rejected
+    assert methods(api) == ["apply_node_labels"] and api.labels(NODE)[COUNT] == "6"
+
+
+def test_a_rejected_new_label_is_left_out_and_the_others_published(api: MemoryApi) -> None:
+    node = sink(api)
+    node.publish(LABELS)
+    api.deny_label("nvidia.com/gpu.family", "hopper")
+    result = node.publish({**LABELS, "nvidia.com/gpu.family": "hopper"})
+    assert result.rejected == ("nvidia.com/gpu.family",) and result.change.empty
+    assert api.labels(NODE) == {**OTHERS, **LABELS}
+
+
+def test_a_rejected_fallback_is_left_out_too(api: MemoryApi) -> None:
+    node = sink(api)
+    node.publish(LABELS)
+    rejecting(api, "7")
+    api.fail("apply_node_labels", 422, causes=('Invalid value: "8": refused',))
+    result = node.publish({**LABELS, COUNT: "7"})
+    assert result.rejected == (COUNT,) and result.change.removed == (COUNT,)
+    assert COUNT not in api.labels(NODE)
+    assert api.count("apply_node_labels") == 1 + 3
+
+
+# ----------------------------------------------------------------------------- the server's answer
+
+
+def test_a_dropped_key_another_manager_owns_too_is_kept_and_not_reported_removed(
+        api: MemoryApi, caplog: pytest.LogCaptureFixture) -> None:
+    """Regression: the change log said ``-key`` although the server kept it."""
+    node = sink(api)
+    node.publish(LABELS)
+    api.apply_node_labels(NODE, {COUNT: "8"}, field_manager="gpu-operator")  # same value
+    caplog.set_level(logging.INFO, logger="gfd.sinks.node")
+    result = node.publish({k: v for k, v in LABELS.items() if k != COUNT})
+    assert result.written and result.change.empty
+    assert api.labels(NODE)[COUNT] == "8"
+    assert any(f"label {COUNT} stays on Node {NODE}: another field manager owns it too "
+               "(gpu-operator)" in r.getMessage() for r in caplog.records)
+
+
+def test_prune_reports_only_what_the_server_removed(api: MemoryApi) -> None:
+    sink(api).publish(LABELS)
+    api.apply_node_labels(NODE, {COUNT: "8"}, field_manager="gpu-operator")
+    result = sink(api).prune()
+    assert set(result.change.removed) == set(LABELS) - {COUNT}
+    assert api.labels(NODE) == {**OTHERS, COUNT: "8"}
+
+
+def test_a_restarted_sink_reports_a_key_another_writer_took_over_as_changed(
+        api: MemoryApi) -> None:
+    sink(api).publish(LABELS)
+    api.set_label(NODE, COUNT, "taken-over", manager="kubectl")
+    result = sink(api).publish(LABELS)
+    assert result.change.changed == (COUNT,) and not result.change.added
+    assert api.labels(NODE)[COUNT] == "8" and api.owners(NODE, COUNT) == {FIELD_MANAGER}
+
+
+def test_published_with_wanted_keys_shows_another_writers_value(api: MemoryApi) -> None:
+    node = sink(api)
+    node.publish(LABELS)
+    api.set_label(NODE, COUNT, "taken-over", manager="kubectl")
+    assert node.published(also=LABELS)[COUNT] == "taken-over"
+    assert node.published(also=["team"])["team"] == "ml"
+    assert COUNT not in node.published(), "gfd no longer owns it"
+
+
+# ----------------------------------------------------------------------------- never a new Node
+
+
+def test_every_apply_names_the_nodes_uid(api: MemoryApi) -> None:
+    node = sink(api)
+    node.publish(LABELS)
+    uid = api.get_node(NODE)["metadata"]["uid"]
+    api.delete_node(NODE)
+    api.add_node(NODE, labels=OTHERS)  # the same name, another Node
+    assert api.get_node(NODE)["metadata"]["uid"] != uid
+    api.clear_log()
+    result = node.publish({**LABELS, COUNT: "7"})
+    assert result.written and set(result.change.added) == set(LABELS)
+    assert methods(api) == ["apply_node_labels", "get_node", "apply_node_labels"]
+    assert api.labels(NODE) == {**OTHERS, **LABELS, COUNT: "7"}
+
+
+@pytest.mark.parametrize("refresh", [False, True], ids=["a-change", "a-resync"])
+def test_a_deleted_node_is_never_created_again(api: MemoryApi, refresh: bool) -> None:
+    """Regression: server-side apply creates what does not exist, so where RBAC allowed
+    ``create`` the next apply brought a deleted Node back (with only gfd's labels)."""
+    node = sink(api)
+    node.publish(LABELS)
+    api.delete_node(NODE)
+    api.clear_log()
+    if refresh:
+        node.refresh()
+    with pytest.raises(ApiError) as caught:
+        node.publish({**LABELS, COUNT: "7"} if not refresh else LABELS)
+    assert caught.value.status == 404 and f'nodes "{NODE}" not found' in str(caught.value)
+    assert methods(api) == ["apply_node_labels", "get_node"]
+    assert api.count("apply_node_labels") == 1
+    with pytest.raises(ApiError):
+        api.get_node(NODE)
+
+
+def test_prune_of_a_deleted_node_creates_nothing(api: MemoryApi) -> None:
+    node = sink(api)
+    node.publish(LABELS)
+    api.delete_node(NODE)
+    with pytest.raises(ApiError) as caught:
+        node.prune()
+    assert caught.value.status == 404
+    with pytest.raises(ApiError):
+        api.get_node(NODE)
+
+
 # ----------------------------------------------------------------------------- prune, read, close
 
 
@@ -231,6 +429,16 @@ OWNED = [
     ("no-managed-fields", {"a": "1"}, None, {}),
     ("no-labels", None, [managed("gfd", "Apply", "a")], {}),
 ]
+
+
+def test_current_labels_are_gfds_own_keys_and_the_wanted_ones_whoever_owns_them() -> None:
+    node = {"metadata": {
+        "labels": {"mine": "1", "shared": "2", "theirs": "3", "wanted": "4"},
+        "managedFields": [managed("gfd", "Apply", "mine", "shared"),
+                          managed("kubelet", "Update", "shared", "theirs", "wanted")]}}
+    assert current_labels(node) == {"mine": "1"}, "a shared key stays when gfd drops it"
+    assert current_labels(node, also=["wanted", "absent"]) == {"mine": "1", "wanted": "4"}
+    assert co_owners(node, "shared") == ["kubelet"] and co_owners(node, "mine") == []
 
 
 @pytest.mark.parametrize("labels, fields, owned", [o[1:] for o in OWNED],

@@ -1,7 +1,9 @@
-"""The NodeFeature sink against the in-memory API: the object it builds (node label,
-DaemonSet owner, sorted labels), no call in steady state, one replace per change, conflicts
-re-read and retried within a bound, drift healed when refreshed, and prune. (The same sink
-with the real kubernetes client over HTTP: tests/e2e/test_api_sinks.py.)"""
+"""The NodeFeature sink against the in-memory API: the object it builds (node label, gfd's
+mark, DaemonSet owner, sorted labels), no call in steady state, one replace per change that
+keeps everything else the object holds, conflicts re-read and retried within a bound, drift
+healed when refreshed, an object someone else controls never written, and prune only of an
+object gfd wrote. (The same sink with the real kubernetes client over HTTP:
+tests/e2e/test_api_sinks.py.)"""
 
 from __future__ import annotations
 
@@ -12,15 +14,18 @@ import pytest
 from fakes.memory_api import MemoryApi
 from helpers.timing import Sleeps
 
-from gfd.errors import ApiError, PublishError
+from gfd.errors import ApiError, ApiSinkError, PublishError
 from gfd.sinks.nodefeature import (
     API_VERSION,
     CONFLICT_RETRIES,
+    MANAGED_BY_LABEL,
     NODE_NAME_LABEL,
     NodeFeatureSink,
     build,
+    foreign_owner,
     object_name,
     owner_references,
+    updated,
 )
 from gfd.sinks.retry import Retry
 
@@ -66,7 +71,8 @@ def test_build_gives_the_node_label_the_owner_and_sorted_labels() -> None:
     obj = build(NODE, NS, {"b": "2", "a": "1"}, [OWNER])
     assert obj == {
         "apiVersion": API_VERSION, "kind": "NodeFeature",
-        "metadata": {"name": NF, "namespace": NS, "labels": {NODE_NAME_LABEL: NODE},
+        "metadata": {"name": NF, "namespace": NS,
+                     "labels": {NODE_NAME_LABEL: NODE, MANAGED_BY_LABEL: "gfd"},
                      "ownerReferences": [OWNER]},
         "spec": {"features": {}, "labels": {"a": "1", "b": "2"}}}
     assert list(obj["spec"]["labels"]) == ["a", "b"]
@@ -104,7 +110,7 @@ def test_the_first_publish_creates_the_object_owned_by_the_daemonset(api: Memory
     obj = api.nodefeature(NS, NF)
     assert obj is not None
     assert obj["metadata"]["ownerReferences"] == [OWNER]
-    assert obj["metadata"]["labels"] == {NODE_NAME_LABEL: NODE}
+    assert obj["metadata"]["labels"] == {NODE_NAME_LABEL: NODE, MANAGED_BY_LABEL: "gfd"}
     assert stored_labels(api) == LABELS
 
 
@@ -260,6 +266,169 @@ def test_a_missing_crd_during_a_replace_is_not_taken_for_a_deleted_object(
     assert api.count("create_nodefeature") == 1, "only the first publish created it"
 
 
+# ----------------------------------------------------------------------------- only gfd's parts
+
+GFD_DS = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "gpu-feature-discovery",
+          "uid": "ds-nvidia", "controller": True}
+GFD_POD = {"apiVersion": "v1", "kind": "Pod", "name": "gpu-feature-discovery-x1", "uid": "p1"}
+
+
+def others_edit(api: MemoryApi) -> None:
+    """Another writer adds its own label, annotation, owner and features to the object."""
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    obj["metadata"]["labels"]["team"] = "ml"
+    obj["metadata"].setdefault("annotations", {})["example.com/note"] = "keep me"
+    obj["metadata"]["ownerReferences"].append(
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "cm-1"})
+    obj["spec"]["features"] = {"flags": {"example.feature": {"elements": {"x": {}}}}}
+    api.replace_nodefeature(NS, obj)
+    api.clear_log()
+
+
+def assert_others_kept(api: MemoryApi) -> None:
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    assert obj["metadata"]["labels"]["team"] == "ml"
+    assert obj["metadata"]["annotations"] == {"example.com/note": "keep me"}
+    assert {r["kind"] for r in obj["metadata"]["ownerReferences"]} == {"DaemonSet", "ConfigMap"}
+    assert obj["spec"]["features"] == {"flags": {"example.feature": {"elements": {"x": {}}}}}
+
+
+def test_a_change_keeps_everything_else_the_object_holds(api: MemoryApi) -> None:
+    """Regression: the PUT replaced the whole object, wiping what others had put on it."""
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    others_edit(api)  # gfd's copy is stale now: its PUT conflicts, it re-reads
+    assert nodefeature.publish(CHANGED).written
+    assert methods(api) == ["replace_nodefeature", "get_nodefeature", "replace_nodefeature"]
+    assert stored_labels(api) == CHANGED
+    assert_others_kept(api)
+    api.clear_log()
+    nodefeature.publish(LABELS)
+    assert methods(api) == ["replace_nodefeature"], "one write per change, from what it read"
+    assert_others_kept(api)
+
+
+def test_a_resync_finding_others_additions_writes_nothing(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS)
+    others_edit(api)
+    nodefeature.refresh()
+    assert not nodefeature.publish(LABELS).written
+    assert methods(api) == ["get_nodefeature"]
+
+
+def test_a_restarted_sink_keeps_others_parts_when_it_writes(api: MemoryApi) -> None:
+    sink(api).publish(LABELS)
+    others_edit(api)
+    assert sink(api).publish(CHANGED).written
+    assert_others_kept(api)
+
+
+def test_updated_sets_only_gfds_parts() -> None:
+    current = {"apiVersion": API_VERSION, "kind": "NodeFeature",
+               "metadata": {"name": NF, "namespace": NS, "uid": "u", "resourceVersion": "7",
+                            "labels": {"team": "ml"}, "annotations": {"a": "b"},
+                            "managedFields": [{"manager": "x"}],
+                            "ownerReferences": [dict(OWNER, uid="old-uid"), GFD_POD]},
+               "spec": {"labels": {"old": "1"}, "features": {"flags": {}}}}
+    body = updated(current, NODE, {"b": "2", "a": "1"}, [OWNER])
+    assert body["metadata"] == {
+        "name": NF, "namespace": NS, "uid": "u", "resourceVersion": "7",
+        "labels": {"team": "ml", NODE_NAME_LABEL: NODE, MANAGED_BY_LABEL: "gfd"},
+        "annotations": {"a": "b"}, "ownerReferences": [GFD_POD, OWNER]}
+    assert body["spec"] == {"labels": {"a": "1", "b": "2"}, "features": {"flags": {}}}
+    assert current["metadata"]["labels"] == {"team": "ml"}, "pure"
+    kept = dict(OWNER, blockOwnerDeletion=True)  # gfd's own DaemonSet, written differently
+    same = updated({**current, "metadata": {**current["metadata"], "ownerReferences": [kept]}},
+                   NODE, {}, [OWNER])
+    assert same["metadata"]["ownerReferences"] == [kept], "an owner gfd has is left alone"
+
+
+# ----------------------------------------------------------------------------- someone else's
+
+
+def foreign(api: MemoryApi, *refs: dict[str, Any], mark: bool = False) -> dict[str, Any]:
+    """An object of gfd's name written by another agent (NVIDIA's GFD uses this name)."""
+    obj = build(NODE, NS, {"nvidia.com/gpu.count": "8", "nvidia.com/gfd.timestamp": "1"},
+                list(refs))
+    if not mark:
+        del obj["metadata"]["labels"][MANAGED_BY_LABEL]
+    created = api.create_nodefeature(NS, obj)
+    api.clear_log()
+    return created
+
+
+def test_an_object_another_daemonset_controls_is_never_written(api: MemoryApi) -> None:
+    """Regression: NVIDIA GFD's object of the same name was taken over (and pruned)."""
+    before = foreign(api, GFD_DS, GFD_POD)
+    with pytest.raises(ApiSinkError) as caught:
+        sink(api).publish(LABELS)
+    assert str(caught.value) == (
+        f"NodeFeature {NS}/{NF} belongs to DaemonSet/gpu-feature-discovery (its controller), "
+        "not to gfd's DaemonSet gfd: another agent publishes it (NVIDIA's GFD uses this name); "
+        "uninstall it, or run gfd in another namespace (--namespace / NAMESPACE)")
+    assert api.nodefeature(NS, NF) == before
+    assert api.count("replace_nodefeature") == 0
+
+
+def test_without_its_own_daemonset_gfd_refuses_an_unmarked_object_with_a_controller(
+        api: MemoryApi) -> None:
+    foreign(api, GFD_DS)
+    with pytest.raises(ApiSinkError, match=r"not to gfd \(whose DaemonSet is unknown: set "
+                                           r"POD_NAME\)"):
+        sink(api, pod="").publish(LABELS)
+
+
+def test_without_its_own_daemonset_gfd_writes_its_marked_object(api: MemoryApi) -> None:
+    foreign(api, OWNER, mark=True)
+    assert sink(api, pod="").publish(LABELS).written
+    assert stored_labels(api) == LABELS
+
+
+def test_its_own_daemonset_created_again_is_still_its_owner(api: MemoryApi) -> None:
+    foreign(api, dict(OWNER, uid="uid-of-a-deleted-daemonset"), mark=True)
+    assert sink(api).publish(LABELS).written
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None and obj["metadata"]["ownerReferences"] == [OWNER]
+
+
+def test_an_object_without_owner_or_mark_is_adopted(api: MemoryApi) -> None:
+    """Nobody controls it, so writing it fights no one; gfd's own objects from before the
+    mark existed (written without POD_NAME) look like this."""
+    foreign(api)
+    assert sink(api).publish(LABELS).written
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None and obj["metadata"]["ownerReferences"] == [OWNER]
+    assert obj["metadata"]["labels"][MANAGED_BY_LABEL] == "gfd"
+
+
+def test_diff_refuses_an_object_someone_else_controls(api: MemoryApi) -> None:
+    foreign(api, GFD_DS)
+    with pytest.raises(ApiSinkError, match="belongs to DaemonSet/gpu-feature-discovery"):
+        sink(api).published(also=LABELS)
+
+
+FOREIGN = [
+    ("no-controller", [], False, ""),
+    ("gfds-daemonset", [OWNER], False, ""),
+    ("another-daemonset", [GFD_DS, GFD_POD], False, "DaemonSet/gpu-feature-discovery"),
+    ("another-daemonset-even-marked", [GFD_DS], True, "DaemonSet/gpu-feature-discovery"),
+    ("a-non-controller-owner", [GFD_POD], False, ""),
+]
+
+
+@pytest.mark.parametrize("refs, mark, owner", [f[1:] for f in FOREIGN],
+                         ids=[f[0] for f in FOREIGN])
+def test_foreign_owner_names_the_controller_when_it_is_not_gfds_daemonset(
+        refs: list[dict[str, Any]], mark: bool, owner: str) -> None:
+    obj = build(NODE, NS, {}, refs)
+    if not mark:
+        del obj["metadata"]["labels"][MANAGED_BY_LABEL]
+    assert foreign_owner(obj, [OWNER]) == owner
+
+
 # ----------------------------------------------------------------------------- the owner lookup
 
 
@@ -335,6 +504,30 @@ def test_prune_deletes_the_object_and_reports_its_labels(api: MemoryApi) -> None
     result = sink(api).prune()
     assert result.written and set(result.change.removed) == set(LABELS)
     assert api.nodefeature(NS, NF) is None
+
+
+@pytest.mark.parametrize("refs, mark", [([GFD_DS, GFD_POD], False), ([GFD_DS], True), ([], False)],
+                         ids=["another-daemonsets", "marked-but-another-daemonsets",
+                              "no-owner-no-mark"])
+def test_prune_leaves_an_object_gfd_may_not_have_written(
+        api: MemoryApi, caplog: pytest.LogCaptureFixture, refs: list[dict[str, Any]],
+        mark: bool) -> None:
+    before = foreign(api, *refs, mark=mark)
+    result = sink(api).prune()
+    assert not result.written and result.change.empty
+    assert api.nodefeature(NS, NF) == before and api.count("delete_nodefeature") == 0
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"NodeFeature {NS}/{NF} left in place: ")
+
+
+@pytest.mark.parametrize("refs, mark, pod", [([OWNER], False, POD), ([], True, ""),
+                                             ([OWNER], True, "")],
+                         ids=["gfds-daemonset", "marked-without-owner", "marked-pod-unknown"])
+def test_prune_deletes_an_object_gfd_wrote(api: MemoryApi, refs: list[dict[str, Any]],
+                                           mark: bool, pod: str) -> None:
+    foreign(api, *refs, mark=mark)
+    result = sink(api, pod=pod).prune()
+    assert result.written and api.nodefeature(NS, NF) is None
 
 
 def test_prune_with_nothing_published_writes_nothing(api: MemoryApi) -> None:
