@@ -78,6 +78,7 @@ import copy
 import json
 import re
 import secrets
+import select
 import signal
 import socket
 import ssl
@@ -886,6 +887,23 @@ class _WatchStart(_Response):
     """The answer to a watch request: stream ``watch``'s events."""
 
     watch: _Watch | None = None
+
+
+_WATCH_IDLE = 0.1
+"""Seconds a watch waits for something to send before checking that its client is there."""
+
+
+def _client_gone(conn: socket.socket) -> bool:
+    """The client closed a connection it sends nothing else on (TLS: its close_notify)."""
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+        if not readable:
+            return False
+        if isinstance(conn, ssl.SSLSocket):
+            return True
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 def _shutdown(conn: socket.socket) -> None:
@@ -2100,6 +2118,9 @@ class FakeApiServer:
                     h.wfile.write(b"0\r\n\r\n")
                     h.wfile.flush()
                     return
+                if end == "idle" and _client_gone(h.connection):
+                    h.close_connection = True  # the API server ends a watch its client left
+                    return
         except OSError:  # the client went away
             h.close_connection = True
         finally:
@@ -2107,8 +2128,8 @@ class FakeApiServer:
                 self._watches.discard(w)
 
     def _watch_batch(self, w: _Watch) -> tuple[list[JSON], str]:
-        """Wait for what ``w`` sends next: queued events, a bookmark, or its end ("end",
-        "drop")."""
+        """Wait for what ``w`` sends next: queued events, a bookmark, its end ("end", "drop"),
+        or nothing for a while ("idle": time to see whether the client is still there)."""
         with self._watch_changed:
             while True:
                 if w.drop or w.server is not self._httpd:
@@ -2125,7 +2146,9 @@ class FakeApiServer:
                     )
                     return [w.bookmark(self._rv)], ""
                 wake = w.deadline if w.next_bookmark is None else min(w.deadline, w.next_bookmark)
-                self._watch_changed.wait(wake - now)
+                if not self._watch_changed.wait(min(wake - now, _WATCH_IDLE)):
+                    if time.monotonic() < wake:
+                        return [], "idle"
 
     def _send_watch_events(self, h: _Handler, events: list[JSON]) -> None:
         lines = [json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in events]

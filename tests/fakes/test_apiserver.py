@@ -1065,3 +1065,11 @@ def test_the_upstream_watch_helper_reads_the_stream(api: FakeApiServer, core: Ap
         list(watch.Watch().stream(core.list_node, resource_version=start, timeout_seconds=1))
     assert exc.value.status == 410
     assert "Expired: too old resource version" in str(exc.value.reason)
+
+
+def test_a_watch_whose_client_left_is_closed_by_the_server(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    w = watches(api, resourceVersion=api.resource_version)
+    wait_until(lambda: api.open_watches == 1)
+    w.close()
+    wait_until(lambda: api.open_watches == 0, timeout=2.0)
