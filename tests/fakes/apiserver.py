@@ -1343,6 +1343,7 @@ class FakeApiServer:
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._watch_faults.clear()
 
     def set_latency(self, seconds: float) -> None:
         with self._lock:

@@ -1013,6 +1013,9 @@ def test_faults_apply_to_watches(api: FakeApiServer, core: Api,
         'resource "nodes" in API group "" at the cluster scope')
     assert watches(api, fieldSelector="metadata.name=n2").resp.status == 200
     assert [r.status for r in api.requests if r.watch] == [500, 503, 403, 200]
+    api.inject_watch(500, count=None)
+    api.clear_faults()  # watch faults too
+    assert watches(api, fieldSelector="metadata.name=n2").resp.status == 200
     api.set_down(True)
     with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
         watches(api, **NODE_N1)
