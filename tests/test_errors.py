@@ -13,6 +13,7 @@ from gfd.errors import (
     GfdError,
     NvmlInitError,
     PublishError,
+    WatchExpired,
     one_line,
 )
 
@@ -23,6 +24,7 @@ FAMILY = [
     (NvmlInitError, BackendInitError),
     (PublishError, GfdError),
     (ApiError, PublishError),
+    (WatchExpired, ApiError),
 ]
 
 
@@ -49,6 +51,7 @@ RETRIABLE = [
     ("not-found-404", 404, False),
     ("conflict-409", 409, False),
     ("invalid-422", 422, False),
+    ("gone-410", 410, False),
 ]
 
 
