@@ -165,6 +165,7 @@ class WatchStream(Iterator[WatchEvent]):
         self._reading = False
         self._closed = False
         self._done = False
+        self._chunks: Iterator[bytes] | None = None
 
     def __iter__(self) -> WatchStream:
         return self
@@ -241,7 +242,7 @@ class WatchStream(Iterator[WatchEvent]):
             self._finish(clean=False)
             return None
         try:
-            data: bytes = self._response.read1(_WATCH_READ)
+            data = self._read_some()
             lost: Exception | None = None
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             data, lost = b"", exc
@@ -258,6 +259,17 @@ class WatchStream(Iterator[WatchEvent]):
             self._finish(clean=True)
             return None
         return data
+
+    def _read_some(self) -> bytes:
+        """What has arrived, up to ``_WATCH_READ`` bytes, as soon as there is any; b"" at
+        the end (urllib3 without ``read1``: chunk by chunk)."""
+        read1 = getattr(self._response, "read1", None)
+        if read1 is not None:
+            data: bytes = read1(_WATCH_READ)
+            return data
+        if self._chunks is None:
+            self._chunks = iter(self._response.stream(_WATCH_READ, decode_content=True))
+        return next(self._chunks, b"")
 
     def _event(self, line: bytes) -> WatchEvent:
         try:

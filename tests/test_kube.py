@@ -537,3 +537,31 @@ def test_a_watch_takes_a_token_from_the_rate_limit(server: FakeApiServer,
     finally:
         api.close()
     assert waited >= 0.04, "the watch waited for its token (1/20 s)"
+
+
+class WithoutRead1:
+    """An urllib3 response as versions before ``read1`` had it."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self.connection = response.connection
+
+    def stream(self, amt: int, decode_content: bool) -> Any:
+        return self._response.stream(amt, decode_content=decode_content)
+
+    def close(self) -> None:
+        self._response.close()
+
+    def release_conn(self) -> None:
+        self._response.release_conn()
+
+
+def test_a_response_without_read1_is_read_chunk_by_chunk(server: FakeApiServer,
+                                                         kube: Kube) -> None:
+    opened = kube.watch("node", NODE, resource_version="", timeout=1)
+    stream = WatchStream(f"node {NODE}", WithoutRead1(opened._response), 1 << 20)
+    assert next(stream).type == "ADDED"
+    started = time.monotonic()
+    server.set_label(NODE, "a", "1")
+    assert next(stream).type == "MODIFIED" and time.monotonic() - started < 0.5
+    assert list(stream) == []
