@@ -193,9 +193,9 @@ class ObjectWatch:
                 break
             if delivered:
                 failures = 0
-            quick = opened_at is not None and (
+            productive = opened_at is not None and (
                 delivered or self._clock() - opened_at >= self.watch_timeout / 2)
-            if (reason == "timeout" and quick) or (reason == "expired" and failures == 0):
+            if (reason == "timeout" and productive) or (reason == "expired" and failures == 0):
                 delay = 0.0
                 failures = 1 if reason == "expired" else 0
             else:
