@@ -65,3 +65,8 @@ class ApiError(ApiSinkError):
 def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines included) turned into one space."""
     return " ".join(text.split())
+
+
+class WatchExpired(ApiError):
+    """A watch's resourceVersion is older than the API server keeps (410 Gone, reason
+    ``Expired``): read the object again and watch from the resourceVersion of that read."""

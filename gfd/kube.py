@@ -8,6 +8,9 @@ Every answer is distrusted the same way: it must arrive whole within one deadlin
 included; a socket timeout alone restarts with each byte, so a trickling answer would never
 end), it is read in chunks and refused beyond ``MAX_ANSWER_BYTES`` (a Node or NodeFeature is a
 few KB), and a success must be a Kubernetes object (an auth proxy's HTML page is not).
+
+Watches (``Kube.watch``) stream one object's events over their own connection pool, so a
+watch open for an hour never holds up, or is held up by, the other requests.
 """
 
 from __future__ import annotations
@@ -15,14 +18,15 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import socket
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import urllib3
 import urllib3.connectionpool
@@ -31,7 +35,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from gfd.errors import ApiError, ConfigError, one_line
+from gfd.errors import ApiError, ConfigError, WatchExpired, one_line
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +206,208 @@ def _status_error(verb: str, what: str, exc: ApiException) -> ApiError:
                     resource_missing=status == 404 and not (details or {}).get("name"))
 
 
+# Watches ---------------------------------------------------------------------------
+
+WatchKind = Literal["node", "nodefeature"]
+MAX_WATCH_EVENT_BYTES = 4 * 1024 * 1024
+"""The largest watch event gfd reads (one line of the stream): a Node or NodeFeature is a
+few KB; a longer line is an error, never an unbounded read."""
+_WATCH_READ = 64 * 1024
+_ERROR_BODY_BYTES = 64 * 1024
+_OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+_WATCH_CLIENT_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One event of a watch. ``type``: ADDED, MODIFIED, DELETED or BOOKMARK. ``object``: the
+    object as a GET returns it (its last state for DELETED), None for a BOOKMARK.
+    ``resource_version``: where to resume watching after this event."""
+
+    type: str
+    object: dict[str, Any] | None
+    resource_version: str
+
+
+def _watch_error(verb: str, what: str, status: int, reason: str, body: str,
+                 headers: Any = None) -> ApiError:
+    """An error answer or ERROR event as an ApiError; a 410 as WatchExpired."""
+    exc = ApiException(status=status, reason=reason)
+    exc.body, exc.headers = body, headers
+    error = _status_error(verb, what, exc)
+    if error.status != 410:
+        return error
+    return WatchExpired(str(error), status=410, reason=error.reason,
+                        retry_after=error.retry_after, causes=error.causes)
+
+
+def _collection(kind: WatchKind, name: str, namespace: str) -> tuple[str, dict[str, str], str]:
+    """The collection URL an object of ``kind`` is listed and watched at, its path
+    parameters, and how messages name the object."""
+    if kind == "node":
+        return "/api/v1/nodes", {}, f"node {name}"
+    if kind == "nodefeature":
+        if not namespace:
+            raise ValueError("a nodefeature is namespaced: give its namespace")
+        return _NODEFEATURES, {"namespace": namespace}, f"nodefeature {namespace}/{name}"
+    raise ValueError(f"cannot watch {kind!r}: only node and nodefeature")
+
+
+class WatchStream(Iterator[WatchEvent]):
+    """One open watch request. Iterating yields its events as they arrive and ends when the
+    server ends the watch cleanly (its ``timeoutSeconds``). It raises ``WatchExpired`` for a
+    410 ERROR event, ``ApiError`` with the status for any other ERROR event, and ``ApiError``
+    without a status when the connection is lost mid-stream or an event is malformed or
+    longer than ``max_event`` bytes; the connection is closed after any of these.
+
+    ``close()`` may be called from any thread, any number of times: an iteration blocked
+    waiting for the next event then simply ends (no error), at once."""
+
+    def __init__(self, what: str, response: Any, max_event: int) -> None:
+        self._what = what
+        self._response = response
+        self._max_event = max_event
+        self._buffer = bytearray()
+        self._lock = threading.Lock()
+        self._reading = False
+        self._closed = False
+        self._done = False
+        self._chunks: Iterator[bytes] | None = None
+
+    def __iter__(self) -> WatchStream:
+        return self
+
+    def __next__(self) -> WatchEvent:
+        while True:
+            line = self._next_line()
+            if line is None:
+                raise StopIteration
+            if line.strip():
+                return self._event(line)
+
+    def __enter__(self) -> WatchStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            reading = self._reading
+        if not reading:
+            self._finish(clean=False)
+            return
+        # Another thread is blocked reading: shut the socket down under it (the plain
+        # socket's shutdown, also under TLS) and let that thread clean up.
+        sock = getattr(getattr(self._response, "connection", None), "sock", None)
+        if sock is not None:
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _finish(self, *, clean: bool) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        if not clean:  # a half-read stream: its connection cannot be reused
+            self._response.close()
+        self._response.release_conn()
+
+    def _fail(self, message: str) -> ApiError:
+        self._finish(clean=False)
+        return ApiError(f"watch {self._what}: {message}")
+
+    def _next_line(self) -> bytes | None:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end > self._max_event or (end < 0 and len(self._buffer) > self._max_event):
+                raise self._fail(f"an event is larger than {self._max_event // 1024} KiB, more "
+                                 "than a Node or NodeFeature can be (a proxy in the way?)")
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[:end + 1]
+                return line
+            data = self._read()
+            if data is None:
+                line, self._buffer = bytes(self._buffer), bytearray()
+                return line if line.strip() and not self._closed else None
+            self._buffer += data
+
+    def _read(self) -> bytes | None:
+        """The next bytes of the stream; None at its clean end or once closed."""
+        with self._lock:
+            if self._closed or self._done:
+                closed = True
+            else:
+                closed, self._reading = False, True
+        if closed:
+            self._finish(clean=False)
+            return None
+        try:
+            data = self._read_some()
+            lost: Exception | None = None
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            data, lost = b"", exc
+        with self._lock:
+            self._reading = False
+            closed = self._closed
+        if closed:
+            self._finish(clean=False)
+            return None
+        if lost is not None:
+            raise self._fail(f"the connection was lost mid-stream: {one_line(str(lost))}") \
+                from lost
+        if not data:
+            self._finish(clean=True)
+            return None
+        return data
+
+    def _read_some(self) -> bytes:
+        """What has arrived, up to ``_WATCH_READ`` bytes, as soon as there is any; b"" at
+        the end (urllib3 without ``read1``: chunk by chunk)."""
+        read1 = getattr(self._response, "read1", None)
+        if read1 is not None:
+            data: bytes = read1(_WATCH_READ)
+            return data
+        if self._chunks is None:
+            self._chunks = iter(self._response.stream(_WATCH_READ, decode_content=True))
+        return next(self._chunks, b"")
+
+    def _event(self, line: bytes) -> WatchEvent:
+        try:
+            event: Any = json.loads(line)
+        except ValueError:
+            event = None
+        kind = event.get("type") if isinstance(event, dict) else None
+        obj = event.get("object") if isinstance(event, dict) else None
+        if not isinstance(kind, str) or not isinstance(obj, dict):
+            snippet = one_line(line[:80].decode("utf-8", "replace"))
+            raise self._fail(f"not a watch event: {snippet!r} (a proxy in the way?)")
+        meta = obj.get("metadata")
+        rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+        if kind in _OBJECT_EVENTS:
+            return WatchEvent(kind, obj, rv)
+        if kind == "BOOKMARK":
+            return WatchEvent(kind, None, rv)
+        if kind == "ERROR":
+            self._finish(clean=False)
+            code = obj.get("code")
+            raise _watch_error("watch", self._what, code if isinstance(code, int) else 0,
+                               str(obj.get("reason") or ""), json.dumps(obj))
+        raise self._fail(f"unknown watch event type {kind!r}")
+
+
 class Kube:
     """A small, typed facade over the kubernetes client for what gfd needs."""
+
+    max_watch_event_bytes: int = MAX_WATCH_EVENT_BYTES
+    """The cap on one watch event (``WatchStream``)."""
+    _watch_api: Any = None
 
     def __init__(self, *, kubeconfig: str = "", qps: float = 5.0, burst: int = 10,
                  on_request: Callable[[str, str], None] | None = None,
@@ -237,6 +441,8 @@ class Kube:
 
     def close(self) -> None:
         self._api.close()
+        if self._watch_api is not None:
+            self._watch_api.close()
 
     def _read(self, verb: str, what: str, raw: Any) -> bytes:
         """The whole body, read in chunks; refused (connection dropped) beyond the cap."""
@@ -375,3 +581,86 @@ class Kube:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return self._call("get", f"pod {namespace}/{name}", "GET", _POD,
                           path_params={"namespace": namespace, "name": name})
+
+    # Watches ------------------------------------------------------------------------
+
+    def list_object(self, kind: WatchKind, name: str, *,
+                    namespace: str = "") -> tuple[dict[str, Any] | None, str]:
+        """The object (None when there is none) and the resourceVersion to watch it from.
+
+        One LIST of the collection field-selected to the name, not a GET: the list's
+        resourceVersion is the server's current one, while a GET gives the object's own,
+        which after a while falls out of the server's watch window and would answer every
+        watch with 410 (Expired). The object has its kind and apiVersion, as from a GET."""
+        path, params, what = _collection(kind, name, namespace)
+        answer = self._call("list", what, "GET", path, path_params=params,
+                            query=[("fieldSelector", f"metadata.name={name}")])
+        meta = answer.get("metadata")
+        rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+        items = answer.get("items")
+        found = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+        if not found:
+            return None, rv
+        obj = found[0]
+        list_kind, api_version = str(answer.get("kind") or ""), answer.get("apiVersion")
+        if list_kind.endswith("List") and api_version:
+            obj.setdefault("kind", list_kind[:-len("List")])
+            obj.setdefault("apiVersion", api_version)
+        return obj, rv
+
+    def watch(self, kind: WatchKind, name: str, *, namespace: str = "",
+              resource_version: str, timeout: float) -> WatchStream:
+        """Open one watch on one object and return its stream (see ``WatchStream``).
+
+        The request is field-selected to ``name``, asks for bookmarks, and asks the server to
+        end it cleanly after ``timeout`` seconds (rounded up to whole seconds, at least 1).
+        ``resource_version`` "" starts with an ADDED event of the current object, if any;
+        else the events after that resourceVersion come first. An answer other than 200 is
+        an ``ApiError`` with its status (``WatchExpired`` for 410) and no connection is an
+        ``ApiError`` without one, both raised here. It takes a token from the rate limiter
+        and is reported once to ``on_request`` as verb ``watch``. It runs on a connection
+        pool of its own, without the request timeout of the other calls: the connect timeout
+        is that timeout, the read timeout exceeds the watch's own."""
+        path, params, what = _collection(kind, name, namespace)
+        seconds = max(1, math.ceil(timeout))
+        query = [("watch", "1"), ("fieldSelector", f"metadata.name={name}")]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        query += [("allowWatchBookmarks", "true"), ("timeoutSeconds", str(seconds))]
+        self._limiter.take()
+        api = self._watch_client()
+        code = "error"
+        try:
+            request = api.param_serialize(
+                method="GET", resource_path=path, path_params=params, query_params=query,
+                auth_settings=["BearerToken"], header_params={"Accept": "application/json"})
+            response = api.call_api(*request,
+                                    _request_timeout=(self._timeout, seconds + self._timeout))
+            code = str(response.status)
+        except ApiException as exc:
+            code = str(exc.status)
+            raise _status_error("watch", what, exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(f"watch {what}: cannot reach the API server: {exc}") from exc
+        finally:
+            if self._on_request:
+                self._on_request("watch", code)
+        raw = response.response
+        if response.status == 200:
+            return WatchStream(what, raw, self.max_watch_event_bytes)
+        try:
+            body = raw.read(_ERROR_BODY_BYTES).decode("utf-8", "replace")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            body = str(exc)
+        finally:
+            raw.close()
+            raw.release_conn()
+        raise _watch_error("watch", what, response.status, str(response.reason or ""), body,
+                           response.headers)
+
+    def _watch_client(self) -> Any:
+        """The ApiClient watches use: the same configuration, its own connection pool."""
+        with _WATCH_CLIENT_LOCK:
+            if self._watch_api is None:
+                self._watch_api = client.ApiClient(self._api.configuration)
+            return self._watch_api

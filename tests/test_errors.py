@@ -14,6 +14,7 @@ from gfd.errors import (
     GfdError,
     NvmlInitError,
     PublishError,
+    WatchExpired,
     one_line,
 )
 
@@ -25,6 +26,7 @@ FAMILY = [
     (PublishError, GfdError),
     (ApiSinkError, PublishError),
     (ApiError, ApiSinkError),
+    (WatchExpired, ApiError),
 ]
 
 
@@ -51,6 +53,7 @@ RETRIABLE = [
     ("not-found-404", 404, False),
     ("conflict-409", 409, False),
     ("invalid-422", 422, False),
+    ("gone-410", 410, False),
 ]
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 
 import pytest
 import urllib3
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from .apiserver import (
@@ -941,3 +943,332 @@ def test_concurrent_writers_are_serialised(api: FakeApiServer, make_client: Clie
     assert len(labels(api)) == 1 + 6 * 5
     assert int(rv(api)) == before + 6 * 5
     assert api.count("PATCH") == 30
+
+
+# ----------------------------------------------------------------------------- watches
+
+
+class RawWatch:
+    """A watch request over plain http.client, to see the stream exactly as sent."""
+
+    def __init__(self, api: FakeApiServer, path: str = "/api/v1/nodes", **query: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", api.port, timeout=10)
+        self.conn.request("GET", f"{path}?{urllib.parse.urlencode({'watch': '1', **query})}",
+                          headers={"Authorization": f"Bearer {api.token}"})
+        self.resp = self.conn.getresponse()
+        self.started = time.monotonic()
+
+    def next(self) -> dict[str, Any]:
+        """The next event, as soon as it is sent (one JSON object per line)."""
+        line = self.resp.readline()
+        assert line.endswith(b"\n"), f"no complete event line: {line!r}"
+        event: dict[str, Any] = json.loads(line)
+        return event
+
+    def rest(self) -> list[dict[str, Any]]:
+        """The remaining events, up to the stream's clean end (the last chunk)."""
+        return [json.loads(line) for line in self.resp.read().splitlines()]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture
+def watches() -> Iterator[Callable[..., RawWatch]]:
+    opened: list[RawWatch] = []
+
+    def open_watch(api: FakeApiServer, path: str = "/api/v1/nodes", **query: str) -> RawWatch:
+        opened.append(RawWatch(api, path, **query))
+        return opened[-1]
+
+    yield open_watch
+    for w in opened:
+        w.close()
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def summary(event: dict[str, Any]) -> tuple[str, str, str]:
+    meta = event["object"]["metadata"]
+    return event["type"], meta.get("name", ""), meta["resourceVersion"]
+
+
+NODE_N1 = {"fieldSelector": "metadata.name=n1"}
+
+
+def test_a_watch_streams_the_current_object_then_each_change_as_it_happens(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    w = watches(api, **NODE_N1)
+    assert w.resp.status == 200
+    assert w.resp.getheader("Content-Type") == "application/json"
+    assert w.resp.getheader("Transfer-Encoding") == "chunked"
+    assert w.resp.getheader("Content-Length") is None
+    added = w.next()
+    assert summary(added) == ("ADDED", "n1", rv(api))
+    assert added["object"] == api.node("n1")  # the object as a GET returns it
+    api.set_label("n1", "a", "1")
+    modified = w.next()
+    assert summary(modified) == ("MODIFIED", "n1", rv(api))
+    assert modified["object"]["metadata"]["labels"]["a"] == "1"
+    last = api.node("n1")
+    api.delete_node("n1")
+    deleted = w.next()
+    assert summary(deleted) == ("DELETED", "n1", api.resource_version)  # the deletion's rv
+    assert int(deleted["object"]["metadata"]["resourceVersion"]) > int(
+        last["metadata"]["resourceVersion"])
+    assert deleted["object"]["metadata"]["labels"] == last["metadata"]["labels"]
+    api.add_node("n1")
+    recreated = w.next()
+    assert summary(recreated) == ("ADDED", "n1", rv(api))
+    assert recreated["object"]["metadata"]["uid"] != last["metadata"]["uid"]
+
+
+def test_a_watch_from_a_resource_version_replays_only_later_changes_of_what_it_selects(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    api.add_node("n2")
+    api.set_label("n1", "before", "1")
+    start = api.resource_version
+    api.set_label("n2", "other", "1")
+    api.set_label("n1", "after", "1")
+    api.set_label("n1", "after", "1")  # no change: no new resourceVersion, no event
+    w = watches(api, resourceVersion=start, timeoutSeconds="1", **NODE_N1)
+    assert [summary(e) for e in w.rest()] == [("MODIFIED", "n1", rv(api))]
+    assert 0.9 <= time.monotonic() - w.started < 2.0  # then a clean end at the timeout
+    everything = watches(api, resourceVersion=start, timeoutSeconds="1")
+    assert [summary(e)[:2] for e in everything.rest()] == [("MODIFIED", "n2"), ("MODIFIED", "n1")]
+
+
+@pytest.mark.parametrize("version", ["", "0"], ids=["unset", "zero"])
+def test_a_watch_from_no_resource_version_starts_with_the_current_state(
+        api: FakeApiServer, watches: Callable[..., RawWatch], version: str) -> None:
+    api.add_node("n2")
+    api.set_label("n1", "a", "1")
+    w = watches(api, resourceVersion=version, timeoutSeconds="1")
+    assert [summary(e) for e in w.rest()] == [
+        ("ADDED", "n1", rv(api, "n1")), ("ADDED", "n2", rv(api, "n2"))]
+
+
+def test_an_object_entering_or_leaving_a_label_selection_is_added_or_deleted(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    w = watches(api, labelSelector="gpu=yes", resourceVersion=api.resource_version)
+    api.set_label("n1", "gpu", "yes")
+    assert summary(w.next()) == ("ADDED", "n1", rv(api))
+    api.set_label("n1", "other", "1")
+    assert summary(w.next())[0] == "MODIFIED"
+    api.set_label("n1", "gpu", "no")
+    left = w.next()
+    assert summary(left) == ("DELETED", "n1", rv(api))
+    assert left["object"]["metadata"]["labels"]["gpu"] == "no"  # the state that left
+
+
+def test_a_nodefeature_watch_sees_its_namespace_only(
+        api: FakeApiServer, custom: Api, watches: Callable[..., RawWatch]) -> None:
+    path = f"/apis/{NFD_API_VERSION}/namespaces/{NS}/nodefeatures"
+    w = watches(api, path, resourceVersion=api.resource_version,
+                fieldSelector="metadata.name=nvidia-features-for-n1")
+    custom.create_namespaced_custom_object(GROUP, VERSION, "elsewhere", PLURAL, nodefeature())
+    created = custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodefeature())
+    event = w.next()
+    assert summary(event) == ("ADDED", "nvidia-features-for-n1",
+                              created["metadata"]["resourceVersion"])
+    assert event["object"]["metadata"]["namespace"] == NS
+    assert (event["object"]["kind"], event["object"]["apiVersion"]) == (
+        "NodeFeature", NFD_API_VERSION)
+    created["spec"]["labels"] = {"nvidia.com/gpu.count": "4"}
+    custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, created["metadata"][
+        "name"], created)
+    assert w.next()["object"]["spec"]["labels"] == {"nvidia.com/gpu.count": "4"}
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "nvidia-features-for-n1")
+    assert summary(w.next()) == ("DELETED", "nvidia-features-for-n1", api.resource_version)
+
+
+def test_a_watch_from_a_compacted_resource_version_is_an_expired_error_event(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    old = rv(api)
+    api.set_label("n1", "a", "1")
+    assert api.compact() == api.resource_version
+    w = watches(api, resourceVersion=old, **NODE_N1)
+    assert w.resp.status == 200  # the error comes as an event on the stream
+    [error] = w.rest()  # then the stream ends cleanly
+    assert error == {"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f"too old resource version: {old} ({api.resource_version})",
+        "reason": "Expired", "code": 410}}
+    at_compaction = watches(api, resourceVersion=api.resource_version, timeoutSeconds="1",
+                            **NODE_N1)
+    assert at_compaction.rest() == []  # from the compacted version on is still served
+    api.expired_as_http = True
+    refused = watches(api, resourceVersion=old, **NODE_N1)
+    assert refused.resp.status == 410
+    assert json.loads(refused.resp.read())["reason"] == "Expired"
+
+
+def test_a_watch_from_a_future_or_invalid_resource_version_is_refused(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    future = watches(api, resourceVersion=str(int(api.resource_version) + 10))
+    assert future.resp.status == 504
+    assert future.resp.getheader("Retry-After") == "1"
+    body = json.loads(future.resp.read())
+    assert body["reason"] == "Timeout"
+    assert body["message"].startswith("Timeout: Too large resource version: ")
+    assert body["details"]["causes"] == [
+        {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    invalid = watches(api, resourceVersion="abc")
+    assert invalid.resp.status == 422
+    assert json.loads(invalid.resp.read())["reason"] == "Invalid"
+
+
+def test_bookmarks_carry_only_the_current_resource_version_and_only_when_allowed(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    api.bookmark_interval = 0.2
+    api.add_node("n2")
+    w = watches(api, resourceVersion=api.resource_version, allowWatchBookmarks="true",
+                **NODE_N1)
+    api.set_label("n2", "a", "1")  # not selected: only the bookmark's version moves
+    bookmark = w.next()
+    assert bookmark == {"type": "BOOKMARK", "object": {
+        "kind": "Node", "apiVersion": "v1",
+        "metadata": {"resourceVersion": api.resource_version, "creationTimestamp": None}}}
+    assert 0.15 <= time.monotonic() - w.started < 1.0
+    assert w.next()["type"] == "BOOKMARK"  # and again every interval
+    plain = watches(api, resourceVersion=api.resource_version, timeoutSeconds="1", **NODE_N1)
+    assert plain.rest() == []
+
+
+def test_a_bookmark_comes_just_before_the_timeout(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    api.bookmark_before_timeout = 1.5  # the API server: 2 s before
+    path = f"/apis/{NFD_API_VERSION}/namespaces/{NS}/nodefeatures"
+    w = watches(api, path, resourceVersion=api.resource_version, allowWatchBookmarks="1",
+                timeoutSeconds="2")
+    [bookmark] = w.rest()
+    assert bookmark["object"] == {"kind": "NodeFeature", "apiVersion": NFD_API_VERSION,
+                                  "metadata": {"resourceVersion": api.resource_version}}
+    assert 1.9 <= time.monotonic() - w.started < 3.0
+
+
+def test_dropped_watches_end_without_the_last_chunk(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    w = watches(api, **NODE_N1)
+    assert w.next()["type"] == "ADDED"
+    wait_until(lambda: api.open_watches == 1)
+    assert api.drop_watches() == 1
+    with pytest.raises(http.client.IncompleteRead):
+        w.resp.read()
+    wait_until(lambda: api.open_watches == 0)
+
+
+def test_ended_watches_end_cleanly_and_error_events_end_them(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    first = watches(api, resourceVersion=api.resource_version)
+    wait_until(lambda: api.open_watches == 1)
+    assert api.end_watches() == 1
+    assert first.rest() == []
+    second = watches(api, resourceVersion=api.resource_version)
+    wait_until(lambda: api.open_watches == 1)
+    assert api.send_watch_error(500, "InternalError", "etcd is sad") == 1
+    [error] = second.rest()
+    assert error["type"] == "ERROR"
+    assert (error["object"]["code"], error["object"]["message"]) == (500, "etcd is sad")
+
+
+def test_watch_requests_are_logged_and_counted(
+        api: FakeApiServer, core: Api, watches: Callable[..., RawWatch]) -> None:
+    core.list_node()
+    w = watches(api, resourceVersion=api.resource_version, timeoutSeconds="1", **NODE_N1)
+    wait_until(lambda: api.open_watches == 1)
+    listed, watched = api.requests
+    assert not listed.watch
+    assert watched.watch and watched.status == 200
+    assert watched.query == {"watch": "1", "resourceVersion": api.resource_version,
+                             "timeoutSeconds": "1", **NODE_N1}
+    assert api.watch_requests == 1
+    w.rest()
+    wait_until(lambda: api.open_watches == 0)
+
+
+def test_faults_apply_to_watches(api: FakeApiServer, core: Api,
+                                 watches: Callable[..., RawWatch]) -> None:
+    api.inject(500, path_contains="/api/v1/nodes")
+    assert watches(api, **NODE_N1).resp.status == 500
+    api.inject_watch(503, retry_after=2)
+    core.read_node("n1")  # not a watch: served
+    refused = watches(api, **NODE_N1)
+    assert (refused.resp.status, refused.resp.getheader("Retry-After")) == (503, "2")
+    assert json.loads(refused.resp.read())["reason"] == "ServiceUnavailable"
+    api.forbid("watch", "nodes", "n1")  # RBAC resourceNames apply to the selected name
+    forbidden = watches(api, **NODE_N1)
+    assert forbidden.resp.status == 403
+    assert json.loads(forbidden.resp.read())["message"] == (
+        'nodes "n1" is forbidden: User "system:serviceaccount:gfd:gfd" cannot watch '
+        'resource "nodes" in API group "" at the cluster scope')
+    assert watches(api, fieldSelector="metadata.name=n2").resp.status == 200
+    assert [r.status for r in api.requests if r.watch] == [500, 503, 403, 200]
+    api.inject_watch(500, count=None)
+    api.clear_faults()  # watch faults too
+    assert watches(api, fieldSelector="metadata.name=n2").resp.status == 200
+    api.set_down(True)
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        watches(api, **NODE_N1)
+    assert api.requests[-1].watch and api.requests[-1].status == 0
+
+
+def test_stop_ends_open_watches_at_once_and_leaves_no_thread() -> None:
+    before = set(threading.enumerate())
+    api = FakeApiServer().start()
+    api.add_node("n1")
+    w = RawWatch(api, **NODE_N1)
+    assert w.next()["type"] == "ADDED"
+    wait_until(lambda: api.open_watches == 1)
+    start = time.monotonic()
+    api.stop()
+    assert time.monotonic() - start < 1.0
+    with pytest.raises(http.client.IncompleteRead):
+        w.resp.read()
+    w.close()
+    assert set(threading.enumerate()) <= before
+
+
+def test_events_may_be_cut_across_chunks(api: FakeApiServer,
+                                         watches: Callable[..., RawWatch]) -> None:
+    api.watch_chunk_bytes = 7
+    api.add_node("n2")
+    w = watches(api, timeoutSeconds="1")
+    assert [summary(e)[:2] for e in w.rest()] == [("ADDED", "n1"), ("ADDED", "n2")]
+
+
+def test_the_upstream_watch_helper_reads_the_stream(api: FakeApiServer, core: Api) -> None:
+    """kubernetes.watch.Watch, the client's own decoder: objects, bookmarks, the 410."""
+    api.bookmark_interval = 0.2
+    api.bookmark_before_timeout = 0
+    start = api.resource_version
+    api.set_label("n1", "a", "1")
+    threading.Timer(0.1, api.set_label, ("n1", "b", "2")).start()
+    watcher = watch.Watch()
+    seen = []
+    for event in watcher.stream(core.list_node, field_selector="metadata.name=n1",
+                                resource_version=start, timeout_seconds=1,
+                                allow_watch_bookmarks=True):
+        seen.append(event["type"])
+        if event["type"] != "BOOKMARK":
+            assert event["object"].metadata.name == "n1"
+    assert seen[:2] == ["MODIFIED", "MODIFIED"] and "BOOKMARK" in seen[2:]
+    assert watcher.resource_version == api.resource_version
+    api.compact()
+    with pytest.raises(ApiException) as exc:
+        list(watch.Watch().stream(core.list_node, resource_version=start, timeout_seconds=1))
+    assert exc.value.status == 410
+    assert "Expired: too old resource version" in str(exc.value.reason)
+
+
+def test_a_watch_whose_client_left_is_closed_by_the_server(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    w = watches(api, resourceVersion=api.resource_version)
+    wait_until(lambda: api.open_watches == 1)
+    w.close()
+    wait_until(lambda: api.open_watches == 0, timeout=2.0)
