@@ -183,12 +183,23 @@ class Text(Kind):
     pass
 
 
+STANDARD_STREAMS = ("/dev/stdout", "/dev/stderr", "/dev/fd/1", "/dev/fd/2",
+                    "/proc/self/fd/1", "/proc/self/fd/2")
+"""Paths that name a standard stream: a feature file (renamed into place) cannot be one."""
+
+
 class OutputPath(Kind):
-    """A path where ``""`` (GFD's spelling) and ``-`` both mean standard output."""
+    """A path where ``""`` (GFD's spelling) and ``-`` both mean standard output; a path
+    that names a standard stream (``/dev/stdout``) is refused in favour of ``-``."""
 
     metavar = "PATH"
 
     def from_text(self, text: str) -> str:
+        if text.rstrip("/") in STANDARD_STREAMS:
+            raise ValueProblem(
+                f"{show(text)} is a standard stream, not a feature file (gfd writes the file "
+                "by renaming a new one into place); use - (or '') to print the labels on "
+                "standard output")
         return text or "-"
 
 

@@ -126,6 +126,11 @@ TEXT_REFUSALS = [
     ("float-negative", Float(0.0), "-1", "must be a number >= 0, got '-1'"),
     ("float-not-finite", Float(0.0), "inf", "must be a number >= 0"),
     ("float-nan", Float(0.0), "nan", "must be a number >= 0"),
+    ("output-path-dev-stdout", OutputPath(), "/dev/stdout",
+     "'/dev/stdout' is a standard stream, not a feature file (gfd writes the file by renaming "
+     "a new one into place); use - (or '') to print the labels on standard output"),
+    ("output-path-proc-fd-1", OutputPath(), "/proc/self/fd/1", "use - (or '')"),
+    ("output-path-dev-stderr", OutputPath(), "/dev/stderr", "is a standard stream"),
 ]
 
 
