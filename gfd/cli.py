@@ -348,7 +348,8 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
     health = Health(stuck_after=settings.stuck_after)
     server = None
     if settings.metrics_port:
-        server = MetricsServer(metrics, health, port=settings.metrics_port)
+        server = MetricsServer(metrics, health, port=settings.metrics_port,
+                               host=settings.metrics_address)
         server.start()
     reloader = None
     try:

@@ -16,6 +16,7 @@ flag or environment variable, then the config file, then the default.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import math
 import re
 import reprlib
@@ -186,17 +187,45 @@ class Text(Kind):
     pass
 
 
+STANDARD_STREAMS = ("/dev/stdout", "/dev/stderr", "/dev/fd/1", "/dev/fd/2",
+                    "/proc/self/fd/1", "/proc/self/fd/2")
+"""Paths that name a standard stream: a feature file (renamed into place) cannot be one."""
+
+
 class OutputPath(Kind):
-    """A path where ``""`` (GFD's spelling) and ``-`` both mean standard output."""
+    """A path where ``""`` (GFD's spelling) and ``-`` both mean standard output; a path
+    that names a standard stream (``/dev/stdout``) is refused in favour of ``-``."""
 
     metavar = "PATH"
 
     def from_text(self, text: str) -> str:
+        if text.rstrip("/") in STANDARD_STREAMS:
+            raise ValueProblem(
+                f"{show(text)} is a standard stream, not a feature file (gfd writes the file "
+                "by renaming a new one into place); use - (or '') to print the labels on "
+                "standard output")
         return text or "-"
 
 
 class PathKind(Kind):
     metavar = "PATH"
+
+
+class Address(Kind):
+    """An IP address to listen on: ``0.0.0.0`` (every IPv4 interface), ``::`` (every
+    interface, IPv6 and IPv4 where the host allows it), or one address (``127.0.0.1``)."""
+
+    metavar = "ADDRESS"
+
+    def from_text(self, text: str) -> str:
+        value = text.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        try:
+            return str(ipaddress.ip_address(value))
+        except ValueError:
+            raise ValueProblem(f"must be an IP address such as 0.0.0.0, :: or 127.0.0.1, got "
+                               f"{show(text)}") from None
 
 
 class Bool(Kind):
@@ -493,6 +522,11 @@ class Settings:
     metrics_port: int = setting(
         0, kind=Int(0, 65535), flags=("--metrics-port",), env=("GFD_METRICS_PORT",),
         part=Part.RESTART, group=_RUN, help="Serve /metrics, /healthz, /readyz here (0: off).")
+    metrics_address: str = setting(
+        "0.0.0.0", kind=Address(), flags=("--metrics-address",), env=("GFD_METRICS_ADDRESS",),
+        part=Part.RESTART, group=_RUN,
+        help="Address the metrics port listens on: 0.0.0.0, every IPv4 interface (the "
+             "kubelet probes the pod IP); :: for IPv6 too; 127.0.0.1 for this host only.")
     stuck_after: float = setting(
         120.0, kind=Duration(zero=False), flags=("--stuck-after",), env=("GFD_STUCK_AFTER",),
         part=Part.RESTART, group=_RUN,

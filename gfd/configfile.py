@@ -24,7 +24,10 @@ Decisions (where GFD's Go loader is lenient, odd, or silent):
   indices, ``<gpu>:<mig>`` MIG indices and GPU/MIG UUIDs); anything other than ``all``
   is then treated as ``all`` with a warning, as GFD does. A custom ``rename`` likewise.
 * ``null`` values mean "not set", like a nil pointer in the Go structs.
-* An empty file (the Helm chart's ``/dev/null`` fallback) is a valid, empty config.
+* An empty file, or ``/dev/null`` (the config-manager's ``FALLBACK_STRATEGIES=empty``
+  and the Helm chart's fallback link there), is a valid, empty config. Any other special
+  file -- a FIFO, a socket, a directory, another device -- is refused with one line, without
+  being opened (``gfd.hostfile``): it could block gfd forever or stream without end.
 * A key given twice in one mapping is an error (YAML and JSON would silently keep the
   last one).
 """
@@ -47,6 +50,7 @@ import yaml
 from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of, show
 from gfd.errors import ConfigError, one_line
 from gfd.fswatch import DirWatch, open_watch
+from gfd.hostfile import FileProblem, read_bytes
 from gfd.sharing import SharedResource, Sharing
 from gfd.triggers import Fire, Trigger
 
@@ -261,24 +265,25 @@ def _label(path: str) -> str:
 
 def _read(path: str) -> bytes:
     where = _label(path)
+    fix = "(check --config-file / CONFIG_FILE)"
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: not found (check --config-file / CONFIG_FILE)") from None
-    except PermissionError:
-        raise ConfigError(f"{where}: permission denied (check the file's mode and the user "
-                          "gfd runs as, or --config-file / CONFIG_FILE)") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{where}: is a directory, not a file "
-                          "(check --config-file / CONFIG_FILE)") from None
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{where}: cannot be read: {one_line(reason)}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise ConfigError(f"{where}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; "
-                          "not a device-plugin config (check --config-file / CONFIG_FILE)")
-    return raw
+        return read_bytes(path, limit=MAX_FILE_BYTES, null_ok=True)
+    except FileProblem as exc:
+        if exc.reason == "missing":
+            raise ConfigError(f"{where}: not found {fix}") from None
+        if exc.reason == "denied":
+            raise ConfigError(f"{where}: permission denied (check the file's mode and the user "
+                              "gfd runs as, or --config-file / CONFIG_FILE)") from None
+        if exc.reason == "directory":
+            raise ConfigError(f"{where}: is a directory, not a file {fix}") from None
+        if exc.reason == "special":
+            raise ConfigError(f"{where}: {exc.problem}: gfd reads only a regular file, or "
+                              "/dev/null for an empty config (point --config-file / "
+                              "CONFIG_FILE at the mounted ConfigMap's file)") from None
+        if exc.reason == "too-large":
+            raise ConfigError(f"{where}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; "
+                              f"not a device-plugin config {fix}") from None
+        raise ConfigError(f"{where}: {exc.problem}") from None
 
 
 def _parse_bytes(raw: bytes, *, path: str, digest: str) -> FileConfig:

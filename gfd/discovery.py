@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from gfd.errors import BackendInitError, DiscoveryError
+from gfd.hostfile import FileProblem, read_bytes, shown
 from gfd.logs import Once
 from gfd.readers.gpuevents import EventSource, GpuEventWatch
 from gfd.readers.host import HostReader
@@ -121,14 +122,26 @@ class Discovery:
             self.gpus.close()
 
 
+SNAPSHOT_MAX_BYTES = 16 * 2**20
+"""A recorded snapshot is tens of KiB (a few hundred KiB for the largest node); refuse more."""
+
+
 def read_snapshot_file(path: str) -> Snapshot:
-    """A recorded snapshot (``gfd snapshot`` output); a clear error when unreadable."""
+    """A recorded snapshot (``gfd snapshot`` output); a clear error when unreadable. A FIFO,
+    socket, directory or device is refused without being opened (``gfd.hostfile``)."""
+    where = f"snapshot file {shown(path)}"
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise DiscoveryError(f"snapshot file {path}: {exc.strerror}") from exc
+        raw = read_bytes(path, limit=SNAPSHOT_MAX_BYTES)
+    except FileProblem as exc:
+        fix = ("" if exc.reason in ("missing", "denied", "unreadable")
+               else " (point --snapshot at a file written by `gfd snapshot`)")
+        raise DiscoveryError(f"{where}: {exc.problem}{fix}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DiscoveryError(f"{where}: not UTF-8 text (byte {exc.start}), so not a snapshot "
+                             "(write one with `gfd snapshot > FILE`)") from None
     try:
         return load_snapshot(text, source=f"file:{path}")
     except DiscoveryError as exc:
-        raise DiscoveryError(f"snapshot file {path}: {exc}") from exc
+        raise DiscoveryError(f"{where}: {exc}") from exc

@@ -2,16 +2,28 @@
 
 The only module that imports ``prometheus_client``. Every ``Metrics`` owns a fresh
 private registry, so two instances (two tests, two agents) never share state.
+
+The server is one thread over non-blocking sockets, so what clients do cannot exhaust the
+process: at most ``MAX_CONNECTIONS`` connections are open at once (a new one closes the
+oldest idle one, so a probe still gets through a flood of idle connections); each has
+``REQUEST_TIMEOUT`` seconds for the whole exchange, request in and answer out (a client
+that trickles is cut off); a request is at most ``MAX_REQUEST_BYTES``; every error goes
+through gfd's logger as one line (a client's disconnect at debug).
 """
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import logging
+import selectors
+import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from email.utils import formatdate
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -28,6 +40,14 @@ DURATION_BUCKETS: Final[tuple[float, ...]] = (
 )  # fmt: skip
 """Histogram buckets for cycle and discovery durations, 1 ms … 30 s (then +Inf)."""
 
+MAX_CONNECTIONS: Final = 64
+"""Connections open at once; a new one beyond this closes the oldest idle one."""
+REQUEST_TIMEOUT: Final = 5.0
+"""Seconds a connection has for the whole exchange (the kubelet's probes wait 1-5 s)."""
+MAX_REQUEST_BYTES: Final = 8192
+"""The request line and headers; a longer request gets 431 and is closed."""
+BACKLOG: Final = 128
+_ACCEPT_ERRORS: Final = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 EVENT_BUCKETS: Final[tuple[float, ...]] = (
     0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
@@ -283,118 +303,365 @@ class Health:
         return (True, "ok") if published else (False, "no labels published yet")
 
 
-class _HttpServer(ThreadingHTTPServer):
-    """A ThreadingHTTPServer that carries what its handlers serve."""
+class _Connection:
+    """One client connection: what it sent so far, what is left to send, its deadline."""
 
-    daemon_threads = True
+    __slots__ = ("deadline", "inbox", "outbox", "peer", "sock")
 
-    def __init__(self, address: tuple[str, int], *, metrics: Metrics, health: Health) -> None:
-        self.metrics = metrics
-        self.health = health
-        super().__init__(address, _Handler)
+    def __init__(self, sock: socket.socket, peer: str, deadline: float) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.deadline = deadline
+        self.inbox = bytearray()
+        self.outbox = b""
+
+    @property
+    def idle(self) -> bool:
+        """Nothing received and nothing to send: the first to go when the server is full."""
+        return not self.inbox and not self.outbox
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """GET/HEAD /metrics, /healthz, /readyz; 404 for anything else."""
+def _peer(address: Any) -> str:
+    if isinstance(address, tuple) and len(address) >= 2:
+        host = str(address[0])
+        return f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
+    return str(address)
 
-    server: _HttpServer
 
-    def do_GET(self) -> None:
-        self._answer(body=True)
+def endpoint(host: str, port: int) -> str:
+    """``0.0.0.0:8080``, ``[::]:8080``."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
-    def do_HEAD(self) -> None:
-        self._answer(body=False)
 
-    def _answer(self, *, body: bool) -> None:
-        path = self.path.split("?", 1)[0]
+class _Loop:
+    """The server's one thread: accept, read each request, answer it, close."""
+
+    def __init__(self, listener: socket.socket, *, metrics: Metrics, health: Health,
+                 max_connections: int, request_timeout: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._listener = listener
+        self._max = max_connections
+        self._timeout_s = request_timeout
+        self._metrics = metrics
+        self._health = health
+        self._clock = clock
+        self._selector = selectors.DefaultSelector()
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._wake_reader.setblocking(False)
+        self._wake_writer.setblocking(False)
+        self._connections: OrderedDict[int, _Connection] = OrderedDict()
+        """By accept time, which is also deadline order (the deadline is accept + timeout)."""
+        self._stopping = False
+        self._paused_until = 0.0
+        self._refused_logged = False
+        self._selector.register(listener, selectors.EVENT_READ, "listen")
+        self._selector.register(self._wake_reader, selectors.EVENT_READ, "wake")
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def serve(self) -> None:
+        try:
+            while not self._stopping:
+                events = self._selector.select(self._timeout())
+                # requests first, new connections last: a batch of new connections then
+                # never closes one whose request has arrived but is not read yet
+                for key, mask in sorted(events, key=lambda event: event[0].data == "listen"):
+                    self._event(key, mask)
+                self._expire()
+                self._resume()
+        except Exception as exc:  # the server stops; the agent keeps labelling
+            log.error("metrics server stopped: %s: %s", type(exc).__name__, exc)
+            log.debug("metrics server failure", exc_info=True)
+        finally:
+            self._close_all()
+
+    def stop(self) -> None:
+        self._stopping = True
+        try:
+            self._wake_writer.send(b"x")
+        except OSError:
+            pass
+
+    def _timeout(self) -> float:
+        now = self._clock()
+        soonest = [now + 1.0]
+        if self._connections:
+            soonest.append(next(iter(self._connections.values())).deadline)
+        if self._paused_until:
+            soonest.append(self._paused_until)
+        return max(0.0, min(soonest) - now)
+
+    def _event(self, key: selectors.SelectorKey, mask: int) -> None:
+        if key.data == "listen":
+            self._accept()
+        elif key.data == "wake":
+            try:
+                self._wake_reader.recv(64)
+            except OSError:
+                pass
+        else:
+            conn = key.data
+            assert isinstance(conn, _Connection)
+            try:
+                if mask & selectors.EVENT_READ:
+                    self._read(conn)
+                if mask & selectors.EVENT_WRITE and conn.sock.fileno() >= 0:
+                    self._write(conn)
+            except Exception as exc:  # one connection's failure never stops the server
+                log.error("metrics server: %s: %s: %s", conn.peer, type(exc).__name__, exc)
+                log.debug("metrics server failure", exc_info=True)
+                self._close(conn, "")
+
+    # -- connections ------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        # At most half the connections per round: one accepted in this round is never among
+        # the oldest, so it is not closed for room before its request is read.
+        for _ in range(max(1, self._max // 2)):
+            try:
+                sock, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._accept_failed(exc)
+                return
+            if len(self._connections) >= self._max:
+                self._evict()
+            sock.setblocking(False)
+            conn = _Connection(sock, _peer(address), self._clock() + self._timeout_s)
+            self._connections[sock.fileno()] = conn
+            self._selector.register(sock, selectors.EVENT_READ, conn)
+            self._read(conn)  # the request is often there already
+
+    def _accept_failed(self, exc: OSError) -> None:
+        """Out of file descriptors or memory: make room, or stop accepting for a moment
+        (never spin on a listener that stays readable)."""
+        if exc.errno not in _ACCEPT_ERRORS:
+            log.debug("metrics server: accept failed: %s", exc.strerror or exc)
+            return
+        if not self._refused_logged:
+            log.warning("metrics server: cannot accept a connection: %s; closing the oldest "
+                        "or pausing briefly", exc.strerror or exc)
+            self._refused_logged = True
+        if self._connections:
+            self._evict()
+            return
+        self._selector.unregister(self._listener)
+        self._paused_until = self._clock() + 0.1
+
+    def _resume(self) -> None:
+        if self._paused_until and self._clock() >= self._paused_until and not self._stopping:
+            self._paused_until = 0.0
+            self._selector.register(self._listener, selectors.EVENT_READ, "listen")
+
+    def _evict(self) -> None:
+        """Close the oldest idle connection (the oldest of all when none is idle)."""
+        victim = next((c for c in self._connections.values() if c.idle), None)
+        if victim is None:
+            victim = next(iter(self._connections.values()))
+        self._close(victim, f"dropped: {self._max} connections open")
+
+    def _expire(self) -> None:
+        now = self._clock()
+        while self._connections:
+            conn = next(iter(self._connections.values()))
+            if conn.deadline > now:
+                return
+            self._close(conn, f"timed out after {self._timeout_s:g}s")
+
+    def _close(self, conn: _Connection, why: str) -> None:
+        fd = conn.sock.fileno()
+        if fd >= 0:
+            self._connections.pop(fd, None)
+            try:
+                self._selector.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
+        if why:
+            log.debug("metrics server: %s: %s", conn.peer, why)
+        conn.sock.close()
+
+    def _close_all(self) -> None:
+        for conn in list(self._connections.values()):
+            self._close(conn, "")
+        self._selector.close()
+        self._wake_reader.close()
+        self._wake_writer.close()
+
+    # -- one request ------------------------------------------------------------------
+
+    def _read(self, conn: _Connection) -> None:
+        try:
+            data = conn.sock.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(conn, f"disconnected: {exc.strerror or exc}")
+            return
+        if not data:
+            self._close(conn, "disconnected before a whole request")
+            return
+        conn.inbox += data
+        end = conn.inbox.find(b"\r\n\r\n")
+        if end < 0:
+            end = conn.inbox.find(b"\n\n")
+        if end < 0:
+            if len(conn.inbox) > MAX_REQUEST_BYTES:
+                self._reply(conn, "", HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                            b"request too large\n", body=True)
+            return
+        if end > MAX_REQUEST_BYTES:
+            self._reply(conn, "", HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        b"request too large\n", body=True)
+            return
+        line = bytes(conn.inbox[: conn.inbox.find(b"\n")]).rstrip(b"\r")
+        self._answer(conn, line)
+
+    def _answer(self, conn: _Connection, line: bytes) -> None:
+        parts = line.decode("latin-1").split()
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            self._reply(conn, line.decode("latin-1"), HTTPStatus.BAD_REQUEST,
+                        b"bad request\n", body=True)
+            return
+        method, target, _ = parts
+        request = f"{method} {target}"
+        if method not in ("GET", "HEAD"):
+            self._reply(conn, request, HTTPStatus.METHOD_NOT_ALLOWED, b"method not allowed\n",
+                        body=True, extra=(("Allow", "GET, HEAD"),))
+            return
+        body = method == "GET"
+        path = target.split("?", 1)[0]
         if path == "/metrics":
             try:
-                payload = self.server.metrics.render()
-            except Exception:  # a broken collector must not kill the server thread
-                log.exception("rendering metrics failed")
-                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, b"error rendering metrics\n", body)
+                payload = self._metrics.render()
+            except Exception as exc:  # a broken collector must not stop the server
+                log.error("rendering metrics failed: %s: %s", type(exc).__name__, exc)
+                log.debug("rendering metrics failed", exc_info=True)
+                self._reply(conn, request, HTTPStatus.INTERNAL_SERVER_ERROR,
+                            b"error rendering metrics\n", body=body)
                 return
-            self._send(HTTPStatus.OK, payload, body, content_type=CONTENT_TYPE)
+            self._reply(conn, request, HTTPStatus.OK, payload, body=body,
+                        content_type=CONTENT_TYPE)
         elif path in ("/healthz", "/readyz"):
-            health = self.server.health
-            ok, reason = health.live() if path == "/healthz" else health.ready()
+            ok, reason = self._health.live() if path == "/healthz" else self._health.ready()
             status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
-            self._send(status, reason.encode() + b"\n", body)
+            self._reply(conn, request, status, reason.encode() + b"\n", body=body)
         else:
-            self._send(HTTPStatus.NOT_FOUND, b"not found\n", body)
+            self._reply(conn, request, HTTPStatus.NOT_FOUND, b"not found\n", body=body)
 
-    def _send(
-        self,
-        status: HTTPStatus,
-        payload: bytes,
-        body: bool,
-        *,
-        content_type: str = "text/plain; charset=utf-8",
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if body:
-            self.wfile.write(payload)
+    def _reply(self, conn: _Connection, request: str, status: HTTPStatus, payload: bytes, *,
+               body: bool, content_type: str = "text/plain; charset=utf-8",
+               extra: tuple[tuple[str, str], ...] = ()) -> None:
+        head = [f"HTTP/1.0 {status.value} {status.phrase}", "Server: gfd",
+                f"Date: {formatdate(usegmt=True)}", f"Content-Type: {content_type}",
+                f"Content-Length: {len(payload)}", "Connection: close",
+                *(f"{name}: {value}" for name, value in extra)]
+        conn.outbox = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (
+            payload if body else b"")
+        conn.inbox.clear()
+        log.debug("metrics server: %s %r %d", conn.peer, request, status.value)
+        self._selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
+        self._write(conn)
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+    def _write(self, conn: _Connection) -> None:
+        try:
+            sent = conn.sock.send(conn.outbox)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(conn, f"disconnected: {exc.strerror or exc}")
+            return
+        conn.outbox = conn.outbox[sent:]
+        if not conn.outbox:
+            try:
+                conn.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            self._close(conn, "")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and ipaddress.ip_address(host).is_unspecified:
+            try:  # "::": IPv4 too, where the host allows it
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            except OSError:
+                pass
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 class MetricsServer:
     """HTTP server on a daemon thread: /metrics, /healthz, /readyz; 404 otherwise."""
 
     def __init__(
-        self, metrics: Metrics, health: Health, *, port: int, host: str = "0.0.0.0"
+        self, metrics: Metrics, health: Health, *, port: int, host: str = "0.0.0.0",
+        max_connections: int = MAX_CONNECTIONS, request_timeout: float = REQUEST_TIMEOUT,
     ) -> None:
+        if max_connections < 1 or request_timeout <= 0:
+            raise ValueError("max_connections and request_timeout must be positive")
         self._metrics = metrics
         self._health = health
         self._host = host
         self._port = port
-        self._server: _HttpServer | None = None
+        self._max_connections = max_connections
+        self._request_timeout = request_timeout
+        self._listener: socket.socket | None = None
+        self._loop: _Loop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def start(self) -> None:
         """Bind the port and serve on a daemon thread (ConfigError if it cannot be bound)."""
         with self._lock:
-            if self._server is not None:
+            if self._listener is not None:
                 raise RuntimeError("MetricsServer already started")
+            where = endpoint(self._host, self._port)
             try:
-                server = _HttpServer(
-                    (self._host, self._port), metrics=self._metrics, health=self._health
-                )
+                listener = _listen(self._host, self._port)
             except OSError as exc:
+                reason = exc.strerror or str(exc)
+                if exc.errno == errno.EADDRNOTAVAIL:
+                    raise ConfigError(
+                        f"--metrics-address {self._host}: cannot listen on {where}: {reason} "
+                        "(not an address of this host: use 0.0.0.0 for every interface, or "
+                        "one of the pod's addresses)") from exc
                 raise ConfigError(
-                    f"--metrics-port {self._port}: cannot listen on {self._host}:{self._port}: "
-                    f"{exc.strerror or exc} (another process may hold the port: choose a free "
-                    "one, or 0 to serve no metrics)") from exc
-            self._server = server
-            self._thread = threading.Thread(
-                target=server.serve_forever,
-                kwargs={"poll_interval": 0.1},
-                name="gfd-metrics-http",
-                daemon=True,
-            )
+                    f"--metrics-port {self._port}: cannot listen on {where}: {reason} "
+                    "(another process may hold the port: choose a free one, or 0 to serve no "
+                    "metrics)") from exc
+            self._listener = listener
+            self._loop = _Loop(listener, metrics=self._metrics, health=self._health,
+                               max_connections=self._max_connections,
+                               request_timeout=self._request_timeout)
+            self._thread = threading.Thread(target=self._loop.serve, name="gfd-metrics-http",
+                                            daemon=True)
             self._thread.start()
-        log.info("serving /metrics /healthz /readyz on %s:%d", self._host, self.port)
+        log.info("serving /metrics /healthz /readyz on %s", endpoint(self._host, self.port))
 
     @property
     def port(self) -> int:
         """The bound port once started (``port=0`` binds a free one); the requested one before."""
-        server = self._server
-        if server is None:
+        listener = self._listener
+        if listener is None:
             return self._port
-        return int(server.server_address[1])
+        return int(listener.getsockname()[1])
 
     def stop(self) -> None:
         """Shut down and close the socket; idempotent (and harmless if never started)."""
         with self._lock:
-            server, thread = self._server, self._thread
-            self._server = self._thread = None
-        if server is None or thread is None:
+            listener, loop, thread = self._listener, self._loop, self._thread
+            self._listener = self._loop = self._thread = None
+        if listener is None or loop is None or thread is None:
             return
-        server.shutdown()
-        server.server_close()
+        loop.stop()
         thread.join(timeout=5)
+        listener.close()

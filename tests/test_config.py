@@ -11,6 +11,7 @@ import pytest
 from gfd.config import (
     BY_NAME,
     TABLE,
+    Address,
     Bool,
     Choice,
     Duration,
@@ -86,6 +87,10 @@ TEXT = [
     ("output-path-dash", OutputPath(), "-", "-"),
     ("output-path-empty-is-stdout", OutputPath(), "", "-"),
     ("path", PathKind(), "/sys", "/sys"),
+    ("address-any-ipv4", Address(), "0.0.0.0", "0.0.0.0"),
+    ("address-any", Address(), "::", "::"),
+    ("address-bracketed", Address(), "[::1]", "::1"),
+    ("address-loopback", Address(), " 127.0.0.1 ", "127.0.0.1"),
     ("bool-true", Bool(), "true", True),
     ("bool-1", Bool(), "1", True),
     ("bool-upper-with-space", Bool(), " YES ", True),
@@ -126,6 +131,15 @@ TEXT_REFUSALS = [
     ("float-negative", Float(0.0), "-1", "must be a number >= 0, got '-1'"),
     ("float-not-finite", Float(0.0), "inf", "must be a number >= 0"),
     ("float-nan", Float(0.0), "nan", "must be a number >= 0"),
+    ("output-path-dev-stdout", OutputPath(), "/dev/stdout",
+     "'/dev/stdout' is a standard stream, not a feature file (gfd writes the file by renaming "
+     "a new one into place); use - (or '') to print the labels on standard output"),
+    ("output-path-proc-fd-1", OutputPath(), "/proc/self/fd/1", "use - (or '')"),
+    ("output-path-dev-stderr", OutputPath(), "/dev/stderr", "is a standard stream"),
+    ("address-name", Address(), "localhost", "must be an IP address such as 0.0.0.0, :: or "
+                                             "127.0.0.1, got 'localhost'"),
+    ("address-with-port", Address(), "0.0.0.0:8080", "must be an IP address"),
+    ("address-empty", Address(), "", "must be an IP address"),
 ]
 
 

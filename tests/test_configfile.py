@@ -585,6 +585,31 @@ def test_load_dev_null_is_empty_config() -> None:
     assert config.values == {} and config.sharing == Sharing()
 
 
+def test_load_a_link_to_dev_null_is_empty_config(tmp_path: Path) -> None:
+    """GFD's config-manager with FALLBACK_STRATEGIES=empty links the config file there."""
+    link = tmp_path / "config.yaml"
+    link.symlink_to(os.devnull)
+    config = load_config_file(str(link))
+    assert config.values == {} and config.sharing == Sharing()
+
+
+@pytest.mark.parametrize("kind, what", [("fifo", "a FIFO (named pipe)"),
+                                        ("dev-zero", "a character device")])
+def test_load_a_fifo_or_a_device_is_refused_without_reading_it(tmp_path: Path, kind: str,
+                                                               what: str) -> None:
+    path = tmp_path / "config.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    with pytest.raises(ConfigError) as caught:
+        load_config_file(str(path))
+    assert str(caught.value) == (
+        f"config file {path}: is {what}, not a regular file: gfd reads only a regular file, "
+        "or /dev/null for an empty config (point --config-file / CONFIG_FILE at the mounted "
+        "ConfigMap's file)")
+
+
 def test_load_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "absent.yaml"
     with pytest.raises(ConfigError) as caught:
@@ -667,6 +692,20 @@ def test_config_source(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         source.poll()
     assert source.current == second
+
+
+def test_config_source_refuses_a_fifo_swapped_in_and_keeps_the_last_good_config(
+        tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(REFERENCE_FILE)
+    source = ConfigSource(str(path))
+    good = source.poll()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    fifo.replace(path)
+    with pytest.raises(ConfigError, match="is a FIFO"):
+        source.poll()
+    assert source.current == good
 
 
 def test_config_source_missing_at_start(tmp_path: Path) -> None:

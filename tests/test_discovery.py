@@ -7,6 +7,7 @@ clear error."""
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from fakes.sysfs import COMPUTE, GRAPHICS, gpu_tree
 
-from gfd.discovery import Discovery, read_snapshot_file
+from gfd.discovery import SNAPSHOT_MAX_BYTES, Discovery, read_snapshot_file
 from gfd.errors import DiscoveryError, NvmlInitError
 from gfd.readers.host import HostReader
 from gfd.readers.simulate import simulate
@@ -271,3 +272,33 @@ def test_watch_without_a_back_end_or_its_events_does_nothing(tmp_path: Path) -> 
                       fixed=H100)
     fixed.watch(lambda trigger: None)
     assert fixed._events is None
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("fifo", "is a FIFO (named pipe), not a regular file (point --snapshot at a file written "
+             "by `gfd snapshot`)"),
+    ("dev-zero", "is a character device, not a regular file (point --snapshot at a file "
+                 "written by `gfd snapshot`)"),
+    ("directory", "is a directory, not a file (point --snapshot at a file written by "
+                  "`gfd snapshot`)"),
+    ("binary", "not UTF-8 text (byte 0), so not a snapshot (write one with "
+               "`gfd snapshot > FILE`)"),
+    ("huge", "is larger than 16 MiB (point --snapshot at a file written by `gfd snapshot`)"),
+], ids=["fifo", "dev-zero", "directory", "binary", "huge"])
+def test_a_snapshot_file_that_is_not_a_text_file_is_one_discovery_error(
+        tmp_path: Path, kind: str, message: str) -> None:
+    path = tmp_path / "node.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "binary":
+        path.write_bytes(b"\x8a\xff\x00" * 10)
+    else:
+        with path.open("wb") as f:
+            f.truncate(SNAPSHOT_MAX_BYTES + 1)
+    with pytest.raises(DiscoveryError) as caught:
+        read_snapshot_file(str(path))
+    assert str(caught.value) == f"snapshot file {path}: {message}"

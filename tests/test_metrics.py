@@ -4,7 +4,10 @@ serves /metrics, /healthz and /readyz."""
 from __future__ import annotations
 
 import http.client
+import logging
 import socket
+import struct
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -352,3 +355,139 @@ def test_a_metrics_rendering_failure_is_a_500_and_the_server_keeps_serving(
     finally:
         srv.stop()
     assert "rendering metrics failed" in caplog.text
+
+
+# --- the server under hostile clients --------------------------------------------------------
+
+
+def raw(port: int, request: bytes) -> bytes:
+    """Send ``request`` as is and read the whole answer (the server closes after one)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def closed_by_server(sock: socket.socket, timeout: float = 5.0) -> bool:
+    """True when the server has closed this connection (EOF or reset) within ``timeout``."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.fixture
+def small(metrics: Metrics, health: Health) -> Iterator[MetricsServer]:
+    """A server that holds 4 connections and gives each 0.3 s."""
+    srv = MetricsServer(metrics, health, port=0, host="127.0.0.1", max_connections=4,
+                        request_timeout=0.3)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_idle_connections_beyond_the_cap_close_the_oldest_and_probes_still_answer(
+        small: MetricsServer) -> None:
+    idle = [socket.create_connection(("127.0.0.1", small.port), timeout=5) for _ in range(12)]
+    try:
+        assert get(small, "/healthz")[::2] == (200, "ok\n")
+        assert closed_by_server(idle[0]), "the oldest idle connection made room"
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_client_that_trickles_is_cut_off_after_the_request_timeout(
+        small: MetricsServer) -> None:
+    with socket.create_connection(("127.0.0.1", small.port), timeout=5) as sock:
+        sock.sendall(b"GET /hea")
+        assert closed_by_server(sock, timeout=3.0)
+    assert get(small, "/healthz")[0] == 200
+
+
+def test_an_idle_connection_is_closed_after_the_request_timeout(small: MetricsServer) -> None:
+    with socket.create_connection(("127.0.0.1", small.port), timeout=5) as sock:
+        assert closed_by_server(sock, timeout=3.0)
+
+
+def test_a_request_over_the_size_limit_is_431(server: MetricsServer) -> None:
+    answer = raw(server.port, b"GET /healthz HTTP/1.1\r\nX-Big: " + b"a" * 10000 + b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.0 431 ")
+
+
+@pytest.mark.parametrize("request_line, status", [
+    (b"nonsense\r\n\r\n", b"400"), (b"GET /healthz\r\n\r\n", b"400"),
+    (b"POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
+    (b"GET /healthz HTTP/1.1\n\n", b"200"),
+], ids=["no-version", "http-0.9", "post", "bare-newlines"])
+def test_odd_requests_get_a_status_not_a_traceback(server: MetricsServer, request_line: bytes,
+                                                   status: bytes,
+                                                   capfd: pytest.CaptureFixture[str]) -> None:
+    assert raw(server.port, request_line).split(b" ", 2)[1] == status
+    assert get(server, "/healthz")[0] == 200
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_client_that_disconnects_is_one_debug_line_and_nothing_on_stderr(
+        server: MetricsServer, caplog: pytest.LogCaptureFixture,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    caplog.set_level(logging.DEBUG, logger="gfd.metrics")
+    for payload in (b"", b"GET /metrics HTTP/1.1\r\n"):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        sock.sendall(payload)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # a reset
+    wait = 0
+    while "disconnected" not in caplog.text and wait < 50:
+        time.sleep(0.05)
+        wait += 1
+    lines = [r for r in caplog.records if r.name == "gfd.metrics" and "disconnected" in
+             r.getMessage()]
+    assert lines and all(r.levelno == logging.DEBUG and "\n" not in r.getMessage()
+                         for r in lines)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert capfd.readouterr().err == ""
+
+
+def test_the_answer_closes_the_connection_and_says_so(server: MetricsServer) -> None:
+    answer = raw(server.port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 503 Service Unavailable\r\n")
+    assert b"\r\nConnection: close" in head and body == b"no labels published yet\n"
+
+
+def test_an_address_not_on_this_host_is_one_config_error_naming_the_setting(
+        metrics: Metrics, health: Health) -> None:
+    srv = MetricsServer(metrics, health, port=0, host="192.0.2.1")  # TEST-NET-1
+    with pytest.raises(ConfigError) as caught:
+        srv.start()
+    assert str(caught.value).startswith("--metrics-address 192.0.2.1: cannot listen on "
+                                        "192.0.2.1:0: ")
+
+
+def test_an_ipv6_address_is_served(metrics: Metrics, health: Health) -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    srv = MetricsServer(metrics, health, port=0, host="::1")
+    try:
+        srv.start()
+    except ConfigError:
+        pytest.skip("::1 is not configured here")
+    try:
+        with socket.create_connection(("::1", srv.port), timeout=5) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+            assert sock.recv(100).startswith(b"HTTP/1.0 200 OK")
+    finally:
+        srv.stop()
+
+
+def test_limits_must_be_positive(metrics: Metrics, health: Health) -> None:
+    with pytest.raises(ValueError):
+        MetricsServer(metrics, health, port=0, max_connections=0)

@@ -10,6 +10,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from gfd.hostfile import FileProblem, read_bytes
 from gfd.logs import Once
 from gfd.snapshot import Vgpu
 
@@ -22,6 +23,11 @@ _CAP_POINTER = 0x34
 _CAP_VENDOR_SPECIFIC = 0x09
 _RECORD_START = 5
 _FIELD = 10
+MACHINE_TYPE_MAX_BYTES = 65536
+"""A DMI product name is a few dozen bytes; more is not a machine-type file."""
+SYSFS_ATTRIBUTE_MAX_BYTES = 4096
+"""A sysfs attribute (``class``, ``vendor``) is one page at most; PCI Express configuration
+space is 4096 bytes."""
 
 
 class VgpuScanError(Exception):
@@ -40,7 +46,9 @@ def sysfs_bus_id(nvml_bus_id: str) -> str:
 class HostReader:
     """Reads host files under configurable roots; every failure is data, not an exception.
 
-    Read every cycle, so each distinct problem is logged once, not every cycle."""
+    Read every cycle, so each distinct problem is logged once, not every cycle. Every file
+    is read through ``gfd.hostfile``: a FIFO, socket, directory or device at a path is
+    refused (logged, then None), never opened, so no path can block a cycle or fill memory."""
 
     machine_type_file: str
     sysfs_root: str
@@ -51,12 +59,14 @@ class HostReader:
         if not self.machine_type_file:
             return None
         try:
-            with open(self.machine_type_file, encoding="utf-8", errors="replace") as f:
-                return f.read()
-        except OSError as exc:
-            self._once.warning("machine type: cannot read %s: %s", self.machine_type_file,
-                            exc.strerror)
+            raw = read_bytes(self.machine_type_file, limit=MACHINE_TYPE_MAX_BYTES, null_ok=True)
+        except FileProblem as exc:
+            fix = ("" if exc.reason in ("missing", "denied", "unreadable") else
+                   " (point --machine-type-file at the DMI product name, "
+                   "/sys/class/dmi/id/product_name)")
+            self._once.warning("machine type: cannot read %s: %s%s", exc.path, exc.problem, fix)
             return None
+        return raw.decode("utf-8", errors="replace")
 
     def pci_class(self, nvml_bus_id: str) -> str | None:
         """The PCI class (``0x030200``) of a GPU, or None when unreadable."""
@@ -64,11 +74,11 @@ class HostReader:
             return None
         path = os.path.join(self.sysfs_root, "bus/pci/devices", sysfs_bus_id(nvml_bus_id), "class")
         try:
-            with open(path, encoding="ascii", errors="replace") as f:
-                return f.read().strip().lower()
-        except OSError as exc:
-            self._once.warning("gpu.mode: cannot read PCI class %s: %s", path, exc.strerror)
+            raw = read_bytes(path, limit=SYSFS_ATTRIBUTE_MAX_BYTES)
+        except FileProblem as exc:
+            self._once.warning("gpu.mode: cannot read PCI class %s: %s", exc.path, exc.problem)
             return None
+        return raw.decode("ascii", errors="replace").strip().lower()
 
     def vgpu(self) -> Vgpu | None:
         """Scan NVIDIA PCI devices for the vGPU signature; None when the scan fails."""
@@ -88,7 +98,8 @@ def scan_vgpu(devices_dir: str) -> Vgpu:
     found: Vgpu | None = None
     for name in names:
         device = os.path.join(devices_dir, name)
-        vendor = _read(os.path.join(device, "vendor"), name, "vendor id").decode().strip()
+        vendor = _read(os.path.join(device, "vendor"), name, "vendor id").decode(
+            "ascii", errors="replace").strip()
         if vendor != NVIDIA_VENDOR:
             continue
         config = _read(os.path.join(device, "config"), name, "configuration space")
@@ -102,10 +113,9 @@ def scan_vgpu(devices_dir: str) -> Vgpu:
 
 def _read(path: str, device: str, what: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise VgpuScanError(f"cannot read PCI {what} of {device}: {exc.strerror}") from exc
+        return read_bytes(path, limit=SYSFS_ATTRIBUTE_MAX_BYTES)
+    except FileProblem as exc:
+        raise VgpuScanError(f"cannot read PCI {what} of {device}: {exc.problem}") from exc
 
 
 def vendor_capability(config: bytes, device: str) -> bytes | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from gfd.errors import BackendInitError
+from gfd.hostfile import FileProblem, read_bytes
 
 NVIDIA = 0x10DE
 BUNDLED = "data/pci.ids.nvidia"
@@ -91,14 +92,14 @@ def load_file(path: str) -> PciIds:
     """A ``pci.ids`` file given with ``--pci-ids`` (e.g. a newer one mounted from a
     ConfigMap), instead of the bundled copy; a clear error when it cannot be read."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read(MAX_BYTES + 1)
-    except OSError as exc:
+        raw = read_bytes(path, limit=MAX_BYTES)
+    except FileProblem as exc:
+        if exc.reason == "too-large":
+            raise BackendInitError(f"vfio: {path} is larger than {MAX_BYTES // 2**20} MiB: "
+                                   "not a pci.ids file (check --pci-ids)") from exc
         raise BackendInitError(f"vfio: cannot read the PCI IDs database {path}: "
-                               f"{exc.strerror} (check --pci-ids)") from exc
-    if len(text) > MAX_BYTES:
-        raise BackendInitError(f"vfio: {path} is larger than {MAX_BYTES // 2**20} MiB: not a "
-                               "pci.ids file (check --pci-ids)")
+                               f"{exc.problem} (check --pci-ids)") from exc
+    text = raw.decode("utf-8", errors="replace")
     return parse_pci_ids(text, vendor=NVIDIA)
 
 

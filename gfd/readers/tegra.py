@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gfd.errors import CudaInitError, DiscoveryError, one_line
+from gfd.hostfile import FileProblem, read_bytes
 from gfd.snapshot import Gpu, Snapshot
 
 log = logging.getLogger(__name__)
@@ -335,10 +336,9 @@ def has_tegra_files(*, release_file: str = TEGRA_RELEASE_FILE,
     if not os.path.isfile(family_file):
         return False, f"neither {release_file} nor {family_file} found"
     try:
-        with open(family_file, encoding="utf-8", errors="replace") as f:
-            family = f.read()
-    except OSError as exc:
-        return False, f"cannot read {family_file}: {exc.strerror}"
+        family = read_bytes(family_file, limit=4096).decode("utf-8", errors="replace")
+    except FileProblem as exc:
+        return False, f"cannot read {family_file}: {exc.problem}"
     if family.lower().startswith("tegra"):
         return True, f"{family_file} begins with 'tegra'"
     return False, f"{family_file} does not begin with 'tegra' ({one_line(family)!r})"

@@ -33,11 +33,15 @@ import logging
 import os
 
 from gfd.errors import BackendInitError
+from gfd.hostfile import FileProblem, read_bytes
 from gfd.logs import Once
 from gfd.readers.pciids import NVIDIA, PciIds, load_bundled, load_file
 from gfd.snapshot import Gpu, Snapshot
 
 log = logging.getLogger(__name__)
+
+ATTRIBUTE_MAX_BYTES = 4096
+"""A sysfs attribute (``vendor``, ``class``, ``resource``) is at most one page."""
 
 VFIO_DRIVER = "vfio-pci"
 GPU_CLASSES = frozenset({0x030000, 0x030200})
@@ -204,10 +208,10 @@ class VfioReader:
             quiet: bool = False) -> int:
         """A hexadecimal id file (``0x10de``); _Skip (warned) or, when quiet, _Unreadable."""
         try:
-            with open(os.path.join(device, file), encoding="ascii", errors="replace") as f:
-                text = f.read().strip()
-        except OSError as exc:
-            problem = exc.strerror or str(exc)
+            text = read_bytes(os.path.join(device, file), limit=ATTRIBUTE_MAX_BYTES).decode(
+                "ascii", errors="replace").strip()
+        except FileProblem as exc:
+            problem = exc.problem
         else:
             try:
                 return int(text, 0)
@@ -234,11 +238,10 @@ class VfioReader:
     def _memory(self, device: str, address: str) -> int | None:
         path = os.path.join(device, "resource")
         try:
-            with open(path, encoding="ascii", errors="replace") as f:
-                text = f.read()
+            text = read_bytes(path, limit=ATTRIBUTE_MAX_BYTES).decode("ascii", errors="replace")
             return bar_memory(text)
-        except OSError as exc:
-            problem = exc.strerror or str(exc)
+        except FileProblem as exc:
+            problem = exc.problem
         except ResourceFormatError as exc:
             problem = str(exc)
         self._once.warning("vfio: GPU %s: cannot read its BARs from %s (%s); memory unknown",

@@ -1,13 +1,30 @@
 """The NFD feature file: sorted ``key=value`` lines under a ``# +expiry-time=`` header,
 written atomically (dot-file in the same directory, fsync, chmod, rename), never deleted
-on exit, rewritten only when labels change or, to refresh the expiry, when the loop's
-expiry-refresh duty says so (every expiry / 2, whatever the interval)."""
+on exit, rewritten only when labels change, when the file is no longer the one gfd wrote
+(someone edited, replaced or removed it: healed at the next cycle), or, to refresh the
+expiry, when the loop's expiry-refresh duty says so (every expiry / 2).
+
+The output path is gfd's alone:
+
+* Only a regular file is read, replaced or deleted there. A symbolic link (planted to make
+  gfd read or overwrite another file), a FIFO, a socket, a device or a directory at the
+  path is refused with one line saying what is there and what to do; gfd never follows,
+  reads, replaces or deletes it.
+* One gfd per file: a sink that writes holds an exclusive ``flock`` on a hidden lock file
+  next to the output (``.<name>.lock``; nfd-worker skips dot-files) from its first write
+  until it is closed. Another gfd that finds it held fails with one line naming the
+  holder; stale temporary files are removed only while holding it, so one gfd never
+  deletes another's temporary file. Reading (``gfd diff``) takes no lock.
+"""
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
+import socket
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Collection
@@ -16,6 +33,7 @@ from datetime import UTC, datetime
 
 from gfd.errors import PublishError
 from gfd.fswatch import DirWatch, open_watch
+from gfd.hostfile import FileProblem, read_with_status, shown, size_text, what_is
 from gfd.sinks.base import PublishResult, diff
 from gfd.triggers import Fire, Trigger
 
@@ -24,6 +42,9 @@ log = logging.getLogger(__name__)
 EXPIRY_DIRECTIVE = "# +expiry-time="
 MAX_BYTES = 65536  # nfd-worker skips larger files whole
 MODE = 0o644
+LOCK_SUFFIX = ".lock"
+_STDOUT_LINKS = ("/proc/self/fd/", "/dev/fd/", "/dev/pts/", "/dev/tty", "pipe:", "socket:")
+"""Link targets that mean the path is a terminal or a standard stream, not a file."""
 
 
 def render(labels: dict[str, str], *, expires: float | None) -> str:
@@ -68,8 +89,9 @@ def _explain_os_error(path: str, exc: OSError) -> str:
     return f"cannot write feature file {path}: {exc.strerror or exc}"
 
 
-def write_atomically(path: str, content: str) -> None:
-    """Write ``content`` to ``path`` so a reader sees the old or the new file, never a mix."""
+def write_atomically(path: str, content: str) -> os.stat_result:
+    """Write ``content`` to ``path`` so a reader sees the old or the new file, never a mix.
+    Returns the new file's status (its identity: device, inode, size, modification time)."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = ""
     try:
@@ -81,6 +103,7 @@ def write_atomically(path: str, content: str) -> None:
             while view:
                 view = view[os.write(fd, view):]
             os.fsync(fd)
+            written = os.fstat(fd)
         finally:
             os.close(fd)
         os.rename(tmp, path)
@@ -98,14 +121,46 @@ def write_atomically(path: str, content: str) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+    return written
 
 
-def _identity(path: str) -> tuple[int, int, int] | None:
-    try:
-        st = os.lstat(path)
-    except OSError:
+Identity = tuple[int, int, int, int]
+"""A file's device, inode, size and modification time (ns): changes when anyone rewrites,
+replaces or edits it."""
+
+
+def identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def lock_path(path: str) -> str:
+    """The hidden lock file next to the feature file: ``features.d/.gfd.lock``."""
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{name}{LOCK_SUFFIX}")
+
+
+def refusal(path: str, st: os.stat_result) -> str | None:
+    """Why gfd will not read, replace or delete what ``lstat`` found at its output path (one
+    line: what is there and what to do); None for a regular file."""
+    where = f"feature file {shown(path)}"
+    if stat.S_ISREG(st.st_mode):
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        if target.startswith(_STDOUT_LINKS) or os.path.abspath(path) in (
+                "/dev/stdout", "/dev/stderr"):
+            return (f"{where} is a symbolic link to {shown(target)}, a standard stream: gfd "
+                    "writes its feature file by renaming a new file into place; to print the "
+                    "labels on standard output use -o - (or --output-file '')")
+        return (f"{where} is a symbolic link to {shown(target)}; gfd does not follow, read, "
+                "replace or delete a link at its output path: remove the link if gfd should "
+                "write there, or point --output-file at another path")
+    what = what_is(st.st_mode)
+    return (f"{where} is {what}, not a regular file; gfd does not read, replace or delete it: "
+            "remove it if gfd should write there, or point --output-file at another path")
 
 
 @dataclass(slots=True)
@@ -118,88 +173,136 @@ class FeatureFileSink:
     clock: Callable[[], float] = time.time
     name: str = "file"
     _state: tuple[dict[str, str], float | None] | None = field(default=None, init=False)
-    _written: tuple[int, int, int] | None = field(default=None, init=False)
-    """Inode, size and mtime of the file as gfd last wrote it: a change is someone else's."""
-    _stale: bool = field(default=False, init=False)
-    """Someone else changed or removed the file: rewrite it at the next publish."""
+    _written: Identity | None = field(default=None, init=False)
+    """The identity of the file as gfd last wrote (or adopted) it; None when unknown."""
     _writing: bool = field(default=False, init=False)
-    """gfd is writing the file: the events it causes are its own."""
+    """gfd is writing the file: the directory events it causes are its own."""
     _watch: DirWatch | None = field(default=None, init=False)
+    _lock: int | None = field(default=None, init=False)
+    """The open, flock-ed lock file while this sink writes; None before and after."""
 
-    def refresh(self) -> None:
-        """Rewrite the file now, with the labels it holds and a new expiry: the loop's
-        expiry-refresh duty (every expiry / 2). It does not wait for a successful read, so the
-        labels of a writer that is alive -- idle, or failing to read the GPUs -- never age
-        out; only those of a writer gone for good do."""
-        if self.expiry <= 0:
-            return
-        if self._state is None:
-            self._state = self._load()
-        if self._state is not None and os.path.exists(self.path):
-            self._write(self._state[0], self.clock())
+    # -- the output path ------------------------------------------------------------
 
-    def watch(self, fire: Fire) -> None:
-        """Watch the file's directory: when the file is removed, replaced or edited by anyone
-        but gfd, fire an ``output`` trigger whose action makes the next publish rewrite it
-        (nfd-worker re-reads the directory on every change, so the labels come back at once).
-        Without inotify, the next publish after the expiry refresh heals it as before."""
-        if self._watch is not None:
-            return
-        directory, name = os.path.split(os.path.abspath(self.path))
-
-        def changed(_directory: str, entry: str) -> None:
-            if entry not in (name, "") or self._writing or _identity(self.path) == self._written:
-                return  # another file, or gfd's own write
-            kind = "deleted" if not os.path.lexists(self.path) else "changed"
-            fire(Trigger(source="output", kind=kind, at=time.monotonic(),
-                         action=self._mark_stale, detail=self.path))
-
-        opened = open_watch(changed, name="output-watch")
-        if isinstance(opened, str):
-            log.info("%s; a changed feature file is healed at the next expiry refresh", opened)
-            return
-        problems = opened.watch([directory])
-        if problems:
-            opened.close()
-            log.info("%s; a changed feature file is healed at the next expiry refresh",
-                     problems[0])
-            return
-        self._watch = opened.start()
-
-    def _mark_stale(self) -> None:
-        """On the loop's thread, after any write of gfd's own: is it still someone else's?"""
-        if self._stale or _identity(self.path) == self._written:
-            return  # said already, or the event was gfd's own write seen before it finished
-        log.warning("feature file %s was changed or removed by someone else; rewriting it",
-                    self.path)
-        self._stale = True
-
-    def close(self) -> None:
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
-
-    def _load(self) -> tuple[dict[str, str], float | None] | None:
+    def _target(self) -> os.stat_result | None:
+        """What is at the output path now (not following a link); None when nothing is.
+        PublishError for anything but a regular file."""
         try:
-            with open(self.path, encoding="utf-8") as f:
-                return parse(f.read())
+            st = os.lstat(self.path)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            log.warning("cannot read current feature file %s: %s", self.path, exc.strerror)
+            raise PublishError(_explain_os_error(self.path, exc)) from exc
+        problem = refusal(self.path, st)
+        if problem is not None:
+            raise PublishError(problem)
+        return st
+
+    def _read(self) -> tuple[dict[str, str], float | None, Identity] | None:
+        """The labels and expiry in the file at the path, and its identity; None when there
+        is none or it cannot be read (logged). PublishError for a link or a special file."""
+        try:
+            raw, st = read_with_status(self.path, limit=MAX_BYTES, follow_symlinks=False)
+        except FileProblem as exc:
+            if exc.reason == "missing":
+                return None
+            if exc.reason in ("link", "special", "directory"):
+                self._target()  # says what is there and what to do
+                raise PublishError(f"feature file {exc}") from exc
+            if exc.reason == "too-large":
+                log.warning("feature file %s is larger than %s, so not one gfd wrote "
+                            "(nfd-worker ignores it); it will be replaced", shown(self.path),
+                            size_text(MAX_BYTES))
+                return None
+            log.warning("cannot read current feature file %s: %s", shown(self.path),
+                        exc.problem)
             return None
+        labels, expires = parse(raw.decode("utf-8", errors="replace"))
+        return labels, expires, identity(st)
 
-    def published(self, also: Collection[str] = ()) -> dict[str, str]:
-        state = self._load()
-        return dict(state[0]) if state else {}
+    # -- the lock -------------------------------------------------------------------
 
-    def _fresh(self, expires: float | None, now: float) -> bool:
-        if self.expiry <= 0:
-            return expires is None
-        return expires is not None and expires - now > self.expiry / 2
+    def _acquire(self) -> None:
+        """Hold the lock file from now until close(); PublishError when another gfd holds it.
+        The first time, remove the temporary files a killed gfd left behind."""
+        if self._lock is not None:
+            return
+        path = lock_path(self.path)
+        for _ in range(5):
+            fd = self._open_lock(path)
+            try:
+                if not self._locked(fd, path):
+                    continue  # the lock file was removed or replaced: lock the new one
+                _note_holder(fd)
+                self._lock, fd = fd, -1
+                break
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+        else:
+            raise PublishError(f"feature file {shown(self.path)}: its lock file {shown(path)} "
+                               "keeps being replaced; is something removing files there?")
+        self._remove_stale_temporaries()
+
+    def _open_lock(self, path: str) -> int:
+        flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        try:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, MODE)
+            except OSError as exc:
+                if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                    raise
+                try:  # a lock file another user created: flock needs no write access
+                    fd = os.open(path, os.O_RDONLY | flags)
+                except OSError:
+                    raise exc from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise PublishError(
+                    f"feature file {shown(self.path)}: its lock file {shown(path)} is a "
+                    "symbolic link; gfd does not follow it: remove it") from exc
+            raise PublishError(_explain_os_error(self.path, exc)) from exc
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise PublishError(
+                f"feature file {shown(self.path)}: its lock file {shown(path)} is "
+                f"{what_is(st.st_mode)}, not a regular file: remove it")
+        return fd
+
+    def _locked(self, fd: int, path: str) -> bool:
+        """Lock ``fd``; False when the path no longer names the file locked (retry)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            raise PublishError(
+                f"feature file {shown(self.path)}: another gfd is writing it ({holder} holds "
+                f"{shown(path)}); run one gfd per output file: stop the other one, or give "
+                "this one another --output-file") from None
+        except OSError as exc:
+            raise PublishError(f"feature file {shown(self.path)}: cannot lock {shown(path)}: "
+                               f"{exc.strerror or exc}") from exc
+        try:
+            now = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return False
+        locked = os.fstat(fd)
+        return (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino)
+
+    def _release(self, *, remove: bool = False) -> None:
+        fd, self._lock = self._lock, None
+        if fd is None:
+            return
+        if remove:
+            try:
+                os.unlink(lock_path(self.path))
+            except OSError as exc:
+                log.debug("cannot remove %s: %s", lock_path(self.path), exc.strerror)
+        os.close(fd)
 
     def _remove_stale_temporaries(self) -> None:
-        """Dot-files a killed gfd left behind (nfd-worker ignores them; they just pile up)."""
+        """Dot-files a killed gfd left behind (nfd-worker ignores them; they just pile up).
+        Called only while holding the lock: no live gfd is writing one."""
         directory = os.path.dirname(os.path.abspath(self.path))
         prefix = f".{os.path.basename(self.path)}-"
         try:
@@ -212,16 +315,94 @@ class FeatureFileSink:
             except OSError as exc:
                 log.debug("cannot remove stale %s: %s", name, exc.strerror)
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    # -- the Sink protocol ----------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Rewrite the file now, with the labels it holds and a new expiry: the loop's
+        expiry-refresh duty (every expiry / 2). It does not wait for a successful read, so the
+        labels of a writer that is alive -- idle, or failing to read the GPUs -- never age
+        out; only those of a writer gone for good do."""
+        if self.expiry <= 0:
+            return
+        self._acquire()
+        present = self._target() is not None
         if self._state is None:
-            self._remove_stale_temporaries()
-            self._state = self._load() or ({}, None)
+            self._state = self._adopt()
+        if self._state is not None and present:
+            self._write(self._state[0], self.clock())
+
+    def watch(self, fire: Fire) -> None:
+        """Watch the file's directory: when the file is removed, replaced or edited by anyone
+        but gfd, fire an ``output`` trigger, so a cycle runs at once and its publish, which
+        finds the file is no longer the one gfd wrote, rewrites it (nfd-worker re-reads the
+        directory on every change: the labels are back within a second). Without inotify,
+        the next cycle heals it as before."""
+        if self._watch is not None:
+            return
+        directory, name = os.path.split(os.path.abspath(self.path))
+
+        def changed(_directory: str, entry: str) -> None:
+            if entry not in (name, "") or self._writing:
+                return  # another file (the lock, a temporary file), or gfd writing
+            try:
+                now: Identity | None = identity(os.lstat(self.path))
+            except OSError:
+                now = None
+            if now == self._written:
+                return  # gfd's own write, seen after it finished
+            fire(Trigger(source="output", kind="deleted" if now is None else "changed",
+                         at=time.monotonic(), detail=self.path))
+
+        opened = open_watch(changed, name="output-watch")
+        if isinstance(opened, str):
+            log.info("%s; a changed feature file is healed at the next cycle", opened)
+            return
+        problems = opened.watch([directory])
+        if problems:
+            opened.close()
+            log.info("%s; a changed feature file is healed at the next cycle", problems[0])
+            return
+        self._watch = opened.start()
+
+    def close(self) -> None:
+        """Stop watching and release the lock (the feature file stays)."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        self._release()
+
+    def _adopt(self) -> tuple[dict[str, str], float | None] | None:
+        """Take the file a previous gfd wrote as this sink's own."""
+        found = self._read()
+        if found is None:
+            return None
+        labels, expires, self._written = found
+        return labels, expires
+
+    def published(self, also: Collection[str] = ()) -> dict[str, str]:
+        found = self._read()
+        return dict(found[0]) if found else {}
+
+    def _fresh(self, expires: float | None, now: float) -> bool:
+        if self.expiry <= 0:
+            return expires is None
+        return expires is not None and expires - now > self.expiry / 2
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        self._acquire()
+        current = self._target()
+        if self._state is None:
+            self._state = self._adopt() or ({}, None)
+            current = self._target()
         old, expires = self._state
         now = self.clock()
         change = diff(old, labels)
-        if (change.empty and self._fresh(expires, now) and not self._stale
-                and os.path.exists(self.path)):
+        intact = current is not None and identity(current) == self._written
+        if change.empty and self._fresh(expires, now) and intact:
             return PublishResult(written=False, change=change)
+        if change.empty and not intact and self._written is not None:
+            log.warning("feature file %s is no longer the one gfd wrote (%s); rewriting it",
+                        shown(self.path), "removed" if current is None else "changed")
         self._write(labels, now)
         return PublishResult(written=True, change=change)
 
@@ -232,22 +413,52 @@ class FeatureFileSink:
             raise PublishError(
                 f"feature file {self.path} would be {len(content.encode())} bytes; nfd-worker "
                 f"ignores files over {MAX_BYTES} bytes (reduce labels: --label-set compat)")
+        self._target()  # never replace a link or a special file
         self._writing = True
         try:
-            write_atomically(self.path, content)
+            written = write_atomically(self.path, content)
             self._state = (dict(labels), new_expiry)
-            self._written = _identity(self.path)
-            self._stale = False
+            self._written = identity(written)
         finally:
             self._writing = False
 
     def prune(self) -> PublishResult:
-        old = self.published()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
+        """Remove the feature file, the temporary files and the lock file; refused while
+        another gfd holds the lock (it would write the file again)."""
+        if self._target() is None and not os.path.lexists(lock_path(self.path)):
             return PublishResult(written=False)
-        except OSError as exc:
-            raise PublishError(f"cannot remove feature file {self.path}: {exc.strerror}") from exc
-        self._state = None
-        return PublishResult(written=True, change=diff(old, {}))
+        self._acquire()
+        try:
+            found = self._read()
+            old = found[0] if found else {}
+            self._target()
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                return PublishResult(written=False)
+            except OSError as exc:
+                raise PublishError(f"cannot remove feature file {self.path}: "
+                                   f"{exc.strerror}") from exc
+            self._state = None
+            self._written = None
+            return PublishResult(written=True, change=diff(old, {}))
+        finally:
+            self._release(remove=True)
+
+
+def _note_holder(fd: int) -> None:
+    """Write who holds the lock into the lock file (for the message another gfd prints)."""
+    note = f"pid {os.getpid()} on {socket.gethostname()}\n".encode()
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, note, 0)
+    except OSError as exc:  # the lock holds without the note
+        log.debug("cannot note the lock holder: %s", exc.strerror)
+
+
+def _holder(fd: int) -> str:
+    try:
+        note = os.pread(fd, 200, 0).decode("utf-8", errors="replace").strip()
+    except OSError:
+        note = ""
+    return note if note and note.isprintable() else "another process"

@@ -178,3 +178,25 @@ def test_a_feature_file_removed_or_edited_by_someone_else_is_rewritten_at_once(
     wait_for(lambda: metric(http(port, "/metrics")[1],
                             'gfd_drift_repairs_total{target="output"}') == 2)
     assert agent.stop() == 0
+
+
+def test_the_metrics_address_setting_binds_only_that_address(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "200ms",
+                  "--metrics-port", str(port), env={"GFD_METRICS_ADDRESS": "127.0.0.1"})
+    agents.append(agent)
+    wait_for(lambda: http(port, "/readyz")[0] == 200)
+    assert f"serving /metrics /healthz /readyz on 127.0.0.1:{port}" in agent.logs()
+    assert agent.stop() == 0
+
+
+def test_a_metrics_address_that_is_not_an_ip_address_is_exit_2() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gfd", "run", "--simulate", "hgx-h100", "--output-file", "-",
+         "--metrics-port", "9999", "--metrics-address", "localhost"],
+        capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2
+    assert "must be an IP address such as 0.0.0.0, :: or 127.0.0.1, got 'localhost'" in (
+        result.stderr)
+    assert "Traceback" not in result.stderr

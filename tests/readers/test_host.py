@@ -5,12 +5,14 @@ PCI config space. Every failure is data (None), logged once -- never an exceptio
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
 from fakes.sysfs import COMPUTE, GRAPHICS, config_space, gpu_tree, pci_device
 
 from gfd.readers.host import (
+    MACHINE_TYPE_MAX_BYTES,
     HostReader,
     VgpuScanError,
     host_driver,
@@ -50,6 +52,38 @@ def test_an_unreadable_machine_type_file_is_none_and_warned_once(
 
 def test_a_directory_as_machine_type_file_is_none(tmp_path: Path) -> None:
     assert reader(tmp_path, str(tmp_path)).machine_type() is None
+
+
+@pytest.mark.parametrize("kind, what", [("fifo", "a FIFO (named pipe)"),
+                                        ("dev-zero", "a character device")])
+def test_a_fifo_or_a_device_as_machine_type_file_is_none_and_names_the_fix(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, kind: str, what: str) -> None:
+    path = tmp_path / "product_name"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    assert reader(tmp_path, str(path)).machine_type() is None
+    assert warnings(caplog) == [
+        f"machine type: cannot read {path}: is {what}, not a regular file (point "
+        "--machine-type-file at the DMI product name, /sys/class/dmi/id/product_name)"]
+
+
+def test_dev_null_as_machine_type_file_is_empty(tmp_path: Path) -> None:
+    assert reader(tmp_path, os.devnull).machine_type() == ""
+
+
+def test_a_huge_machine_type_file_is_none(tmp_path: Path) -> None:
+    path = tmp_path / "product_name"
+    path.write_bytes(b"x" * (MACHINE_TYPE_MAX_BYTES + 1))
+    assert reader(tmp_path, str(path)).machine_type() is None
+
+
+def test_a_fifo_as_pci_class_is_none_not_a_hang(tmp_path: Path) -> None:
+    device = tmp_path / "sys" / "bus" / "pci" / "devices" / "0000:18:00.0"
+    device.mkdir(parents=True)
+    os.mkfifo(device / "class")
+    assert reader(tmp_path).pci_class(BUS) is None
 
 
 def test_an_empty_machine_type_path_reads_nothing_and_warns_nothing(

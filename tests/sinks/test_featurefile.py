@@ -12,7 +12,7 @@ import pytest
 from helpers.process import wait_for
 
 from gfd.errors import PublishError
-from gfd.sinks.featurefile import FeatureFileSink, parse, render
+from gfd.sinks.featurefile import FeatureFileSink, lock_path, parse, refusal, render
 from gfd.triggers import Trigger
 
 LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/cuda.driver.rev": "",
@@ -57,7 +57,7 @@ def test_first_publish_writes_the_file_with_mode_0644_and_no_dot_file_left(tmp_p
     assert result.written and result.change.added == tuple(sorted(LABELS))
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert parse(path.read_text())[0] == LABELS
-    assert sorted(os.listdir(tmp_path)) == ["gfd"]
+    assert sorted(os.listdir(tmp_path)) == [".gfd.lock", "gfd"], "the lock, no temporary file"
 
 
 def test_unchanged_labels_do_not_rewrite_the_file(tmp_path) -> None:
@@ -97,7 +97,9 @@ def test_expiry_zero_writes_no_header_and_never_refreshes(tmp_path) -> None:
 
 def test_a_restarted_agent_adopts_the_existing_file_without_rewriting_it(tmp_path) -> None:
     path = tmp_path / "gfd"
-    FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
+    first = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    first.publish(LABELS)
+    first.close()  # the agent stops (its lock goes with it)
     mtime = path.stat().st_mtime_ns
     again = FeatureFileSink(str(path), expiry=3600, clock=Clock(T0 + 10))
     assert not again.publish(LABELS).written
@@ -149,7 +151,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monk
         sink.publish({"a/b": "c"})
     monkeypatch.undo()
     assert path.read_text() == before
-    assert sorted(os.listdir(tmp_path)) == ["gfd"]
+    assert sorted(os.listdir(tmp_path)) == [".gfd.lock", "gfd"], "the lock, no temporary file"
 
 
 def test_a_file_over_nfds_64_kib_limit_is_refused_before_writing(tmp_path) -> None:
@@ -183,7 +185,9 @@ def test_refresh_rewrites_the_held_labels_with_a_new_expiry_at_once(tmp_path) ->
 
 def test_refresh_adopts_the_file_a_previous_agent_wrote(tmp_path) -> None:
     path = tmp_path / "gfd"
-    FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
+    first = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    first.publish(LABELS)
+    first.close()  # the previous agent stopped
     later = Clock(T0 + 1800)
     FeatureFileSink(str(path), expiry=3600, clock=later).refresh()
     assert parse(path.read_text()) == (LABELS, T0 + 1800 + 3600)
@@ -191,7 +195,9 @@ def test_refresh_adopts_the_file_a_previous_agent_wrote(tmp_path) -> None:
 
 def test_refresh_writes_nothing_without_expiry_or_without_a_file(tmp_path) -> None:
     path = tmp_path / "gfd"
-    FeatureFileSink(str(path), expiry=3600, clock=Clock()).refresh()
+    first = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    first.refresh()
+    first.close()
     assert not path.exists()
     sink = FeatureFileSink(str(path), expiry=0, clock=Clock())
     sink.publish(LABELS)
@@ -270,3 +276,240 @@ def test_close_stops_the_watch(tmp_path, watched: tuple[FeatureFileSink, Fired])
     (tmp_path / "gfd").unlink()
     time.sleep(0.3)
     assert fired.triggers == []
+
+
+# ----------------------------------------------------------------------------- the output path
+
+VICTIM = "secret.example.com/key=victim\n"
+
+
+def _planted_link(tmp_path) -> tuple[object, object]:
+    victim = tmp_path / "victim"
+    victim.write_text(VICTIM)
+    path = tmp_path / "gfd"
+    path.symlink_to(victim)
+    return path, victim
+
+
+def _one_line(err: pytest.ExceptionInfo[PublishError]) -> str:
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
+
+
+def test_a_link_at_the_output_path_is_never_written_through_or_replaced(tmp_path) -> None:
+    path, victim = _planted_link(tmp_path)
+    with pytest.raises(PublishError) as err:
+        FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
+    message = _one_line(err)
+    assert f"is a symbolic link to {victim}" in message and "--output-file" in message
+    assert path.is_symlink() and victim.read_text() == VICTIM
+
+
+def test_a_link_at_the_output_path_is_never_read(tmp_path) -> None:
+    """`gfd diff` would print the victim's lines as labels, and the log would hold them."""
+    path, victim = _planted_link(tmp_path)
+    with pytest.raises(PublishError) as err:
+        FeatureFileSink(str(path), expiry=3600, clock=Clock()).published()
+    assert victim.read_text() == VICTIM
+    assert "secret.example.com" not in _one_line(err)
+
+
+def test_a_link_at_the_output_path_is_never_pruned(tmp_path) -> None:
+    """`gfd prune` would report the victim's lines as pruned labels and delete the link."""
+    path, victim = _planted_link(tmp_path)
+    sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    with pytest.raises(PublishError, match="symbolic link"):
+        sink.prune()
+    sink.close()
+    assert path.is_symlink() and victim.read_text() == VICTIM
+
+
+def test_a_link_planted_after_a_publish_is_refused_too(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    clock = Clock()
+    sink = FeatureFileSink(str(path), expiry=3600, clock=clock)
+    sink.publish(LABELS)
+    victim = tmp_path / "victim"
+    victim.write_text(VICTIM)
+    path.unlink()
+    path.symlink_to(victim)
+    with pytest.raises(PublishError, match="symbolic link"):
+        sink.publish(LABELS)
+    clock.now += 1800
+    with pytest.raises(PublishError, match="symbolic link"):
+        sink.refresh()
+    assert path.is_symlink() and victim.read_text() == VICTIM
+
+
+def test_a_fifo_at_the_output_path_is_refused_without_blocking(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    os.mkfifo(path)
+    sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    for action in (lambda: sink.publish(LABELS), sink.published, sink.prune, sink.refresh):
+        with pytest.raises(PublishError) as err:
+            action()
+        assert "is a FIFO (named pipe), not a regular file" in _one_line(err)
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_a_directory_at_the_output_path_is_refused(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    path.mkdir()
+    with pytest.raises(PublishError, match="is a directory, not a regular file"):
+        FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
+    assert path.is_dir()
+
+
+def test_a_device_at_the_output_path_is_refused_naming_it() -> None:
+    message = refusal("/dev/null", os.lstat("/dev/null"))
+    assert message is not None
+    assert message.startswith("feature file /dev/null is a character device, not a regular "
+                              "file; gfd does not read, replace or delete it")
+
+
+def test_a_link_to_a_standard_stream_says_to_use_dash(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    path.symlink_to("/proc/self/fd/1")
+    message = refusal(str(path), os.lstat(path))
+    assert message is not None and "use -o -" in message
+
+
+# ----------------------------------------------------------------------------- one writer
+
+
+def test_a_second_sink_on_the_same_file_fails_naming_the_holder(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    first = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    first.publish(LABELS)
+    second = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    with pytest.raises(PublishError) as err:
+        second.publish({"a/b": "c"})
+    message = _one_line(err)
+    assert f"another gfd is writing it (pid {os.getpid()} on " in message
+    assert str(lock_path(str(path))) in message and "one gfd per output file" in message
+    assert parse(path.read_text())[0] == LABELS
+    first.close()
+    assert second.publish({"a/b": "c"}).written, "the lock is free once the first is closed"
+
+
+def test_only_the_lock_holder_removes_temporary_files(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    first = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    first.publish(LABELS)
+    in_flight = tmp_path / ".gfd-abc123"  # the first one's temporary file, mid-write
+    in_flight.write_text("x")
+    second = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    with pytest.raises(PublishError):
+        second.publish(LABELS)
+    assert in_flight.exists(), "the second gfd never deletes the first one's temporary file"
+    first.close()
+    second.publish(LABELS)
+    assert not in_flight.exists(), "left by a gfd that is gone: removed by the lock holder"
+
+
+def test_diff_reads_without_taking_the_lock(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    writer = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    writer.publish(LABELS)
+    assert FeatureFileSink(str(path), expiry=3600, clock=Clock()).published() == LABELS
+
+
+def test_prune_is_refused_while_another_gfd_writes_the_file(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    writer = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    writer.publish(LABELS)
+    with pytest.raises(PublishError, match="another gfd is writing it"):
+        FeatureFileSink(str(path), expiry=3600, clock=Clock()).prune()
+    assert parse(path.read_text())[0] == LABELS
+
+
+def test_prune_leaves_no_lock_file_behind(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    sink.publish(LABELS)
+    sink.close()
+    assert FeatureFileSink(str(path), expiry=3600, clock=Clock()).prune().written
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_link_as_the_lock_file_is_refused(tmp_path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text(VICTIM)
+    os.symlink(victim, lock_path(str(tmp_path / "gfd")))
+    with pytest.raises(PublishError, match=r"lock file .* is a symbolic link"):
+        FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=Clock()).publish(LABELS)
+    assert victim.read_text() == VICTIM
+
+
+def test_a_lock_file_removed_while_held_is_not_shared(tmp_path) -> None:
+    """A lock file removed (e.g. by prune) and created again: the new holder checks that
+    the path still names the file it locked."""
+    path = tmp_path / "gfd"
+    first = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    first.publish(LABELS)
+    os.unlink(lock_path(str(path)))
+    second = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    assert second.publish({"a/b": "c"}).written  # the first's lock is on a removed file
+    assert os.path.exists(lock_path(str(path)))
+    third = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    with pytest.raises(PublishError, match="another gfd"):
+        third.publish(LABELS)
+
+
+# ----------------------------------------------------------------------------- healing
+
+
+def test_a_file_edited_by_someone_else_is_rewritten_at_the_next_publish(tmp_path, caplog) -> None:
+    path = tmp_path / "gfd"
+    clock = Clock()
+    sink = FeatureFileSink(str(path), expiry=3600, clock=clock)
+    sink.publish(LABELS)
+    with path.open("a") as f:
+        f.write("intruder.example.com/x=1\n")
+    clock.now += 10
+    result = sink.publish(LABELS)
+    assert result.written and result.change.empty
+    assert parse(path.read_text())[0] == LABELS
+    assert "is no longer the one gfd wrote (changed); rewriting it" in caplog.text
+
+
+@pytest.mark.parametrize("how", ["replaced", "removed", "truncated"])
+def test_a_file_replaced_removed_or_truncated_is_healed_at_once(tmp_path, how) -> None:
+    path = tmp_path / "gfd"
+    clock = Clock()
+    sink = FeatureFileSink(str(path), expiry=3600, clock=clock)
+    sink.publish(LABELS)
+    if how == "replaced":
+        other = tmp_path / "other"
+        other.write_text("a/b=c\n")
+        other.rename(path)
+    elif how == "removed":
+        path.unlink()
+    else:
+        path.write_text("")
+    clock.now += 10
+    assert sink.publish(LABELS).written
+    assert parse(path.read_text())[0] == LABELS
+    clock.now += 10
+    assert not sink.publish(LABELS).written, "healed: untouched again"
+
+
+def test_an_adopted_file_edited_later_is_healed_too(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    first = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    first.publish(LABELS)
+    first.close()
+    again = FeatureFileSink(str(path), expiry=3600, clock=Clock(T0 + 10))
+    assert not again.publish(LABELS).written
+    path.write_text("nvidia.com/gpu.count=1\n")
+    assert again.publish(LABELS).written
+    assert parse(path.read_text())[0] == LABELS
+
+
+def test_a_file_that_is_not_utf8_is_replaced_not_a_crash(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    path.write_bytes(b"\xff\xfe garbage\n")
+    sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    assert sink.publish(LABELS).written
+    assert parse(path.read_text())[0] == LABELS
