@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 Write = Callable[[str], None]
 OnRequest = Callable[[str, str], None]
+OnReconnect = Callable[[str], None]
 
 
 # --------------------------------------------------------------------------- settings
@@ -111,7 +112,8 @@ def make_discovery(settings: Settings) -> Discovery:
                      fail_on_init_error=settings.fail_on_init_error)
 
 
-def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None) -> Sink:
+def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None,
+              on_reconnect: OnReconnect | None = None) -> Sink:
     """The sink the settings select; the Kubernetes client is imported only for API sinks."""
     kind = settings.effective_sink
     if kind == "file":
@@ -133,14 +135,16 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
     kube = Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
                 burst=settings.kube_api_burst, on_request=on_request,
                 timeout=min(DEADLINE, settings.stuck_after / 4))
+    watch_api = kube if settings.watch else None
     if kind == "node":
         from gfd.sinks.node import NodeSink
 
-        return NodeSink(kube, settings.node_name)
+        return NodeSink(kube, settings.node_name, watch_api=watch_api, on_reconnect=on_reconnect)
     from gfd.sinks.nodefeature import NodeFeatureSink
 
     return NodeFeatureSink(kube, settings.node_name, namespace=settings.namespace,
-                           pod_name=settings.pod_name)
+                           pod_name=settings.pod_name, watch_api=watch_api,
+                           on_reconnect=on_reconnect)
 
 
 def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[Duty, ...]:
@@ -162,11 +166,13 @@ class Factory:
     """The agent's start time: the ``gfd.timestamp`` value, kept across reloads."""
     write: Write
     on_request: OnRequest | None = None
+    on_reconnect: OnReconnect | None = None
 
     def parts(self, settings: Settings) -> Parts:
         discovery = make_discovery(settings)
         try:
-            sink = make_sink(settings, write=self.write, on_request=self.on_request)
+            sink = make_sink(settings, write=self.write, on_request=self.on_request,
+                             on_reconnect=self.on_reconnect)
         except BaseException:
             discovery.close()
             raise
@@ -186,7 +192,8 @@ class Factory:
         sink = current.sink
         if Part.SINK in parts:
             try:
-                sink = make_sink(settings, write=self.write, on_request=self.on_request)
+                sink = make_sink(settings, write=self.write, on_request=self.on_request,
+                             on_reconnect=self.on_reconnect)
             except BaseException:
                 if discovery is not current.discovery:
                     discovery.close()

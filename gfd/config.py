@@ -477,7 +477,14 @@ class Settings:
     resync_interval: float = setting(
         3600.0, kind=Duration(zero=False), flags=("--resync-interval",),
         env=("GFD_RESYNC_INTERVAL",), part=Part.SCHEDULE, group=_PUBLISH,
-        help="API sinks: how often to re-read the published object and heal drift.")
+        help="API sinks: how often to re-apply the labels (heals drift) while the object "
+             "is not watched; with a healthy watch, drift is repaired at once and this "
+             "resync runs once a day.")
+    watch: bool = setting(
+        True, kind=Bool(), flags=("--watch",), env=("GFD_WATCH",), part=Part.SINK,
+        group=_PUBLISH,
+        help="API sinks: watch the published object and repair drift at once (needs list "
+             "and watch on it; forbidden, gfd falls back to the resync); false: no watch.")
     kubeconfig: str = setting(
         "", kind=PathKind(), flags=("--kubeconfig",), env=("KUBECONFIG",), part=Part.SINK,
         group=_PUBLISH, gfd=("kubeconfig",),

@@ -15,6 +15,7 @@ watch open for an hour never holds up, or is held up by, the other requests.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -402,6 +403,37 @@ class WatchStream(Iterator[WatchEvent]):
         raise self._fail(f"unknown watch event type {kind!r}")
 
 
+KEEPALIVE = (30, 10, 3)
+"""Idle seconds before the first probe, seconds between probes, probes lost before the
+connection counts as dead: about a minute for a watch whose peer went away."""
+
+
+def keepalive_socket_options() -> list[tuple[int, int, int]]:
+    """urllib3's default socket options (no Nagle) plus TCP keepalive, where the OS has it."""
+    idle, interval, count = KEEPALIVE
+    options = list(urllib3.connection.HTTPConnection.default_socket_options)
+    options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval),
+                        ("TCP_KEEPCNT", count)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
+
+
+class _Channel:
+    """An ApiClient whose requests each run under one deadline (its watchdog), one at a
+    time: the loop's requests use one, the watch thread's reads another."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.api = client.ApiClient(cfg)
+        self.watchdog = _Watchdog()
+        self.one_at_a_time = threading.Lock()
+        pools = self.api.rest_client.pool_manager
+        pools.pool_classes_by_scheme = cast(Any, {  # this client's pools only
+            "http": functools.partial(_WatchedPool, watchdog=self.watchdog),
+            "https": functools.partial(_WatchedHttpsPool, watchdog=self.watchdog)})
+
+
 class Kube:
     """A small, typed facade over the kubernetes client for what gfd needs."""
 
@@ -427,20 +459,19 @@ class Kube:
         cfg.retries = False  # gfd decides about retries and backoff itself
         # Requests go straight through ApiClient: the generated CoreV1Api wraps 400+
         # methods in validators when imported (+21 MiB, +0.5 s) and gfd needs four calls.
-        self._api = client.ApiClient(cfg)
-        self._watchdog = _Watchdog()
-        pools = self._api.rest_client.pool_manager
-        pools.pool_classes_by_scheme = cast(Any, {  # this client's pools only
-            "http": functools.partial(_WatchedPool, watchdog=self._watchdog),
-            "https": functools.partial(_WatchedHttpsPool, watchdog=self._watchdog)})
+        self._main = _Channel(cfg)
+        self._api = self._main.api
+        self._side: _Channel | None = None
+        """For the watch thread's reads (``list_object``): never waits for the loop's."""
         self._limiter = RateLimiter(qps, burst)
         self._on_request = on_request
         self._timeout = timeout
         self._max_answer = max_answer
-        self._one_at_a_time = threading.Lock()
 
     def close(self) -> None:
         self._api.close()
+        if self._side is not None:
+            self._side.api.close()
         if self._watch_api is not None:
             self._watch_api.close()
 
@@ -483,24 +514,26 @@ class Kube:
     def _call(self, verb: str, what: str, method: str, path: str, *,
               path_params: dict[str, str], query: list[tuple[str, str]] | None = None,
               body: dict[str, Any] | None = None,
-              content_type: str = "application/json") -> dict[str, Any]:
+              content_type: str = "application/json",
+              channel: _Channel | None = None) -> dict[str, Any]:
         self._limiter.take()
         code = "error"
-        request = self._api.param_serialize(
+        chan = channel or self._main
+        request = chan.api.param_serialize(
             method=method, resource_path=path, path_params=path_params,
             query_params=query or [], body=body, auth_settings=["BearerToken"],
             header_params={"Accept": "application/json", "Content-Type": content_type},
         )
-        with self._one_at_a_time:
-            self._watchdog.arm(self._timeout)
+        with chan.one_at_a_time:
+            chan.watchdog.arm(self._timeout)
             raw: Any = None
             try:
-                response = self._api.call_api(
+                response = chan.api.call_api(
                     *request, _request_timeout=(self._timeout, self._timeout))
                 raw = response.response
                 code = str(response.status)
                 data = self._read(verb, what, raw)
-                if self._watchdog.fired:  # cut short at the deadline: not the whole answer
+                if chan.watchdog.fired:  # cut short at the deadline: not the whole answer
                     raw.close()
                     code = "error"
                     raise self._late(verb, what)
@@ -516,11 +549,11 @@ class Kube:
                 if raw is not None:
                     raw.close()  # a half-read answer: its connection cannot be reused
                     code = "error"
-                if self._watchdog.fired:
+                if chan.watchdog.fired:
                     raise self._late(verb, what) from exc
                 raise ApiError(f"{verb} {what}: cannot reach the API server: {exc}") from exc
             finally:
-                self._watchdog.disarm()
+                chan.watchdog.disarm()
                 if self._on_request:
                     self._on_request(verb, code)
 
@@ -593,8 +626,12 @@ class Kube:
         which after a while falls out of the server's watch window and would answer every
         watch with 410 (Expired). The object has its kind and apiVersion, as from a GET."""
         path, params, what = _collection(kind, name, namespace)
+        with _WATCH_CLIENT_LOCK:
+            if self._side is None:
+                self._side = _Channel(self._api.configuration)
         answer = self._call("list", what, "GET", path, path_params=params,
-                            query=[("fieldSelector", f"metadata.name={name}")])
+                            query=[("fieldSelector", f"metadata.name={name}")],
+                            channel=self._side)
         meta = answer.get("metadata")
         rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
         items = answer.get("items")
@@ -659,8 +696,12 @@ class Kube:
                            response.headers)
 
     def _watch_client(self) -> Any:
-        """The ApiClient watches use: the same configuration, its own connection pool."""
+        """The ApiClient watches use: the same configuration, its own connection pool, and TCP
+        keepalive, so a watch whose connection died silently (a node's network, a load
+        balancer's idle timeout) is noticed in about a minute, not at its timeout."""
         with _WATCH_CLIENT_LOCK:
             if self._watch_api is None:
-                self._watch_api = client.ApiClient(self._api.configuration)
+                cfg = copy.copy(self._api.configuration)
+                cfg.socket_options = keepalive_socket_options()
+                self._watch_api = client.ApiClient(cfg)
             return self._watch_api

@@ -23,6 +23,7 @@ import logging
 import random
 import re
 import time
+from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,6 +32,8 @@ from gfd.backoff import backoff
 from gfd.errors import ApiError
 from gfd.logs import Once
 from gfd.sinks.base import PublishResult, diff
+from gfd.sinks.drift import Drift
+from gfd.sinks.objectwatch import OWN_VERSIONS, WATCHED_RESYNC, ObjectWatch, Reason, WatchApi
 from gfd.sinks.retry import Retry
 from gfd.triggers import Fire
 
@@ -132,15 +135,77 @@ class NodeSink:
     _held: dict[str, _Held] = field(default_factory=dict, init=False)
     _stale: bool = field(default=False, init=False)
     _once: Once = field(default_factory=lambda: Once(log), init=False)
+    watch_api: WatchApi | None = None
+    """Where to watch the Node (``gfd.kube.Kube``); None: no watch, drift heals at resync."""
+    on_reconnect: Callable[[Reason], None] | None = None
+    _watcher: ObjectWatch | None = field(default=None, init=False)
+    _drift: Drift | None = field(default=None, init=False)
+    _sending: dict[str, str] | None = field(default=None, init=False)
+    """The labels of the apply in flight (its own echo from the watch is no drift)."""
+    _synced: float = field(default=float("-inf"), init=False)
+    _why: str = field(default="", init=False)
+    _own: deque[str] = field(default_factory=lambda: deque(maxlen=OWN_VERSIONS), init=False)
+    """resourceVersions of gfd's own applies: their echo from the watch is no drift, however
+    late it arrives."""
 
     def refresh(self) -> None:
-        """Apply again at the next publish even if labels are unchanged (resync)."""
+        """Apply again at the next publish even if labels are unchanged (the resync duty).
+        With a healthy watch on the Node, drift is repaired as it happens: only every
+        ``WATCHED_RESYNC`` then, as a safety net."""
+        watching = self._watcher is not None and self._watcher.healthy
+        if watching and self.clock() - self._synced < WATCHED_RESYNC:
+            return
         self._stale = True
 
     def watch(self, fire: Fire) -> None:
-        pass  # TODO-WATCH
+        """Watch the Node: a gfd label removed or overwritten by someone else, or the Node
+        re-created, fires an ``api`` trigger, and the cycle it starts applies the labels
+        again (a deleted Node is never created: its successor is labelled when it appears)."""
+        if self.watch_api is None or self._watcher is not None:
+            return
+        self._drift = Drift(fire, f"Node {self.node}", self._drifted)
+        self._watcher = ObjectWatch(self.watch_api, "node", self.node, on_change=self._seen,
+                                    on_reconnect=self.on_reconnect)
+        self._watcher.start()
+
+    def _seen(self, node: dict[str, Any] | None) -> None:
+        """On the watch thread: does the Node still hold what gfd applied?"""
+        if node is None or self._drift is None:
+            return  # gone: never re-created by gfd; a successor arrives as ADDED
+        published, sending = self._view, self._sending
+        if published is None and sending is None:
+            return  # nothing published yet
+        meta = node.get("metadata") or {}
+        if str(meta.get("resourceVersion") or "") in self._own:
+            return  # gfd's own apply
+        uid = str(meta.get("uid") or "")
+        labels: dict[str, str] = meta.get("labels") or {}
+        if self._uid and uid and uid != self._uid:
+            self._why = f"Node {self.node} was re-created (uid {uid})"
+            self._drift.report("replaced", self._why)
+            return
+        matches = [want for want in (published, sending) if want is not None
+                   and all(labels.get(k) == v for k, v in want.items())]
+        if not matches:
+            want = published if published is not None else sending or {}
+            keys = sorted(k for k, v in want.items() if labels.get(k) != v)
+            self._why = (f"Node {self.node}: {', '.join(keys[:5])}"
+                         f"{' ...' if len(keys) > 5 else ''} changed or removed by someone else")
+            self._drift.report("changed", self._why)
+
+    def _drifted(self) -> None:
+        """On the loop's thread: read the Node again and apply at the next publish."""
+        log.info("%s; applying gfd's labels again", self._why or f"Node {self.node} drifted")
+        self._view = None
+        self._stale = True
 
     def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        if self._drift is not None:
+            self._drift.close()
+            self._drift = None
         self.api.close()
 
     def _read(self) -> dict[str, Any]:
@@ -173,7 +238,12 @@ class NodeSink:
         else:
             before, mine = dict(self._view), dict(self._view)
         sent = self._compose(labels, now)
-        answer, rejected = self._apply_keeping(sent, labels, mine, now)
+        self._sending = dict(sent)
+        try:
+            answer, rejected = self._apply_keeping(sent, labels, mine, now)
+        except (ApiError, _NodeReplaced):
+            self._sending = None
+            raise
         held_now = {k: h.value for k, h in self._held.items()}
         for key, value in sent.items():  # what went through is no longer held
             if held_now.get(key) == value:
@@ -187,8 +257,12 @@ class NodeSink:
                                "manager owns it too (%s)", key, self.node,
                                ", ".join(co_owners(answer, key, self.field_manager)) or "?",
                                key=f"kept {key}={after_labels[key]}")
+        first = self._wanted is None
         self._view = {k: after_labels[k] for k in sent if k in after_labels}
+        self._sending = None
         self._wanted = dict(labels)
+        if self._stale or first:
+            self._synced = now
         self._stale = False
         return PublishResult(written=True, change=diff(before, after),
                              rejected=tuple(sorted(rejected)))
@@ -259,7 +333,9 @@ class NodeSink:
                 self._uid = ""
                 raise _NodeReplaced() from exc
             raise
-        self._uid = str(answer.get("metadata", {}).get("uid") or self._uid)
+        meta = answer.get("metadata", {})
+        self._uid = str(meta.get("uid") or self._uid)
+        self._own.append(str(meta.get("resourceVersion") or ""))
         return answer
 
     def prune(self) -> PublishResult:

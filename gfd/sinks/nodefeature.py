@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Collection
+import time
+from collections import deque
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
 from gfd.errors import ApiError, ApiSinkError
 from gfd.sinks.base import Change, PublishResult, diff
+from gfd.sinks.drift import Drift
+from gfd.sinks.objectwatch import OWN_VERSIONS, WATCHED_RESYNC, ObjectWatch, Reason, WatchApi
 from gfd.sinks.retry import Retry
 from gfd.triggers import Fire
 
@@ -147,15 +151,66 @@ class NodeFeatureSink:
     _current: dict[str, Any] | None = field(default=None, init=False)
     """The object as the server last answered it: the base of the next write."""
     _stale: bool = field(default=False, init=False)
+    watch_api: WatchApi | None = None
+    """Where to watch the object (``gfd.kube.Kube``); None: no watch, drift heals at resync."""
+    on_reconnect: Callable[[Reason], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+    _watcher: ObjectWatch | None = field(default=None, init=False)
+    _drift: Drift | None = field(default=None, init=False)
+    _sending: dict[str, str] | None = field(default=None, init=False)
+    """The labels of the write in flight (its own echo from the watch is no drift)."""
+    _synced: float = field(default=float("-inf"), init=False)
+    _own: deque[str] = field(default_factory=lambda: deque(maxlen=OWN_VERSIONS), init=False)
+    """resourceVersions of gfd's own writes: their echo from the watch is no drift, however
+    late it arrives."""
 
     def refresh(self) -> None:
-        """Re-read the object at the next publish even if labels are unchanged (resync)."""
+        """Re-read the object at the next publish even if labels are unchanged (the resync
+        duty). With a healthy watch on it, drift is repaired as it happens: only every
+        ``WATCHED_RESYNC`` then, as a safety net."""
+        watching = self._watcher is not None and self._watcher.healthy
+        if watching and self.clock() - self._synced < WATCHED_RESYNC:
+            return
         self._stale = True
 
     def watch(self, fire: Fire) -> None:
-        pass  # TODO-WATCH
+        """Watch the object: deleted, or its labels changed by someone else, it fires an
+        ``api`` trigger, and the cycle it starts writes it again."""
+        if self.watch_api is None or self._watcher is not None:
+            return
+        self._drift = Drift(fire, self._what, self._drifted)
+        self._watcher = ObjectWatch(self.watch_api, "nodefeature", object_name(self.node),
+                                    namespace=self.namespace, on_change=self._seen,
+                                    on_reconnect=self.on_reconnect)
+        self._watcher.start()
+
+    def _seen(self, obj: dict[str, Any] | None) -> None:
+        """On the watch thread: does the object still hold what gfd wrote?"""
+        published, sending = self._labels, self._sending
+        if self._drift is None or (published is None and sending is None):
+            return  # nothing published yet (or pruned)
+        if obj is None:
+            self._drift.report("deleted", f"{self._what} was deleted")
+            return
+        if str((obj.get("metadata") or {}).get("resourceVersion") or "") in self._own:
+            return  # gfd's own write
+        labels = dict((obj.get("spec") or {}).get("labels") or {})
+        if labels not in (published, sending):
+            self._drift.report("changed", f"{self._what}: its labels were changed by "
+                                          "someone else")
+
+    def _drifted(self) -> None:
+        """On the loop's thread: read the object again and write it at the next publish."""
+        log.info("%s drifted from what gfd wrote; writing it again", self._what)
+        self._stale = True
 
     def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        if self._drift is not None:
+            self._drift.close()
+            self._drift = None
         self.api.close()
 
     @property
@@ -213,9 +268,19 @@ class NodeFeatureSink:
         if self._labels == labels and not self._stale:
             return PublishResult(written=False)
         owners = self._resolve_owners()
+        if self._stale or self._labels is None:
+            self._synced = self.clock()
         known = self._labels is not None and not self._stale
         current = self._current if known else None
         old = dict(self._labels or {})  # what the object holds, as far as gfd knows
+        self._sending = dict(labels)
+        try:
+            return self._write(labels, owners, current, old)
+        finally:
+            self._sending = None
+
+    def _write(self, labels: dict[str, str], owners: list[dict[str, Any]],
+               current: dict[str, Any] | None, old: dict[str, str]) -> PublishResult:
         for _ in range(CONFLICT_RETRIES):  # one request per attempt
             try:
                 if current is not None:  # a read-modify-write of the last object read
@@ -250,6 +315,7 @@ class NodeFeatureSink:
         raise ApiSinkError(f"{self._what}: still conflicting after {CONFLICT_RETRIES} attempts")
 
     def _remember(self, labels: dict[str, str], stored: dict[str, Any]) -> None:
+        self._own.append(str((stored.get("metadata") or {}).get("resourceVersion") or ""))
         self._labels = dict(labels)
         self._current = stored
         self._stale = False

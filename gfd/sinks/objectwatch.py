@@ -25,6 +25,19 @@ from gfd.logs import Once
 
 log = logging.getLogger(__name__)
 
+WATCHED_RESYNC = 24 * 3600.0
+"""Seconds between safety resyncs of a sink whose watch is healthy (it sees drift as it
+happens; the resync guards against a watch that silently missed something)."""
+WATCH_TIMEOUT = 3600.0
+"""Seconds a watch request lasts before it is renewed (one request per object per hour)."""
+
+OWN_VERSIONS = 16
+"""resourceVersions of its own writes a sink remembers, to know their echo from the watch."""
+FORBIDDEN_RETRY = 3600.0
+"""Seconds before trying again a watch the API server forbids (403: the RBAC grants no
+``list``/``watch``, as in GFD's own manifests): drift then heals at the resync, and an
+unwatchable object costs one request an hour, not one a minute."""
+
 Kind = Literal["node", "nodefeature"]
 Reason = Literal["timeout", "dropped", "expired", "error"]
 
@@ -81,7 +94,7 @@ class ObjectWatch:
     def __init__(self, kube: WatchApi, kind: Kind, name: str, *, namespace: str = "",
                  on_change: Callable[[dict[str, Any] | None], None],
                  on_reconnect: Callable[[Reason], None] | None = None,
-                 watch_timeout: float = 3600.0, backoff_cap: float = 60.0,
+                 watch_timeout: float = WATCH_TIMEOUT, backoff_cap: float = 60.0,
                  backoff_start: float = 1.0, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] | None = None,
                  rand: Callable[[], float] = random.random, close_timeout: float = 2.0) -> None:
@@ -198,6 +211,12 @@ class ObjectWatch:
             if (reason == "timeout" and productive) or (reason == "expired" and failures == 0):
                 delay = 0.0
                 failures = 1 if reason == "expired" else 0
+            elif failure is not None and failure.status == 403:
+                delay = FORBIDDEN_RETRY
+                self._once.warning("cannot watch %s: %s; grant gfd list and watch on it to "
+                                   "repair drift at once (until then it is repaired at the "
+                                   "resync)", self.target, failure, key=f"forbidden {failure}")
+                failure = None
             else:
                 failures += 1
                 delay = backoff(failures, self.backoff_cap, self._rand, start=self.backoff_start)

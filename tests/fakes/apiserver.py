@@ -1340,9 +1340,11 @@ class FakeApiServer:
     def delete_nodefeature(self, namespace: str, name: str) -> None:
         """Someone deletes the NodeFeature (kubectl delete); KeyError if absent."""
         with self._lock:
-            if self._objects[NODEFEATURES].pop((namespace, name), None) is None:
+            stored = self._objects[NODEFEATURES].pop((namespace, name), None)
+            if stored is None:
                 raise KeyError(name)
             self._bump()
+            self._changed(NODEFEATURES, self._render(NODEFEATURES, stored), None)
 
     def _get_plain(self, res: Resource, namespace: str, name: str) -> JSON | None:
         with self._lock:

@@ -8,13 +8,18 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fakes.apiserver import FakeApiServer
 from fakes.memory_api import MemoryApi
+from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
 
 from gfd.errors import ApiError
+from gfd.kube import Kube
 from gfd.sinks.node import (
     FIELD_MANAGER,
     REJECTED_RETRY_CAP,
@@ -25,7 +30,9 @@ from gfd.sinks.node import (
     offending_keys,
     owned_labels,
 )
+from gfd.sinks.objectwatch import WATCHED_RESYNC
 from gfd.sinks.retry import Retry
+from gfd.triggers import Trigger
 
 NODE = "gpu-node-1"
 LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
@@ -464,3 +471,78 @@ def test_offending_keys_are_the_labels_a_422_quotes(message: str, causes: tuple[
                                                     keys: set[str]) -> None:
     error = ApiError(message, status=422, causes=causes)
     assert offending_keys(error, {"k1": "a", "k2": "b", "k3": "-v", "k4": ""}) == keys
+
+
+# ----------------------------------------------------------------------------- the watch
+
+
+class Fired(list[Trigger]):
+    def __call__(self, trigger: Trigger) -> None:
+        self.append(trigger)
+
+
+@pytest.fixture
+def watched(tmp_path: Any) -> Iterator[tuple[NodeSink, FakeApiServer, Fired]]:
+    with FakeApiServer() as server:
+        server.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+        node_sink = NodeSink(kube, NODE, watch_api=kube)
+        fired = Fired()
+        node_sink.publish({"nvidia.com/gpu.count": "8"})
+        node_sink.watch(fired)
+        wait_for(lambda: server.open_watches == 1)
+        yield node_sink, server, fired
+        node_sink.close()
+
+
+def test_gfds_own_apply_seen_by_the_watch_is_no_drift(
+        watched: tuple[NodeSink, FakeApiServer, Fired]) -> None:
+    node_sink, server, fired = watched
+    node_sink.publish({"nvidia.com/gpu.count": "7"})
+    node_sink.publish({"nvidia.com/gpu.count": "6"})
+    server.set_label(NODE, "team", "ml")  # someone else's label: not gfd's business
+    time.sleep(0.5)
+    assert fired == []
+
+
+def test_an_overwritten_label_fires_a_trigger_whose_cycle_applies_it_again(
+        watched: tuple[NodeSink, FakeApiServer, Fired]) -> None:
+    node_sink, server, fired = watched
+    server.set_label(NODE, "nvidia.com/gpu.count", "99")
+    wait_for(lambda: len(fired) == 1, timeout=5)
+    assert (fired[0].source, fired[0].kind) == ("api", "changed")
+    assert "nvidia.com/gpu.count" in fired[0].detail
+    assert fired[0].action is not None
+    fired[0].action()  # the loop runs it, then a cycle publishes the same labels
+    assert node_sink.publish({"nvidia.com/gpu.count": "8"}).written
+    assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"
+
+
+def test_a_deleted_node_fires_nothing_and_a_new_one_is_replaced(
+        watched: tuple[NodeSink, FakeApiServer, Fired]) -> None:
+    _, server, fired = watched
+    server.delete_node(NODE)
+    time.sleep(0.3)
+    assert fired == [], "gfd never creates a Node"
+    server.add_node(NODE)
+    wait_for(lambda: len(fired) == 1, timeout=5)
+    assert fired[0].kind == "replaced"
+
+
+def test_with_a_healthy_watch_the_resync_waits_a_day(
+        watched: tuple[NodeSink, FakeApiServer, Fired]) -> None:
+    node_sink, server, _ = watched
+    server.clear_log()
+    node_sink.refresh()  # the hourly resync duty
+    assert not node_sink.publish({"nvidia.com/gpu.count": "8"}).written
+    assert server.count() == 0
+    node_sink.clock = lambda: time.monotonic() + WATCHED_RESYNC
+    node_sink.refresh()
+    assert node_sink.publish({"nvidia.com/gpu.count": "8"}).written
+
+
+def test_without_a_watch_the_resync_applies_again(api: MemoryApi) -> None:
+    node_sink = sink(api)
+    node_sink.publish({"nvidia.com/gpu.count": "8"})
+    node_sink.refresh()
+    assert node_sink.publish({"nvidia.com/gpu.count": "8"}).written

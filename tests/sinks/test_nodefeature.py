@@ -8,13 +8,18 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fakes.apiserver import FakeApiServer
 from fakes.memory_api import MemoryApi
+from helpers.process import wait_for
 from helpers.timing import Sleeps
 
 from gfd.errors import ApiError, ApiSinkError, PublishError
+from gfd.kube import Kube
 from gfd.sinks.nodefeature import (
     API_VERSION,
     CONFLICT_RETRIES,
@@ -28,6 +33,7 @@ from gfd.sinks.nodefeature import (
     updated,
 )
 from gfd.sinks.retry import Retry
+from gfd.triggers import Trigger
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -554,3 +560,56 @@ def test_published_reads_the_objects_labels(api: MemoryApi) -> None:
 def test_close_closes_the_api(api: MemoryApi) -> None:
     sink(api).close()
     assert api.closed == 1
+
+
+# ----------------------------------------------------------------------------- the watch
+
+
+class Fired(list[Trigger]):
+    def __call__(self, trigger: Trigger) -> None:
+        self.append(trigger)
+
+
+@pytest.fixture
+def watched(tmp_path: Any) -> Iterator[tuple[NodeFeatureSink, FakeApiServer, Fired]]:
+    with FakeApiServer() as server:
+        server.add_node(NODE)
+        server.add_pod(NS, POD, owner_daemonset="gfd", node_name=NODE)
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+        nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=kube)
+        fired = Fired()
+        nf_sink.publish(LABELS)
+        nf_sink.watch(fired)
+        wait_for(lambda: server.open_watches == 1)
+        yield nf_sink, server, fired
+        nf_sink.close()
+
+
+def test_gfds_own_writes_seen_by_the_watch_are_no_drift(
+        watched: tuple[NodeFeatureSink, FakeApiServer, Fired]) -> None:
+    nf_sink, _, fired = watched
+    nf_sink.publish(CHANGED)
+    nf_sink.publish(LABELS)
+    time.sleep(0.5)
+    assert fired == []
+
+
+def test_a_deleted_object_fires_a_trigger_whose_cycle_creates_it_again(
+        watched: tuple[NodeFeatureSink, FakeApiServer, Fired]) -> None:
+    nf_sink, server, fired = watched
+    server.delete_nodefeature(NS, NF)
+    wait_for(lambda: len(fired) == 1, timeout=5)
+    assert (fired[0].source, fired[0].kind) == ("api", "deleted")
+    assert fired[0].action is not None
+    fired[0].action()
+    assert nf_sink.publish(LABELS).written
+    stored = server.nodefeature(NS, NF)
+    assert stored is not None and stored["spec"]["labels"] == LABELS
+
+
+def test_a_pruned_object_is_no_drift(
+        watched: tuple[NodeFeatureSink, FakeApiServer, Fired]) -> None:
+    nf_sink, server, fired = watched
+    assert nf_sink.prune().written
+    time.sleep(0.5)
+    assert fired == [] and server.nodefeature(NS, NF) is None

@@ -19,7 +19,7 @@ from helpers.process import wait_for
 
 from gfd.kube import Kube
 from gfd.sinks.nodefeature import build, object_name
-from gfd.sinks.objectwatch import ObjectWatch, Reason
+from gfd.sinks.objectwatch import FORBIDDEN_RETRY, ObjectWatch, Reason
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -234,24 +234,50 @@ def test_a_dropped_connection_reconnects_with_backoff_reset_by_a_stream_that_del
     wait_for(lambda: "b" in seen.labels(), timeout=2.0)
 
 
-def test_a_forbidden_watch_backs_off_and_is_logged_once(
+class Recorded(list[float]):
+    """A sleep that records each delay and returns at once."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+        time.sleep(0.01)
+
+
+def test_a_forbidden_watch_waits_an_hour_between_tries_and_says_why_once(
         server: FakeApiServer, seen: Seen, watch: Callable[..., ObjectWatch],
         caplog: pytest.LogCaptureFixture) -> None:
+    # GFD's manifests grant no list/watch: one request an hour, not one a minute
     server.forbid("watch", "nodes")
+    delays = Recorded()
+    with caplog.at_level(logging.INFO, logger="gfd.sinks.objectwatch"):
+        w = watch(backoff_start=0.05, backoff_cap=0.4, sleep=delays)
+        wait_for(lambda: len(delays) >= 3)
+        assert not w.healthy and set(seen.reasons) == {"error"}
+        assert lists(server) == 1  # the read worked; only the watch is retried
+        server.allow_all()
+        wait_for(lambda: w.healthy, timeout=2.0)
+    assert set(delays) == {FORBIDDEN_RETRY}
+    said = [r for r in caplog.records if "cannot watch" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING
+    assert "HTTP 403 Forbidden" in said[0].getMessage()
+    assert "grant gfd list and watch" in said[0].getMessage()
+    assert [r.getMessage() for r in caplog.records if "re-established" in r.getMessage()] == [
+        f"watch on node {NODE} re-established"]
+
+
+def test_a_failing_watch_backs_off_and_is_logged_once(
+        server: FakeApiServer, seen: Seen, watch: Callable[..., ObjectWatch],
+        caplog: pytest.LogCaptureFixture) -> None:
+    server.inject_watch(500, count=None)
     with caplog.at_level(logging.INFO, logger="gfd.sinks.objectwatch"):
         w = watch(backoff_start=0.05, backoff_cap=0.4)
         time.sleep(1.0)
         # 0.05 + 0.1 + 0.2 + 0.4 + 0.4 ...: a handful of requests a second, not thousands
         assert 3 <= server.watch_requests <= 7
         assert not w.healthy and set(seen.reasons) == {"error"}
-        assert lists(server) == 1  # the read worked; only the watch is retried
-        server.allow_all()
+        server.clear_faults()
         wait_for(lambda: w.healthy, timeout=2.0)
     failures = [r for r in caplog.records if "failed" in r.getMessage()]
     assert len(failures) == 1 and failures[0].levelno == logging.WARNING
-    assert "HTTP 403 Forbidden" in failures[0].getMessage()
-    assert [r.getMessage() for r in caplog.records if "re-established" in r.getMessage()] == [
-        f"watch on node {NODE} re-established"]
 
 
 def test_a_server_ending_each_watch_at_once_is_not_a_busy_loop(
@@ -294,7 +320,7 @@ def test_close_is_prompt_idempotent_and_leaves_no_thread(
 
 def test_close_cuts_a_backoff_wait_short(server: FakeApiServer, seen: Seen,
                                          watch: Callable[..., ObjectWatch]) -> None:
-    server.forbid("watch", "nodes")
+    server.inject_watch(500, count=None)
     w = watch(backoff_start=30)
     wait_for(lambda: seen.reasons == ["error"])
     started = time.monotonic()

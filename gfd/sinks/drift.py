@@ -1,0 +1,88 @@
+"""Drift at the API server: turns "the object gfd published changed under it" into a trigger
+for the loop, at once -- and keeps gfd out of a fight with another writer.
+
+An API sink's watch (``objectwatch.ObjectWatch``) reports each new state of the object; the
+sink decides whether it drifted from what gfd published and calls :meth:`Drift.report`. The
+first repairs go out at once (the loop coalesces a burst into one cycle). Another controller
+that keeps rewriting gfd's labels would make that a loop of writes, so a drift seen again
+within :data:`FIGHT_WINDOW` of the last repair waits, doubling from one second up to
+:data:`FIGHT_CAP`, and is said once: the labels are repaired, but never faster than that.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from gfd.backoff import backoff
+from gfd.logs import Once
+from gfd.triggers import Fire, Trigger
+
+log = logging.getLogger(__name__)
+
+FIGHT_WINDOW = 30.0
+"""Seconds: a drift this soon after the last one counts as the same writer again."""
+FREE_REPAIRS = 2
+"""Drifts in a row repaired at once before backing off."""
+FIGHT_CAP = 300.0
+"""The longest wait before repairing a drift that keeps coming back."""
+
+
+class Drift:
+    """Fires ``api`` triggers for one sink's object (thread-safe: the watch thread reports)."""
+
+    def __init__(self, fire: Fire, target: str, action: Callable[[], None], *,
+                 clock: Callable[[], float] = time.monotonic,
+                 rand: Callable[[], float] = random.random) -> None:
+        self._fire = fire
+        self._target = target
+        self._action = action
+        self._clock = clock
+        self._rand = rand
+        self._lock = threading.Lock()
+        self._last = -FIGHT_WINDOW
+        self._in_a_row = 0
+        self._timer: threading.Timer | None = None
+        self._closed = False
+        self._once = Once(log)
+
+    def report(self, kind: str, detail: str) -> None:
+        """The object drifted (``kind``: changed, deleted, replaced): repair it."""
+        with self._lock:
+            if self._closed:
+                return
+            now = self._clock()
+            self._in_a_row = self._in_a_row + 1 if now - self._last < FIGHT_WINDOW else 1
+            self._last = now
+            if self._in_a_row <= FREE_REPAIRS:
+                self._once.reset()
+                self._fire(Trigger(source="api", kind=kind, at=now, action=self._action,
+                                   detail=detail))
+                return
+            if self._timer is not None:
+                return  # a repair is already scheduled
+            delay = backoff(self._in_a_row - FREE_REPAIRS, FIGHT_CAP, self._rand)
+            self._once.warning("%s keeps being changed by another writer (%d times in a row); "
+                               "repairing it at most every %.0fs", self._target,
+                               self._in_a_row, FIGHT_CAP, key="fight")
+            self._timer = threading.Timer(delay, self._later, args=(kind, detail))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _later(self, kind: str, detail: str) -> None:
+        with self._lock:
+            self._timer = None
+            if self._closed:
+                return
+            self._fire(Trigger(source="api", kind=kind, at=self._clock(), action=self._action,
+                               detail=detail))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
