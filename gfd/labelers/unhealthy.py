@@ -9,7 +9,8 @@ from gfd.snapshot import Snapshot
 
 LABELS: tuple[LabelDoc, ...] = (
     LabelDoc(key="gpu.unhealthy", value="integer", example="1",
-             source="NVML per-GPU errors (GPU is lost, Unknown)", when="at least one",
+             source="NVML: a GPU lost (GPU_IS_LOST, no handle), or a critical Xid or "
+                    "GPU-unavailable event", when="at least one",
              set="extended"),
 )
 
