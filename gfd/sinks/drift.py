@@ -16,9 +16,11 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from gfd.backoff import backoff
 from gfd.logs import Once
+from gfd.sinks.objectwatch import WATCHED_RESYNC, Kind, ObjectWatch, Reason, WatchApi
 from gfd.triggers import Fire, Trigger
 
 log = logging.getLogger(__name__)
@@ -86,3 +88,48 @@ class Drift:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+
+
+class Watched:
+    """An API sink's watch on its own object and the drift it reports: started by the sink's
+    ``watch()``, consulted by its ``refresh()`` (the resync rule), stopped by ``close()``."""
+
+    def __init__(self) -> None:
+        self._watcher: ObjectWatch | None = None
+        self._drift: Drift | None = None
+
+    @property
+    def active(self) -> bool:
+        """Started and not closed: drift is reported."""
+        return self._drift is not None
+
+    def start(self, fire: Fire, api: WatchApi, kind: Kind, name: str, *, namespace: str = "",
+              target: str, on_change: Callable[[dict[str, Any] | None], None],
+              action: Callable[[], None],
+              on_reconnect: Callable[[Reason], None] | None) -> None:
+        """Watch the object (once): ``on_change`` decides whether it drifted and calls
+        :meth:`report`; ``action`` is what the trigger runs on the loop's thread."""
+        if self._watcher is not None:
+            return
+        self._drift = Drift(fire, target, action)
+        self._watcher = ObjectWatch(api, kind, name, namespace=namespace, on_change=on_change,
+                                    on_reconnect=on_reconnect)
+        self._watcher.start()
+
+    def report(self, kind: str, detail: str) -> None:
+        if self._drift is not None:
+            self._drift.report(kind, detail)
+
+    def resync_due(self, since_last: float) -> bool:
+        """Whether the resync duty should rewrite now, ``since_last`` seconds after the last
+        one: always without a healthy watch, else once every ``WATCHED_RESYNC``."""
+        healthy = self._watcher is not None and self._watcher.healthy
+        return not healthy or since_last >= WATCHED_RESYNC
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        if self._drift is not None:
+            self._drift.close()
+            self._drift = None

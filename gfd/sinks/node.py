@@ -32,8 +32,8 @@ from gfd.backoff import backoff
 from gfd.errors import ApiError
 from gfd.logs import Once
 from gfd.sinks.base import PublishResult, diff
-from gfd.sinks.drift import Drift
-from gfd.sinks.objectwatch import OWN_VERSIONS, WATCHED_RESYNC, ObjectWatch, Reason, WatchApi
+from gfd.sinks.drift import Watched
+from gfd.sinks.objectwatch import OWN_VERSIONS, Reason, WatchApi
 from gfd.sinks.retry import Retry
 from gfd.triggers import Fire
 
@@ -138,8 +138,7 @@ class NodeSink:
     watch_api: WatchApi | None = None
     """Where to watch the Node (``gfd.kube.Kube``); None: no watch, drift heals at resync."""
     on_reconnect: Callable[[Reason], None] | None = None
-    _watcher: ObjectWatch | None = field(default=None, init=False)
-    _drift: Drift | None = field(default=None, init=False)
+    _watched: Watched = field(default_factory=Watched, init=False)
     _sending: dict[str, str] | None = field(default=None, init=False)
     """The labels of the apply in flight (its own echo from the watch is no drift)."""
     _synced: float = field(default=float("-inf"), init=False)
@@ -152,25 +151,21 @@ class NodeSink:
         """Apply again at the next publish even if labels are unchanged (the resync duty).
         With a healthy watch on the Node, drift is repaired as it happens: only every
         ``WATCHED_RESYNC`` then, as a safety net."""
-        watching = self._watcher is not None and self._watcher.healthy
-        if watching and self.clock() - self._synced < WATCHED_RESYNC:
-            return
-        self._stale = True
+        if self._watched.resync_due(self.clock() - self._synced):
+            self._stale = True
 
     def watch(self, fire: Fire) -> None:
         """Watch the Node: a gfd label removed or overwritten by someone else, or the Node
         re-created, fires an ``api`` trigger, and the cycle it starts applies the labels
         again (a deleted Node is never created: its successor is labelled when it appears)."""
-        if self.watch_api is None or self._watcher is not None:
-            return
-        self._drift = Drift(fire, f"Node {self.node}", self._drifted)
-        self._watcher = ObjectWatch(self.watch_api, "node", self.node, on_change=self._seen,
-                                    on_reconnect=self.on_reconnect)
-        self._watcher.start()
+        if self.watch_api is not None:
+            self._watched.start(fire, self.watch_api, "node", self.node,
+                                target=f"Node {self.node}", on_change=self._seen,
+                                action=self._drifted, on_reconnect=self.on_reconnect)
 
     def _seen(self, node: dict[str, Any] | None) -> None:
         """On the watch thread: does the Node still hold what gfd applied?"""
-        if node is None or self._drift is None:
+        if node is None or not self._watched.active:
             return  # gone: never re-created by gfd; a successor arrives as ADDED
         published, sending = self._view, self._sending
         if published is None and sending is None:
@@ -182,7 +177,7 @@ class NodeSink:
         labels: dict[str, str] = meta.get("labels") or {}
         if self._uid and uid and uid != self._uid:
             self._why = f"Node {self.node} was re-created (uid {uid})"
-            self._drift.report("replaced", self._why)
+            self._watched.report("replaced", self._why)
             return
         matches = [want for want in (published, sending) if want is not None
                    and all(labels.get(k) == v for k, v in want.items())]
@@ -191,7 +186,7 @@ class NodeSink:
             keys = sorted(k for k, v in want.items() if labels.get(k) != v)
             self._why = (f"Node {self.node}: {', '.join(keys[:5])}"
                          f"{' ...' if len(keys) > 5 else ''} changed or removed by someone else")
-            self._drift.report("changed", self._why)
+            self._watched.report("changed", self._why)
 
     def _drifted(self) -> None:
         """On the loop's thread: read the Node again and apply at the next publish."""
@@ -200,12 +195,7 @@ class NodeSink:
         self._stale = True
 
     def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
-        if self._drift is not None:
-            self._drift.close()
-            self._drift = None
+        self._watched.close()
         self.api.close()
 
     def _read(self) -> dict[str, Any]:

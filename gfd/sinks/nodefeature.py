@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 from gfd.errors import ApiError, ApiSinkError
 from gfd.sinks.base import Change, PublishResult, diff
-from gfd.sinks.drift import Drift
-from gfd.sinks.objectwatch import OWN_VERSIONS, WATCHED_RESYNC, ObjectWatch, Reason, WatchApi
+from gfd.sinks.drift import Watched
+from gfd.sinks.objectwatch import OWN_VERSIONS, Reason, WatchApi
 from gfd.sinks.retry import Retry
 from gfd.triggers import Fire
 
@@ -155,8 +155,7 @@ class NodeFeatureSink:
     """Where to watch the object (``gfd.kube.Kube``); None: no watch, drift heals at resync."""
     on_reconnect: Callable[[Reason], None] | None = None
     clock: Callable[[], float] = time.monotonic
-    _watcher: ObjectWatch | None = field(default=None, init=False)
-    _drift: Drift | None = field(default=None, init=False)
+    _watched: Watched = field(default_factory=Watched, init=False)
     _sending: dict[str, str] | None = field(default=None, init=False)
     """The labels of the write in flight (its own echo from the watch is no drift)."""
     _synced: float = field(default=float("-inf"), init=False)
@@ -168,36 +167,32 @@ class NodeFeatureSink:
         """Re-read the object at the next publish even if labels are unchanged (the resync
         duty). With a healthy watch on it, drift is repaired as it happens: only every
         ``WATCHED_RESYNC`` then, as a safety net."""
-        watching = self._watcher is not None and self._watcher.healthy
-        if watching and self.clock() - self._synced < WATCHED_RESYNC:
-            return
-        self._stale = True
+        if self._watched.resync_due(self.clock() - self._synced):
+            self._stale = True
 
     def watch(self, fire: Fire) -> None:
         """Watch the object: deleted, or its labels changed by someone else, it fires an
         ``api`` trigger, and the cycle it starts writes it again."""
-        if self.watch_api is None or self._watcher is not None:
-            return
-        self._drift = Drift(fire, self._what, self._drifted)
-        self._watcher = ObjectWatch(self.watch_api, "nodefeature", object_name(self.node),
-                                    namespace=self.namespace, on_change=self._seen,
-                                    on_reconnect=self.on_reconnect)
-        self._watcher.start()
+        if self.watch_api is not None:
+            self._watched.start(fire, self.watch_api, "nodefeature", object_name(self.node),
+                                namespace=self.namespace, target=self._what,
+                                on_change=self._seen, action=self._drifted,
+                                on_reconnect=self.on_reconnect)
 
     def _seen(self, obj: dict[str, Any] | None) -> None:
         """On the watch thread: does the object still hold what gfd wrote?"""
         published, sending = self._labels, self._sending
-        if self._drift is None or (published is None and sending is None):
+        if not self._watched.active or (published is None and sending is None):
             return  # nothing published yet (or pruned)
         if obj is None:
-            self._drift.report("deleted", f"{self._what} was deleted")
+            self._watched.report("deleted", f"{self._what} was deleted")
             return
         if str((obj.get("metadata") or {}).get("resourceVersion") or "") in self._own:
             return  # gfd's own write
         labels = dict((obj.get("spec") or {}).get("labels") or {})
         if labels not in (published, sending):
-            self._drift.report("changed", f"{self._what}: its labels were changed by "
-                                          "someone else")
+            self._watched.report("changed", f"{self._what}: its labels were changed by "
+                                            "someone else")
 
     def _drifted(self) -> None:
         """On the loop's thread: read the object again and write it at the next publish."""
@@ -205,12 +200,7 @@ class NodeFeatureSink:
         self._stale = True
 
     def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
-        if self._drift is not None:
-            self._drift.close()
-            self._drift = None
+        self._watched.close()
         self.api.close()
 
     @property
