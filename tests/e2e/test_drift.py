@@ -130,3 +130,20 @@ def test_no_watch_is_opened_with_watch_false(
     wait_for(lambda: server.labels(NODE).get(COUNT) == "8")
     assert server.watch_requests == 0
     assert agent.stop() == 0
+
+
+def test_a_watch_whose_version_expired_reads_the_node_again_and_goes_on(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent],
+        server: FakeApiServer) -> None:
+    agent, port = start(tmp_path, fake_nvml_lib, agents, server, "node")
+    wait_for(lambda: server.open_watches == 1)
+    wait_for(lambda: server.labels(NODE).get(COUNT) == "8")
+    server.set_label(NODE, "team", "ml")  # history moves on ...
+    server.compact()  # ... and is forgotten: the watch's version is too old now
+    server.drop_watches()
+    wait_for(lambda: metric(metrics(port), 'gfd_watch_reconnects_total{reason="expired"}') >= 1,
+             timeout=10)
+    wait_for(lambda: server.open_watches == 1, timeout=10)
+    server.set_label(NODE, COUNT, "3")
+    wait_for(lambda: server.labels(NODE).get(COUNT) == "8", timeout=5)
+    assert agent.stop() == 0
