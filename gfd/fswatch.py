@@ -2,7 +2,7 @@
 
 A :class:`DirWatch` watches a few directories and calls ``on_change(directory, name)`` from
 its own daemon thread for every entry created, written, moved, deleted or changed in them.
-The thread blocks in ``select()`` on the inotify descriptor and a stop pipe: no CPU while
+The thread blocks in ``poll()`` on the inotify descriptor and a stop pipe: no CPU while
 nothing happens, and ``close()`` ends it at once.
 
 Where inotify is unavailable (not Linux, a seccomp profile that refuses it, the per-user
@@ -112,8 +112,11 @@ class DirWatch:
             os.close(fd)
 
     def _run(self) -> None:
+        poller = select.poll()  # not select(): it cannot take a descriptor past 1024
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
         while True:
-            ready, _, _ = select.select([self._fd, self._stop_r], [], [])
+            ready = {fd for fd, _ in poller.poll()}
             if self._stop_r in ready:
                 return
             try:

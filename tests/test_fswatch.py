@@ -115,3 +115,21 @@ def test_an_overflow_reports_every_directory_as_changed(tmp_path: Path, seen: Se
     watch.watch([str(tmp_path)])
     header = fswatch._HEADER.pack(-1, fswatch.IN_Q_OVERFLOW, 0, 0)
     assert watch._events(header) == [(str(tmp_path), "")]
+
+
+def test_it_works_with_descriptors_past_1024(tmp_path: Path, seen: Seen) -> None:
+    # a busy process (the metrics server's connections, a fleet of clients) has such fds
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        opened = open_watch(seen, name="high-fds")
+        assert isinstance(opened, DirWatch)
+        try:
+            opened.watch([str(tmp_path)])
+            opened.start()
+            (tmp_path / "x").write_text("x")
+            wait_for(lambda: "x" in seen.names(), timeout=5)
+        finally:
+            opened.close()
+    finally:
+        for fd in filler:
+            os.close(fd)

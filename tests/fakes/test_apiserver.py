@@ -1272,3 +1272,22 @@ def test_a_watch_whose_client_left_is_closed_by_the_server(
     wait_until(lambda: api.open_watches == 1)
     w.close()
     wait_until(lambda: api.open_watches == 0, timeout=2.0)
+
+
+def test_a_watch_client_on_a_descriptor_past_1024_is_not_taken_for_gone() -> None:
+    import os
+    import socket
+
+    from .apiserver import _client_gone
+
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        server_side, client_side = socket.socketpair()
+        assert server_side.fileno() > 1024
+        assert not _client_gone(server_side)
+        client_side.close()
+        assert _client_gone(server_side)
+        server_side.close()
+    finally:
+        for fd in filler:
+            os.close(fd)
