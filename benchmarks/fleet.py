@@ -592,7 +592,8 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join([
         f"Command: `{result['targets'][0]['command']}` — {m['date']}, {m['cpu']} "
         f"x{m['nproc']}, Python {m['python']}; ran {result['runtime_seconds']:.0f} s "
-        f"({cfg['nodes']} nodes x 3 sink kinds, {cfg['labels_per_node']} labels each; gfd "
+        f"({cfg['nodes']} nodes x 3 sink kinds and {cfg['watch_nodes']} x 2 watched ones, "
+        f"{cfg['labels_per_node']} labels each; gfd "
         f"cycles every {cfg['gfd_interval_s']:g} s, the baseline every "
         f"{cfg['baseline_interval_s']:g} s, resync {cfg['resync_interval_s']:g} s; simulated "
         "time).",
