@@ -16,14 +16,13 @@ Profile format: see ``parse_line`` in fake_cuda.c.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
-import shutil
-import subprocess
 import uuid as uuidlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .cbuild import compile_library, include_dir
 
 SONAME = "libcuda.so.1"
 SOURCE = Path(__file__).parent / "cuda" / "fake_cuda.c"
@@ -36,49 +35,14 @@ _NAMESPACE = uuidlib.UUID("1f0c3b0e-5d0b-4c55-8b7e-2a6f4c1d9e30")
 
 def cuda_include_dir() -> Path:
     """The directory of the real cuda.h, from the nvidia-cuda-runtime-cu12 wheel."""
-    override = os.environ.get(HEADER_DIR_ENV)
-    candidates: list[Path] = [Path(override)] if override else []
-    spec = importlib.util.find_spec("nvidia")
-    if spec is not None:
-        for root in spec.submodule_search_locations or ():
-            candidates.extend(sorted(Path(root).glob("*/include")))
-    for directory in candidates:
-        if (directory / "cuda.h").is_file():
-            return directory
-    raise RuntimeError(
-        "cuda.h not found: install the test extras (pip install -e '.[test]', which brings "
-        f"the nvidia-cuda-runtime-cu12 wheel) or set {HEADER_DIR_ENV} to a directory holding "
-        "cuda.h"
-    )
+    return include_dir("cuda.h", HEADER_DIR_ENV, "nvidia-cuda-runtime-cu12")
 
 
 def build_library(out_dir: Path, *, no_v2: bool = False) -> Path:
     """Compile the fake into ``out_dir/libcuda.so.1`` and return its path."""
-    compiler = shutil.which(os.environ.get("CC", "gcc"))
-    if compiler is None:
-        raise RuntimeError("no C compiler (gcc) on PATH: the fake CUDA library cannot be built")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / SONAME
-    command = [
-        compiler,
-        "-shared",
-        "-fPIC",
-        "-O1",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-pthread",
-        f"-Wl,-soname,{SONAME}",
-        f"-I{cuda_include_dir()}",
-        *(["-DFAKE_CUDA_NO_V2"] if no_v2 else []),
-        "-o",
-        str(target),
-        str(SOURCE),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"building the fake CUDA library failed:\n{result.stderr}")
-    return target
+    return compile_library(SOURCE, SONAME, out_dir, include=cuda_include_dir(),
+                           what="fake CUDA library",
+                           flags=["-Wextra", *(["-DFAKE_CUDA_NO_V2"] if no_v2 else [])])
 
 
 class FakeCuda:

@@ -44,16 +44,15 @@ Event FIFO format (one event a line; ``EventPipe.send`` writes it)::
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
-import shutil
 import stat
-import subprocess
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+
+from .cbuild import compile_library, include_dir
 
 SONAME = "libnvidia-ml.so.1"
 SOURCE = Path(__file__).parent / "nvml" / "fake_nvml.c"
@@ -65,48 +64,14 @@ HEADER_DIR_ENV = "FAKE_NVML_INCLUDE_DIR"
 
 def nvml_include_dir() -> Path:
     """The directory of the real nvml.h, from the nvidia-nvml-dev wheel."""
-    override = os.environ.get(HEADER_DIR_ENV)
-    candidates: list[Path] = [Path(override)] if override else []
-    spec = importlib.util.find_spec("nvidia")
-    if spec is not None:
-        for root in spec.submodule_search_locations or ():
-            candidates.extend(sorted(Path(root).glob("*/include")))
-            candidates.append(Path(root) / "include")
-    for directory in candidates:
-        if (directory / "nvml.h").is_file():
-            return directory
-    raise RuntimeError(
-        "nvml.h not found: install the test extras (pip install -e '.[test]', which brings "
-        f"the nvidia-nvml-dev wheel) or set {HEADER_DIR_ENV} to a directory holding nvml.h"
-    )
+    return include_dir("nvml.h", HEADER_DIR_ENV, "nvidia-nvml-dev")
 
 
 def build_library(out_dir: Path, *, old_driver: bool = False) -> Path:
     """Compile the fake into ``out_dir/libnvidia-ml.so.1`` and return its path."""
-    compiler = shutil.which(os.environ.get("CC", "gcc"))
-    if compiler is None:
-        raise RuntimeError("no C compiler (gcc) on PATH: the fake NVML library cannot be built")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / SONAME
-    command = [
-        compiler,
-        "-shared",
-        "-fPIC",
-        "-O1",
-        "-Wall",
-        "-Werror",
-        "-pthread",
-        f"-Wl,-soname,{SONAME}",
-        f"-I{nvml_include_dir()}",
-        *(["-DFAKE_NVML_OLD_DRIVER"] if old_driver else []),
-        "-o",
-        str(target),
-        str(SOURCE),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"building the fake NVML library failed:\n{result.stderr}")
-    return target
+    return compile_library(SOURCE, SONAME, out_dir, include=nvml_include_dir(),
+                           what="fake NVML library",
+                           flags=["-DFAKE_NVML_OLD_DRIVER"] if old_driver else [])
 
 
 class FakeNvml:
