@@ -149,6 +149,8 @@ class _Watchdog:
 
 
 class _WatchedPool(urllib3.connectionpool.HTTPConnectionPool):
+    """A pool that hands each connection it gives out to the request's watchdog."""
+
     def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._watchdog = watchdog
@@ -159,15 +161,8 @@ class _WatchedPool(urllib3.connectionpool.HTTPConnectionPool):
         return conn
 
 
-class _WatchedHttpsPool(urllib3.connectionpool.HTTPSConnectionPool):
-    def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._watchdog = watchdog
-
-    def _get_conn(self, timeout: float | None = None) -> Any:
-        conn = super()._get_conn(timeout)
-        self._watchdog.attach(conn)
-        return conn
+class _WatchedHttpsPool(_WatchedPool, urllib3.connectionpool.HTTPSConnectionPool):
+    """The same over TLS (the MRO puts the HTTPS pool under ``_WatchedPool``)."""
 
 
 def _snippet(body: bytes) -> str:

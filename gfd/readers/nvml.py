@@ -807,11 +807,7 @@ class NvmlEvents:
     def close(self) -> None:
         """Free the event set and end the session; idempotent, never raises."""
         if self._set is not None:
-            try:
-                pynvml.nvmlEventSetFree(self._set)
-            except pynvml.NVMLError as exc:
-                log.debug("nvmlEventSetFree failed (ignored): %s", exc)
-            self._set = None
+            self._free_set()
         self._gpus = {}
         if self._initialised:
             self._initialised = False
