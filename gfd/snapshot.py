@@ -67,7 +67,7 @@ class Fabric:
 
 
 FACTS = ("identity", "memory", "compute_capability", "architecture", "brand", "pci",
-         "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric")
+         "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric", "power_limits")
 """What NVML is asked about each GPU, one name per query (docs/nvml-errors.md)."""
 
 
@@ -121,6 +121,9 @@ class Gpu:
     """Compute timeslice policy from ``nvidia-smi compute-policy --list``
     (``default``/``short``/``medium``/``long``); None when unsupported or unknown."""
     fabric: Fabric | None = None
+    power_limits_mw: tuple[int, int] | None = None
+    """(min, max) power management limit in milliwatts that the GPU accepts
+    (nvmlDeviceGetPowerManagementLimitConstraints); None when not supported."""
     mig_devices: tuple[MigDevice, ...] = ()
     error: str | None = None
     """A fatal read error for this GPU (e.g. ``GPU is lost``): the GPU is unhealthy."""
@@ -264,6 +267,7 @@ _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (Gpu, "degraded"): ("list", Degraded),
     (Gpu, "fabric"): ("obj?", Fabric),
     (Gpu, "compute_capability"): ("pair?", int),
+    (Gpu, "power_limits_mw"): ("pair?", int),
 }
 
 

@@ -26,6 +26,7 @@ from gfd.labelers import (
     mode,
     mps,
     nvlink,
+    power,
     resource,
     timeslice,
     timestamp,
@@ -37,7 +38,7 @@ from gfd.labelers.base import LabelDoc
 
 MODULES: tuple[ModuleType, ...] = (
     timestamp, machine, versions, gpu, resource, family, mig, mps, mode, clique, vgpu,
-    inventory, accelerator, compute_mode, nvlink, timeslice, unhealthy,
+    inventory, accelerator, compute_mode, nvlink, power, timeslice, unhealthy,
 )
 """Every module that declares ``LABELS``, in the order the reference lists them."""
 

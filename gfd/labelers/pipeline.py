@@ -23,6 +23,7 @@ from gfd.labelers.mode import mode
 from gfd.labelers.mps import mps_capable
 from gfd.labelers.nvlink import nvlink
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.power import power_limits
 from gfd.labelers.timeslice import timeslice
 from gfd.labelers.timestamp import timestamp
 from gfd.labelers.unhealthy import unhealthy
@@ -61,6 +62,7 @@ LABELERS: tuple[Step, ...] = (
     Step(accelerator, needs_gpus=True),
     Step(compute_mode, needs_gpus=True),
     Step(nvlink, needs_gpus=True),
+    Step(power_limits, needs_gpus=True),
     Step(timeslice, needs_gpus=True),
     Step(unhealthy, needs_gpus=True),
 )

@@ -72,6 +72,9 @@ _LOST = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST})
 _NOT_UTF8 = -1
 """Not an NVML code: the binding could not decode text NVML returned (not UTF-8)."""
 
+_BAD_VALUE = -2
+"""Not an NVML code: NVML returned values that contradict each other (min above max)."""
+
 _ARCH_NAMES = (
     ("KEPLER", "kepler"),
     ("MAXWELL", "maxwell"),
@@ -436,6 +439,8 @@ def _read_gpu_fields(index: int, handle: Any, last: Gpu | None, seen: dict[str, 
                                 hold=lambda g: g.nvlink_active, unknown=None),
         fabric=facts.ask("fabric", lambda: _fabric(handle), hold=lambda g: g.fabric,
                          unknown=None),
+        power_limits_mw=facts.ask("power_limits", lambda: _power_limits(handle),
+                                  hold=lambda g: g.power_limits_mw, unknown=None),
         mig_devices=mig_devices,
         degraded=tuple(facts.degraded),
     )
@@ -481,6 +486,19 @@ def _compute_mode(handle: Any) -> str | None:
     if mode is None or not 0 <= int(mode) < len(COMPUTE_MODES):
         return None
     return COMPUTE_MODES[int(mode)]
+
+
+def _power_limits(handle: Any) -> tuple[int, int] | None:
+    """(min, max) milliwatts from nvmlDeviceGetPowerManagementLimitConstraints; None when the
+    GPU or the driver does not support the query."""
+    limits = _optional(_binding("nvmlDeviceGetPowerManagementLimitConstraints"), handle)
+    if limits is None:
+        return None
+    low, high = int(limits[0]), int(limits[1])
+    if not 0 <= low <= high:
+        raise _Failed("nvmlDeviceGetPowerManagementLimitConstraints",
+                      ValueError(f"returned min {low} mW above max {high} mW"), _BAD_VALUE)
+    return low, high
 
 
 def _nvlink_active(handle: Any) -> bool | None:

@@ -60,6 +60,14 @@ _H100_BYTES = 85520809984  # 81559 MiB
 _A100_NAME = "NVIDIA A100-SXM4-40GB"
 _A100_BYTES = 42949672960  # 40960 MiB
 
+# nvmlDeviceGetPowerManagementLimitConstraints, mW (nvidia-smi -q's Min/Max Power Limit).
+_H100_SXM_POWER = (200000, 700000)
+_A100_SXM_POWER = (100000, 400000)
+_A100_PCIE_POWER = (150000, 300000)
+_A10_POWER = (100000, 150000)
+_T4_POWER = (60000, 70000)
+_GB200_POWER = (200000, 1200000)
+
 
 def _bus(i: int) -> str:
     return f"00000000:{0x18 + 0x10 * i:02X}:00.0"
@@ -98,7 +106,7 @@ def _hgx_h100() -> Simulation:
     gpus = tuple(
         _gpu(i, _H100_NAME, _H100_BYTES, (9, 0), "hopper", "nvidia", mig_capable=True,
              mig_enabled=False, mig_pending_enabled=False, nvlink_active=True,
-             timeslice="default")
+             timeslice="default", power_limits_mw=_H100_SXM_POWER)
         for i in range(8)
     )
     return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,
@@ -108,7 +116,7 @@ def _hgx_h100() -> Simulation:
 def _t4_time_sliced() -> Simulation:
     gpus = tuple(
         _gpu(i, "Tesla T4", 16106127360, (7, 5), "turing", "tesla", nvlink_active=None,
-             timeslice="default")
+             timeslice="default", power_limits_mw=_T4_POWER)
         for i in range(4)
     )
     snap = Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
@@ -123,16 +131,18 @@ def _mixed_a100_a10() -> Simulation:
     a100 = tuple(
         _gpu(i, "NVIDIA A100 80GB PCIe", 85899345920, (8, 0), "ampere", "nvidia",
              mig_capable=True, mig_enabled=False, mig_pending_enabled=False,
-             nvlink_active=False)
+             nvlink_active=False, power_limits_mw=_A100_PCIE_POWER)
         for i in range(2)
     )
-    a10 = _gpu(2, "NVIDIA A10", 24146608128, (8, 6), "ampere", "nvidia", nvlink_active=None)
+    a10 = _gpu(2, "NVIDIA A10", 24146608128, (8, 6), "ampere", "nvidia", nvlink_active=None,
+               power_limits_mw=_A10_POWER)
     return Simulation(Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
                                machine_type="PowerEdge R750xa\n", vgpu=Vgpu(present=False),
                                gpus=(*a100, a10)))
 
 
 def _geforce_laptop() -> Simulation:
+    # a laptop GPU's power limit is the notebook's to set: NVML does not support the query
     gpu = _gpu(0, "NVIDIA GeForce RTX 3060 Laptop GPU", 6442450944, (8, 6), "ampere",
                "geforce", pci_class="0x030000", nvlink_active=None)
     return Simulation(Snapshot(driver_version="560.35.03", cuda_driver_version=12060,
@@ -151,7 +161,7 @@ def _dgx_a100(layouts: list[list[str] | None]) -> Snapshot:
         gpus.append(_gpu(
             i, _A100_NAME, _A100_BYTES, (8, 0), "ampere", "nvidia", mig_capable=True,
             mig_enabled=layout is not None, mig_pending_enabled=layout is not None,
-            nvlink_active=True,
+            nvlink_active=True, power_limits_mw=_A100_SXM_POWER,
             mig_devices=_migs(i, layout, _A100_40) if layout else (),
         ))
     return Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
@@ -193,7 +203,7 @@ def _gb200_nvl() -> Simulation:
     gpus = tuple(
         _gpu(i, "NVIDIA GB200", 199715979264, (10, 0), "blackwell", "nvidia",
              mig_capable=True, mig_enabled=False, mig_pending_enabled=False,
-             nvlink_active=True, fabric=fabric)
+             nvlink_active=True, fabric=fabric, power_limits_mw=_GB200_POWER)
         for i in range(4)
     )
     return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,

@@ -562,6 +562,8 @@ class GpuSpec:
     """None: same as mig_enabled."""
     compute_mode: str | None = "default"
     """None: NOT_SUPPORTED."""
+    power_limits_mw: tuple[int, int] | None = None
+    """nvmlDeviceGetPowerManagementLimitConstraints (min, max) in mW; None: NOT_SUPPORTED."""
     nvlinks: int = 0
     """0: NOT_SUPPORTED."""
     nvlinks_active: int = 0
@@ -751,6 +753,8 @@ def _render_gpu(gpu: GpuSpec, resolved: ResolvedGpu) -> list[str]:
         f"max_mig {gpu.max_mig_devices}",
         f"events {default_events(gpu) if gpu.events is None else gpu.events:#x}",
     ]
+    if gpu.power_limits_mw is not None:
+        lines.append(f"power {gpu.power_limits_mw[0]} {gpu.power_limits_mw[1]}")
     if gpu.fabric is not None:
         f = gpu.fabric
         hex_uuid = uuidlib.UUID(f.cluster_uuid).hex

@@ -125,6 +125,7 @@ CUDA_550_12040 = {
 EXTENDED_KEYS = (
     "gpu.heterogeneous", "gpu.memory.min", "gpu.accelerator", "gpu.compute-mode",
     "gpu.nvlink", "mig.enabled.count", "mig.pending", "gpu.unhealthy", "gpu.timeslice",
+    "gpu.power.limit.min", "gpu.power.limit.max",
 )
 
 

@@ -156,6 +156,8 @@ struct gpu {
     int mig_supported;
     unsigned mig_current, mig_pending;
     int compute_mode; /* -1: NOT_SUPPORTED */
+    int has_power;    /* 0: power limit constraints NOT_SUPPORTED */
+    unsigned power_min, power_max; /* mW */
     unsigned nvlinks, nvlinks_active;
     int has_fabric;
     unsigned fabric_state, fabric_clique;
@@ -367,6 +369,8 @@ static struct gpu_instance *find_gi(struct gpu *g, unsigned id)
  *   pci <bus id> <pciDeviceId hex> <pciSubSystemId hex>
  *   mig <supported 0|1> <current 0|1> <pending 0|1>
  *   compute_mode <0..3 | -1 for NOT_SUPPORTED>
+ *   power <min mW> <max mW>              nvmlDeviceGetPowerManagementLimitConstraints
+ *                                        (absent: NOT_SUPPORTED)
  *   nvlink <links> <active>              links 0: NOT_SUPPORTED
  *   fabric <state> <status ERROR> <clique id> <32 hex digits cluster uuid>
  *   fault <ERROR>                        every device call on this GPU fails
@@ -470,6 +474,10 @@ static int parse_line(struct machine *m, char *line, const char **why)
     } else if (strcmp(key, "compute_mode") == 0) {
         NEED_GPU();
         SCAN(1, "%d", &g->compute_mode);
+    } else if (strcmp(key, "power") == 0) {
+        NEED_GPU();
+        SCAN(2, "%u %u", &g->power_min, &g->power_max);
+        g->has_power = 1;
     } else if (strcmp(key, "nvlink") == 0) {
         NEED_GPU();
         SCAN(2, "%u %u", &g->nvlinks, &g->nvlinks_active);
@@ -1067,6 +1075,21 @@ nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mo
     if (g->compute_mode < 0)
         return NVML_ERROR_NOT_SUPPORTED;
     *mode = (nvmlComputeMode_t)g->compute_mode;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device,
+                                                          unsigned int *minLimit,
+                                                          unsigned int *maxLimit)
+{
+    ENTER();
+    DEVICE(device, 0);
+    NOT_NULL(minLimit);
+    NOT_NULL(maxLimit);
+    if (!g->has_power)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *minLimit = g->power_min;
+    *maxLimit = g->power_max;
     return NVML_SUCCESS;
 }
 
