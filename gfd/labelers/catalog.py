@@ -18,6 +18,7 @@ from gfd.labelers import (
     accelerator,
     clique,
     compute_mode,
+    devices,
     family,
     gpu,
     inventory,
@@ -38,7 +39,7 @@ from gfd.labelers.base import LabelDoc
 
 MODULES: tuple[ModuleType, ...] = (
     timestamp, machine, versions, gpu, resource, family, mig, mps, mode, clique, vgpu,
-    inventory, accelerator, compute_mode, nvlink, power, timeslice, unhealthy,
+    devices, inventory, accelerator, compute_mode, nvlink, power, timeslice, unhealthy,
 )
 """Every module that declares ``LABELS``, in the order the reference lists them."""
 
@@ -65,9 +66,11 @@ def gather(modules: tuple[ModuleType, ...]) -> tuple[LabelDoc, ...]:
 
 LABELS: tuple[LabelDoc, ...] = gather(MODULES)
 
-# In a key pattern ``<R>`` stands for any resource and ``<model>`` for any model part, so a
-# key the code builds from odd NVML names still finds its entry (and its set).
-_PLACEHOLDERS = ((re.escape("<R>"), r"(?:gpu|mig-.+)"), (re.escape("<model>"), r".*"))
+# In a key pattern ``<R>`` stands for any resource, ``<model>`` for any model part and
+# ``<profile>`` for any MIG profile, so a key the code builds from odd NVML names still finds
+# its entry (and its set).
+_PLACEHOLDERS = ((re.escape("<R>"), r"(?:gpu|mig-.+)"), (re.escape("<model>"), r".*"),
+                 (re.escape("<profile>"), r".+"))
 
 
 def _pattern(doc_key: str) -> str:

@@ -15,6 +15,7 @@ from gfd.labelers.base import Label, Labeler, Result, flatten, merge
 from gfd.labelers.catalog import EXTENDED_KEY
 from gfd.labelers.clique import clique
 from gfd.labelers.compute_mode import compute_mode
+from gfd.labelers.devices import devices
 from gfd.labelers.gpu import full_gpus
 from gfd.labelers.inventory import has_gpus, models
 from gfd.labelers.machine import machine
@@ -58,6 +59,7 @@ LABELERS: tuple[Step, ...] = (
     Step(clique, needs_gpus=True),
     Step(vgpu, needs_gpus=False),
     Step(mig_extended, needs_gpus=True),
+    Step(devices, needs_gpus=True),
     Step(models, needs_gpus=True),
     Step(accelerator, needs_gpus=True),
     Step(compute_mode, needs_gpus=True),

@@ -132,5 +132,5 @@ EXTENDED_KEYS = (
 def is_extended_key(k: str) -> bool:
     """Keys of gfd's extended set (not GFD's labels; left out by --label-set compat), prefix
     stripped."""
-    return (k in EXTENDED_KEYS or k.startswith("gpu.product.")
+    return (k in EXTENDED_KEYS or k.startswith(("gpu.product.", "gpu.devices."))
             or k.endswith(".memory.per-replica"))
