@@ -818,3 +818,49 @@ def test_every_value_is_used_by_a_template() -> None:
 def test_post_renderer_is_executable_and_strict() -> None:
     assert os.access(POST_RENDERER, os.X_OK)
     assert "set -eu" in POST_RENDERER.read_text()
+
+
+# --------------------------------------------------------------------------- test pod ownership
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A Kubernetes LabelSelector (matchLabels and matchExpressions), or a Service's plain
+    map, against a pod's labels."""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        selector = {"matchLabels": selector}
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        return True  # an empty LabelSelector selects everything
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        present, value = expr["key"] in labels, labels.get(expr["key"])
+        ok = {"In": present and value in expr.get("values", []),
+              "NotIn": not present or value not in expr.get("values", []),
+              "Exists": present, "DoesNotExist": not present}[expr["operator"]]
+        if not ok:
+            return False
+    return True
+
+
+def test_the_selector_check_sees_the_daemonsets_own_pods(chart: Chart) -> None:
+    daemonset = one(chart.render({}), "DaemonSet")
+    assert selects(daemonset["spec"]["selector"],
+                   daemonset["spec"]["template"]["metadata"]["labels"])
+    assert not selects({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {})
+
+
+@pytest.mark.parametrize("values", [{"mode": "file"}, {"mode": "nodefeature"},
+                                    {"mode": "node"}, merged({"mode": "node"}, MIG, CONFIG)],
+                         ids=["file", "nodefeature", "node", "node-mig-config"])
+def test_no_controller_of_the_chart_selects_the_test_pod(chart: Chart,
+                                                          values: dict[str, Any]) -> None:
+    """A pod a controller selects and no one owns is adopted: the DaemonSet would take
+    `helm test`'s pod and delete it as surplus, failing every `helm test`."""
+    docs = chart.render(values)
+    pod = one(docs, "Pod")
+    selectors = [(object_id(d), d["spec"]["selector"]) for d in docs
+                 if isinstance(d.get("spec"), dict) and "selector" in d["spec"]]
+    assert selectors, "the chart renders at least the DaemonSet's selector"
+    labels = pod["metadata"]["labels"]
+    assert [oid for oid, selector in selectors if selects(selector, labels)] == []
+    assert labels["app.kubernetes.io/instance"] == RELEASE, "still the release's"
