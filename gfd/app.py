@@ -95,13 +95,17 @@ def make_gpu_source(settings: Settings) -> GpuSource:
 def make_discovery(settings: Settings) -> Discovery:
     """The readers for these settings, composed into one snapshot per read."""
     host = HostReader(machine_type_file=settings.machine_type_file,
-                      sysfs_root=settings.sysfs_root)
-    if settings.simulate:
-        from gfd.readers.simulate import simulate
+                      sysfs_root=settings.sysfs_root, scan_vgpu=not settings.no_vgpu_labels)
+    if settings.simulate or settings.snapshot:
+        if settings.simulate:
+            from gfd.readers.simulate import simulate
 
-        return Discovery(None, host, fixed=simulate(settings.simulate).snapshot)
-    if settings.snapshot:
-        return Discovery(None, host, fixed=read_snapshot_file(settings.snapshot))
+            fixed = simulate(settings.simulate).snapshot
+        else:
+            fixed = read_snapshot_file(settings.snapshot)
+        if settings.no_vgpu_labels:  # as if the scan had not run there either
+            fixed = replace(fixed, vgpu=None)
+        return Discovery(None, host, fixed=fixed)
     smi = None
     # nvidia-smi numbers the GPUs NVML sees: none of them is a vfio GPU.
     if settings.label_set == "extended" and settings.device_discovery_strategy != "vfio":

@@ -410,6 +410,11 @@ class Settings:
         "/sys", kind=PathKind(), flags=("--sysfs-root",), env=("GFD_SYSFS_ROOT",),
         part=Part.DISCOVERY, group=_DISCOVERY,
         help="Root of sysfs, for PCI class and vGPU detection and the vfio back end.")
+    no_vgpu_labels: bool = setting(
+        False, kind=Bool(), flags=("--no-vgpu-labels",), env=("GFD_NO_VGPU_LABELS",),
+        part=Part.DISCOVERY, group=_DISCOVERY,
+        help="Skip the vGPU scan of PCI config space and its vgpu.* labels: gfd then needs "
+             "no capability (reading all of config space needs CAP_SYS_ADMIN).")
     nvidia_smi: str = setting(
         "nvidia-smi", kind=Text(), flags=("--nvidia-smi",), env=("GFD_NVIDIA_SMI",),
         part=Part.DISCOVERY, group=_DISCOVERY,

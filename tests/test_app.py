@@ -241,6 +241,25 @@ def test_a_recorded_snapshot_is_a_fixed_snapshot_read_from_its_file(tmp_path: Pa
     assert discovery.fixed.gpus == simulate("hgx-h100").snapshot.gpus
 
 
+@pytest.mark.parametrize("source", ["simulate", "snapshot"])
+def test_no_vgpu_labels_leaves_the_vgpu_fact_out_of_every_source(tmp_path: Path,
+                                                                source: str) -> None:
+    path = tmp_path / "snap.json"
+    path.write_text(simulate("hgx-h100").snapshot.to_json())
+    where = {"simulate": "hgx-h100"} if source == "simulate" else {"snapshot": str(path)}
+    assert make_discovery(Settings(**where)).read().vgpu is not None
+    discovery = make_discovery(Settings(**where, no_vgpu_labels=True))
+    assert discovery.read().vgpu is None and not discovery.host.scan_vgpu
+    assert discovery.read().gpus == simulate("hgx-h100").snapshot.gpus
+
+
+def test_no_vgpu_labels_turns_the_hosts_scan_off() -> None:
+    assert make_discovery(Settings(device_discovery_strategy="nvml")).host.scan_vgpu
+    discovery = make_discovery(Settings(device_discovery_strategy="nvml", no_vgpu_labels=True))
+    assert not discovery.host.scan_vgpu
+    discovery.close()
+
+
 def test_an_unreadable_recorded_snapshot_fails_when_discovery_is_built(tmp_path: Path) -> None:
     with pytest.raises(DiscoveryError, match="snapshot file"):
         make_discovery(Settings(snapshot=str(tmp_path / "missing.json")))

@@ -52,6 +52,8 @@ class HostReader:
 
     machine_type_file: str
     sysfs_root: str
+    scan_vgpu: bool = True
+    """False (``--no-vgpu-labels``): PCI config space is never read, no vgpu fact."""
     _once: Once = field(default_factory=lambda: Once(log), init=False, repr=False)
 
     def machine_type(self) -> str | None:
@@ -81,7 +83,10 @@ class HostReader:
         return raw.decode("ascii", errors="replace").strip().lower()
 
     def vgpu(self) -> Vgpu | None:
-        """Scan NVIDIA PCI devices for the vGPU signature; None when the scan fails."""
+        """Scan NVIDIA PCI devices for the vGPU signature; None when the scan fails or is
+        turned off."""
+        if not self.scan_vgpu:
+            return None
         try:
             return scan_vgpu(os.path.join(self.sysfs_root, "bus/pci/devices"))
         except VgpuScanError as exc:

@@ -142,6 +142,21 @@ def test_a_vgpu_guest_is_found_with_its_host_driver(tmp_path: Path) -> None:
                                            host_driver_branch="r550_40")
 
 
+def test_without_the_scan_no_config_space_is_read_and_there_is_no_vgpu_fact(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """--no-vgpu-labels: nothing under the devices directory is opened, so an unprivileged
+    gfd says nothing about the config space it could not read."""
+    gpu_tree(tmp_path / "sys", [BUS], vgpu=("550.54.16", "r550_40"))
+    for config in (tmp_path / "sys").glob("bus/pci/devices/*/config"):
+        config.unlink()
+        os.mkfifo(config)  # opening it would block: it is never opened
+    host = HostReader(machine_type_file="", sysfs_root=str(tmp_path / "sys"), scan_vgpu=False)
+    assert host.vgpu() is None
+    assert warnings(caplog) == []
+    assert reader(tmp_path).vgpu() is None, "the scan itself refuses the FIFO"
+    assert any("vgpu:" in w for w in warnings(caplog))
+
+
 def test_plain_gpus_beside_another_vendors_device_are_no_vgpu(tmp_path: Path) -> None:
     gpu_tree(tmp_path / "sys", [BUS])
     assert reader(tmp_path).vgpu() == Vgpu(present=False)
