@@ -255,10 +255,13 @@ def _convert(cls: type, name: str, value: Any, where: str) -> Any:
             or len(value) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         ):
-            raise DiscoveryError(f"{where}: expected [major, minor] integers")
+            raise DiscoveryError(f"{where}: expected {_PAIR_NAMES.get(name, '[a, b]')} integers")
         return (value[0], value[1])
     raise AssertionError(kind)  # pragma: no cover
 
+
+_PAIR_NAMES = {"compute_capability": "[major, minor]", "power_limits_mw": "[min, max]"}
+"""How a refusal names the two integers of each pair field."""
 
 _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (Snapshot, "gpus"): ("list", Gpu),
