@@ -116,6 +116,15 @@ def make_discovery(settings: Settings) -> Discovery:
                      fail_on_init_error=settings.fail_on_init_error)
 
 
+def share_features_lock(old: Sink, new: Sink) -> None:
+    """A reload moving the feature file within its directory: the new sink shares the old
+    one's lock on it (one gfd per directory; this is still the one)."""
+    from gfd.sinks.featurefile import FeatureFileSink
+
+    if isinstance(old, FeatureFileSink) and isinstance(new, FeatureFileSink):
+        new.share_lock(old)
+
+
 def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None,
               on_reconnect: OnReconnect | None = None) -> Sink:
     """The sink the settings select; the Kubernetes client is imported only for API sinks."""
@@ -198,6 +207,7 @@ class Factory:
             try:
                 sink = make_sink(settings, write=self.write, on_request=self.on_request,
                              on_reconnect=self.on_reconnect)
+                share_features_lock(current.sink, sink)
             except BaseException:
                 if discovery is not current.discovery:
                     discovery.close()

@@ -297,6 +297,15 @@ class FeatureFileSink:
         locked = os.fstat(fd)
         return (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino)
 
+    def share_lock(self, other: FeatureFileSink) -> None:
+        """Hold the lock ``other`` holds, when both write in one directory: a reload that
+        moves the output file there builds this sink while ``other`` still runs (and then
+        prunes its file). The lock is shared, not taken twice: it stays held until both
+        have closed it."""
+        if (self._lock is None and other._lock is not None
+                and lock_path(self.path) == lock_path(other.path)):
+            self._lock = os.dup(other._lock)
+
     def _release(self) -> None:
         fd, self._lock = self._lock, None
         if fd is not None:

@@ -573,3 +573,37 @@ def test_a_file_that_is_not_utf8_is_replaced_not_a_crash(tmp_path) -> None:
     sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
     assert sink.publish(LABELS).written
     assert parse(path.read_text())[0] == LABELS
+
+
+def test_a_sink_sharing_the_lock_of_one_in_the_same_directory_writes_beside_it(
+        tmp_path) -> None:
+    """A reload moving the output within features.d: the new sink shares the lock, the old
+    one prunes its file and closes, and the directory stays locked against anyone else."""
+    old = FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=Clock())
+    old.publish(LABELS)
+    new = FeatureFileSink(str(tmp_path / "gfd-moved"), expiry=3600, clock=Clock())
+    new.share_lock(old)
+    assert new.publish(LABELS).written
+    assert old.prune().written
+    old.close()
+    with pytest.raises(PublishError, match="another gfd is writing in"):
+        FeatureFileSink(str(tmp_path / "x"), expiry=3600, clock=Clock()).publish(LABELS)
+    new.close()
+    assert sorted(os.listdir(tmp_path)) == ["gfd-moved"]
+    assert FeatureFileSink(str(tmp_path / "x"), expiry=3600, clock=Clock()).publish(LABELS)
+
+
+def test_no_lock_is_shared_across_directories(tmp_path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old = FeatureFileSink(str(tmp_path / "a" / "gfd"), expiry=3600, clock=Clock())
+    old.publish(LABELS)
+    new = FeatureFileSink(str(tmp_path / "b" / "gfd"), expiry=3600, clock=Clock())
+    new.share_lock(old)
+    old.close()
+    assert FeatureFileSink(str(tmp_path / "a" / "x"), expiry=3600, clock=Clock()).publish(
+        LABELS).written, "a's lock went with the old sink"
+    assert new.publish(LABELS).written  # b's lock, taken on its own
+    with pytest.raises(PublishError, match="another gfd"):
+        FeatureFileSink(str(tmp_path / "b" / "x"), expiry=3600, clock=Clock()).publish(LABELS)
+    new.close()
