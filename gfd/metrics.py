@@ -163,6 +163,15 @@ class Metrics:
             ["reason"],
             registry=reg,
         )
+        self._kube_events: Any = Counter(
+            "gfd_kube_events",
+            "Kubernetes Events on the Node by reason (GpuLost, LabelPublishFailing, ...) and "
+            "result: created, patched (a repeat counted), throttled (over the per-reason "
+            "rate, counted in the next one), dropped (the send queue was full), failed (the "
+            "API server refused it, or did not answer for 15 minutes).",
+            ["reason", "result"],
+            registry=reg,
+        )
         build_info: Any = Gauge(
             "gfd_build_info",
             "Always 1; the version label says which gfd is running.",
@@ -249,6 +258,10 @@ class Metrics:
     def watch_reconnect(self, reason: str) -> None:
         """Count one re-established API watch."""
         self._reconnects.labels(reason=reason).inc()
+
+    def kube_event(self, reason: str, result: str) -> None:
+        """Count one Event gfd recorded (or did not) on the Node."""
+        self._kube_events.labels(reason=reason, result=result).inc()
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text exposition format (version 0.0.4)."""
