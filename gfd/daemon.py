@@ -24,6 +24,7 @@ from gfd.backoff import BACKOFF_START, backoff
 from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
 from gfd.labelers.inventory import model_groups
+from gfd.labelers.inventory import unhealthy as unhealthy_gpus
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.logs import Once
@@ -118,6 +119,7 @@ class Observer(Protocol):
     def error(self, kind: str) -> None: ...
     def gpus(self, by_model: dict[str, int]) -> None: ...
     def nvml_up(self, up: bool) -> None: ...
+    def unhealthy(self, count: int) -> None: ...
     def degraded(self, counts: dict[tuple[str, str], int]) -> None: ...
     def event(self, source: str, kind: str) -> None: ...
     def event_handled(self, source: str, seconds: float) -> None: ...
@@ -414,6 +416,7 @@ class Agent:
                 obs.rejected(reason, count)
             obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})
             obs.nvml_up(snapshot.nvml_available)
+            obs.unhealthy(len(unhealthy_gpus(snapshot)))
             degraded: dict[tuple[str, str], int] = {}
             for gpu in snapshot.gpus:
                 for d in gpu.degraded:
