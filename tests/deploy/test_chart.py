@@ -644,8 +644,10 @@ def test_every_gfd_container_states_its_user_and_is_locked_down(chart: Chart) ->
 
 
 def test_rbac_and_token_per_mode_are_least_privilege(chart: Chart) -> None:
-    expected = {"file": [], "nfd-sidecar": [], "nodefeature": ["Role", "RoleBinding"],
-                "node": ["ClusterRole", "ClusterRoleBinding"]}
+    # each API mode also gets create/patch on events in `default` (events.enabled)
+    expected = {"file": [], "nfd-sidecar": [],
+                "nodefeature": ["Role", "Role", "RoleBinding", "RoleBinding"],
+                "node": ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]}
     for name, values, docs in all_renders(chart):
         mode = values.get("mode", "file")
         assert sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS) == expected[mode], (
