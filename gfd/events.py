@@ -174,9 +174,9 @@ def gpu_events(before: Snapshot | None, after: Snapshot) -> list[NodeEvent]:
             if gpu.error is not None:
                 events.append(_unhealthy(gpu, gpu.error))
         return events
-    then = {_gpu_key(g): g for g in before.gpus}
-    for key, old in sorted(then.items(), key=lambda kv: kv[1].index):
-        new = now.get(key)
+    pairs = _pair(before.gpus, after.gpus)
+    for old in sorted(before.gpus, key=lambda g: g.index):
+        new = pairs.get(_gpu_key(old))
         if new is None:
             if old.error is None or not _lost(old.error):
                 events.append(NodeEvent(
@@ -193,8 +193,9 @@ def gpu_events(before: Snapshot | None, after: Snapshot) -> list[NodeEvent]:
             events.append(NodeEvent(
                 type="Normal", reason=MIG_RECONFIGURED,
                 message=f"{_gpu_name(new)}: {_mig_layout(old)} -> {_mig_layout(new)}"))
+    paired = {_gpu_key(g) for g in pairs.values()}
     for key, new in sorted(now.items(), key=lambda kv: kv[1].index):
-        if key not in then:
+        if key not in paired:
             if new.error is not None:
                 events.append(_unhealthy(new, new.error))
             else:
@@ -202,6 +203,22 @@ def gpu_events(before: Snapshot | None, after: Snapshot) -> list[NodeEvent]:
                                         message=f"{_gpu_name(new)} is back "
                                                 f"({len(after.gpus)} GPUs)"))
     return events
+
+
+def _pair(before: tuple[Gpu, ...], after: tuple[Gpu, ...]) -> dict[str, Gpu]:
+    """Each earlier GPU's key -> the same GPU now: by uuid, else PCI bus id, else index (a
+    lost GPU may answer neither uuid nor bus id)."""
+    pairs: dict[str, Gpu] = {}
+    free = list(after)
+    for match in (lambda g: g.uuid, lambda g: g.pci_bus_id, lambda g: f"#{g.index}"):
+        for old in before:
+            if _gpu_key(old) in pairs or not match(old):
+                continue
+            new = next((g for g in free if match(g) == match(old)), None)
+            if new is not None:
+                pairs[_gpu_key(old)] = new
+                free.remove(new)
+    return pairs
 
 
 def _unhealthy(gpu: Gpu, error: str) -> NodeEvent:
