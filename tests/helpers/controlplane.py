@@ -54,6 +54,10 @@ MANIFESTS = ROOT / "manifests"
 RBAC_MODES = ("node", "nodefeature")
 """The overlays whose RBAC ``install_rbac`` applies (manifests/overlays/<mode>)."""
 NFD_GROUP_VERSION = "nfd.k8s-sigs.io/v1alpha1"
+AUDITED_USER = "system:serviceaccount:gfd:gfd"
+"""The identity whose every request the audit log records: the ServiceAccount of manifests/."""
+AUDIT_MARKERS = "realapi-audit"
+"""Namespace of the admin's marker requests, which tell how far the audit log has got."""
 START_TIMEOUT = 120.0
 """Seconds for etcd plus the API server to turn ready (5-15 s alone on 2 cores; shared
 machines are slower)."""
@@ -346,6 +350,25 @@ def base_identity() -> tuple[JSON, JSON]:
     return namespace, account
 
 
+def audit_args(folder: Path) -> list[str]:
+    """kube-apiserver flags for an audit log of AUDITED_USER's requests (bodies included)
+    and the admin's markers, in ``folder``/audit.log, written before each answer."""
+    policy = {
+        "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [
+            {"level": "Request", "users": [AUDITED_USER]},
+            {"level": "Metadata", "users": ["admin"], "namespaces": [AUDIT_MARKERS],
+             "omitStages": ["ResponseStarted"]},
+            {"level": "None"},
+        ],
+    }
+    (folder / "audit-policy.yaml").write_text(yaml.safe_dump(policy))
+    return ["--audit-policy-file", str(folder / "audit-policy.yaml"),
+            "--audit-log-path", str(folder / "audit.log"), "--audit-log-format", "json",
+            "--audit-log-mode", "blocking"]
+
+
 def write_kubeconfig(path: Path, server: str, ca: Path, user: JSON, name: str) -> Path:
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": name,
@@ -376,6 +399,11 @@ class ControlPlane:
     admin_kubeconfig: Path
     extra: list[Process] = field(default_factory=list)
     _http: urllib3.PoolManager | None = None
+    _markers: int = 0
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir.parent / "audit.log"
 
     @property
     def url(self) -> str:
@@ -384,15 +412,19 @@ class ControlPlane:
     # -- lifecycle
 
     @classmethod
-    def start(cls, assets: Path, workdir: Path, *, fsync: bool = False,
+    def start(cls, assets: Path, workdir: Path, *, fsync: bool = False, audit: bool = True,
               apiserver_args: Iterable[str] = (), attempts: int = 3) -> ControlPlane:
         """Start etcd and the API server in ``workdir`` and wait until NFD's CRDs are
-        served. ``fsync=False`` runs etcd with --unsafe-no-fsync (tests: nothing to keep).
+        served. ``fsync=False`` runs etcd with --unsafe-no-fsync (tests: nothing to keep);
+        ``audit`` logs every request of AUDITED_USER to ``audit_log`` (``audit_events``).
         Raises ControlPlaneError with the failing process's log when it cannot start."""
         check_assets(assets)
         crds = crds_file(assets)
         workdir.mkdir(parents=True, exist_ok=True)
         pki = make_pki(workdir / "pki")
+        apiserver_args = list(apiserver_args)
+        if audit:
+            apiserver_args += audit_args(workdir)
         error: ControlPlaneError | None = None
         for attempt in range(attempts):  # another process may take a free port first
             try:
@@ -516,10 +548,11 @@ class ControlPlane:
         status, body = self.request("GET", path, expect=(200, 404))
         return body if status == 200 else None
 
-    def create(self, obj: JSON) -> JSON:
+    def create(self, obj: JSON, manager: str | None = None) -> JSON:
         meta = obj["metadata"]
         path = collection_path(obj["apiVersion"], obj["kind"], meta.get("namespace"))
-        return dict(self.request("POST", path, obj)[1])
+        query = {"fieldManager": manager} if manager else None
+        return dict(self.request("POST", path, obj, query=query)[1])
 
     def apply(self, obj: JSON, manager: str = "realapi-admin") -> JSON:
         """Server-side apply as ``manager``, forcing conflicts (an admin's kubectl apply)."""
@@ -527,8 +560,10 @@ class ControlPlane:
                                  content_type="application/apply-patch+yaml",
                                  query={"fieldManager": manager, "force": "true"})[1])
 
-    def patch(self, path: str, patch: Any, kind: str = "merge") -> JSON:
-        return dict(self.request("PATCH", path, patch,
+    def patch(self, path: str, patch: Any, kind: str = "merge",
+              manager: str | None = None) -> JSON:
+        query = {"fieldManager": manager} if manager else None
+        return dict(self.request("PATCH", path, patch, query=query,
                                  content_type=f"application/{kind}-patch+json")[1])
 
     def delete(self, obj_or_path: Mapping[str, Any] | str, wait: bool = True) -> None:
@@ -538,6 +573,41 @@ class ControlPlane:
         self.request("DELETE", path, expect=(200, 202, 404))
         if wait:
             _poll(lambda: self.get(path) is None, f"{path} to be deleted", 30.0)
+
+    def audit_offset(self) -> int:
+        """Where the audit log ends now (for ``audit_events(since=...)``)."""
+        self.sync_audit()
+        return self.audit_log.stat().st_size
+
+    def sync_audit(self, timeout: float = 10.0) -> None:
+        """Return once every request answered before this call is in the audit log: the
+        admin's marker request, sent after them, is there."""
+        self._markers += 1
+        marker = f"marker-{os.getpid()}-{self._markers}"
+        self.request("GET", f"/api/v1/namespaces/{AUDIT_MARKERS}/configmaps/{marker}",
+                     expect=(404,))
+
+        def logged() -> bool:
+            return self.audit_log.is_file() and marker in self.audit_log.read_text()
+
+        _poll(logged, "the audit log to catch up", timeout)
+
+    def audit_events(self, since: int = 0) -> list[JSON]:
+        """AUDITED_USER's requests from byte ``since`` of the audit log, one event each (a
+        watch when its stream starts, anything else when it is answered), in order."""
+        self.sync_audit()
+        with self.audit_log.open("rb") as log:
+            log.seek(since)
+            lines = log.read().splitlines()
+        events: list[JSON] = []
+        seen: set[str] = set()
+        for line in lines:
+            event = json.loads(line)
+            if event["user"]["username"] != AUDITED_USER or event["auditID"] in seen:
+                continue
+            seen.add(event["auditID"])
+            events.append(event)
+        return events
 
     def metrics(self) -> str:
         return str(self.request("GET", "/metrics")[1])
@@ -576,14 +646,19 @@ class ControlPlane:
         return namespace
 
     def create_node(self, name: str, labels: Mapping[str, str] | None = None,
-                    allocatable: Mapping[str, str] | None = None) -> JSON:
+                    allocatable: Mapping[str, str] | None = None, *,
+                    annotations: Mapping[str, str] | None = None,
+                    manager: str = "kubelet") -> JSON:
         """A Node as a kubelet would leave it: Ready, with capacity and allocatable
-        resources, without the not-ready taint the API server adds on create."""
+        resources, without the not-ready taint the API server adds on create. ``labels``
+        (default: the hostname and os labels) are exactly the Node's, owned by ``manager``."""
         resources = {"cpu": "16", "memory": "64Gi", "pods": "110", **(allocatable or {})}
-        node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                       **(labels or {})}
-        self.create({"apiVersion": "v1", "kind": "Node",
-                     "metadata": {"name": name, "labels": node_labels}})
+        node_labels = (dict(labels) if labels is not None else
+                       {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"})
+        meta: JSON = {"name": name, "labels": node_labels}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        self.create({"apiVersion": "v1", "kind": "Node", "metadata": meta}, manager=manager)
         path = f"/api/v1/nodes/{name}"
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.patch(f"{path}/status", {"status": {
@@ -594,8 +669,9 @@ class ControlPlane:
             "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
                          "kubeletVersion": "v1.36.2", "bootID": "", "machineID": "",
                          "systemUUID": "", "kernelVersion": "", "osImage": "",
-                         "containerRuntimeVersion": "", "kubeProxyVersion": ""}}})
-        return self.patch(path, {"spec": {"taints": None}})
+                         "containerRuntimeVersion": "", "kubeProxyVersion": ""}}},
+                   manager=manager)
+        return self.patch(path, {"spec": {"taints": None}}, manager=manager)
 
     def install_rbac(self, mode: str | None, timeout: float = 30.0) -> None:
         """Bind the ServiceAccount of manifests/base to exactly the RBAC of
@@ -656,10 +732,15 @@ class ControlPlane:
 
     def service_account_kubeconfig(self, path: Path, namespace: str = "gfd",
                                    name: str = "gfd", **token_args: Any) -> Path:
-        """A kubeconfig for the ServiceAccount with a fresh TokenRequest token."""
-        return write_kubeconfig(path, self.url, self.pki.ca_cert,
-                                {"token": self.token(namespace, name, **token_args)},
-                                f"{namespace}-{name}")
+        """A kubeconfig for the ServiceAccount with a fresh TokenRequest token, its
+        context's namespace the ServiceAccount's."""
+        written = write_kubeconfig(path, self.url, self.pki.ca_cert,
+                                   {"token": self.token(namespace, name, **token_args)},
+                                   f"{namespace}-{name}")
+        config = yaml.safe_load(written.read_text())
+        config["contexts"][0]["context"]["namespace"] = namespace
+        written.write_text(yaml.safe_dump(config))
+        return written
 
     def compact(self) -> int:
         """Compact etcd's history up to its current revision (what the API server does

@@ -1,5 +1,5 @@
-"""Fixtures of the real-API tier: one control plane (etcd + kube-apiserver from
-``$KUBEBUILDER_ASSETS``) per session, the admin's kubeconfig, the ServiceAccount of
+"""Fixtures of the real-API tier besides ``control_plane`` and ``admin_kubeconfig`` (in
+tests/conftest.py, so e2e tests can run on both servers): the ServiceAccount of
 ``manifests/`` bound to one mode's RBAC, kube-scheduler on demand, and fresh Nodes.
 
 ``KUBEBUILDER_ASSETS`` unset: every test here skips with one line saying how to enable the
@@ -9,51 +9,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers.controlplane import (
-    ASSETS_ENV,
-    ENABLE_HINT,
-    ControlPlane,
-    Process,
-    assets_from_env,
-)
+from helpers.controlplane import ControlPlane, Process
 
 _serial = itertools.count(1)
-SKIP_REASON = f"real API server tier off: {ASSETS_ENV} is unset; to run it: {ENABLE_HINT}"
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
-                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Every skip for want of assets is reported at this file, so ``-rs`` folds them into
-    one line instead of one per test."""
-    report: pytest.TestReport = yield
-    longrepr = report.longrepr
-    if report.skipped and isinstance(longrepr, tuple) and longrepr[2].endswith(SKIP_REASON):
-        report.longrepr = (__file__, 1, longrepr[2])
-    return report
-
-
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """etcd and kube-apiserver, running for the whole session, NFD's CRDs served."""
-    assets = assets_from_env()
-    if assets is None:
-        pytest.skip(SKIP_REASON)
-    plane = ControlPlane.start(assets, tmp_path_factory.mktemp("controlplane"))
-    try:
-        yield plane
-    finally:
-        plane.stop()
-
-
-@pytest.fixture(scope="session")
-def admin_kubeconfig(control_plane: ControlPlane) -> Path:
-    """A kubeconfig for the cluster admin (client certificate in system:masters)."""
-    return control_plane.admin_kubeconfig
 
 
 @pytest.fixture
