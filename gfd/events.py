@@ -63,6 +63,8 @@ MAX_AGE = 900.0
 """Seconds a request is retried before it is dropped (an API outage longer than this)."""
 RETRY_CAP = 60.0
 """Longest pause between retries of a failing request."""
+CLOSE_GRACE = 5.0
+"""Seconds ``Sender.close`` gives the queued requests (gfd stopping: the last Events)."""
 
 EventType = Literal["Normal", "Warning"]
 
@@ -381,6 +383,7 @@ class Sender:
         self._clock = clock
         self._queue: queue.Queue[Request | None] = queue.Queue(maxsize=size)
         self._stop = threading.Event()
+        self._closing = False
         self._uid = ""
         self._errors = Once(log)
         self._thread = threading.Thread(target=self._run, name="gfd-events", daemon=True)
@@ -402,13 +405,17 @@ class Sender:
             time.sleep(0.01)
         return not self._queue.unfinished_tasks
 
-    def close(self) -> None:
-        self._stop.set()
+    def close(self, grace: float = CLOSE_GRACE) -> None:
+        """Send what is queued (each request tried once more at most) for up to ``grace``
+        seconds, then stop."""
+        self._closing = True
         try:
-            self._queue.put_nowait(None)
+            self._queue.put(None, timeout=grace)
         except queue.Full:
             pass
-        self._thread.join(timeout=5.0)
+        self._thread.join(timeout=grace)
+        self._stop.set()
+        self._thread.join(timeout=1.0)
 
     def _count(self, reason: str, result: str) -> None:
         if self._report is not None:
@@ -450,7 +457,8 @@ class Sender:
                 self._errors.warning("cannot record Event %s on node %s: %s", request.reason,
                                      self._node, exc, key="send")
                 transient = exc.status is None or exc.retriable
-                if not transient or self._clock() - request.queued > MAX_AGE:
+                if (not transient or self._closing
+                        or self._clock() - request.queued > MAX_AGE):
                     self._count(request.reason, "failed")
                     return
                 self._stop.wait(backoff(failures, RETRY_CAP))
