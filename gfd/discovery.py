@@ -107,6 +107,8 @@ class Discovery:
             replace(
                 g,
                 pci_class=self.host.pci_class(g.pci_bus_id) if g.error is None else None,
+                numa_node=self.host.numa_node(g.pci_bus_id) if g.error is None else None,
+                pcie_root=self.host.pcie_root(g.pci_bus_id) if g.error is None else None,
                 timeslice=(timeslices or {}).get(g.index),
             )
             for g in snap.gpus

@@ -51,6 +51,13 @@ class MigDevice:
     encoders: int = 0
     jpegs: int = 0
     ofas: int = 0
+    gi_profile_id: int | None = None
+    """The GPU instance's profile id (nvmlGpuInstanceGetInfo ``profileId``); None when not
+    read. Part of the DRA driver's device name."""
+    placement_start: int | None = None
+    """The GPU instance's placement start, in memory slices (nvmlGpuInstanceGetInfo)."""
+    placement_size: int | None = None
+    """The GPU instance's placement size, in memory slices."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,7 +73,7 @@ class Fabric:
     clique_id: int
 
 
-FACTS = ("identity", "memory", "compute_capability", "architecture", "brand", "pci",
+FACTS = ("identity", "minor", "memory", "compute_capability", "architecture", "brand", "pci",
          "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric")
 """What NVML is asked about each GPU, one name per query (docs/nvml-errors.md)."""
 
@@ -93,6 +100,9 @@ class Gpu:
 
     index: int
     uuid: str = ""
+    minor: int | None = None
+    """nvmlDeviceGetMinorNumber: the N of ``/dev/nvidiaN`` (the DRA driver names the GPU
+    ``gpu-<minor>``); None when not read."""
     name: str = ""
     """nvmlDeviceGetName, e.g. ``NVIDIA H100 80GB HBM3`` (raw, unsanitised); vfio: the PCI
     IDs database's device name, e.g. ``GA100 [A100 SXM4 40GB]``."""
@@ -108,6 +118,11 @@ class Gpu:
     """NVML's bus id, 8-digit domain: ``00000000:18:00.0``."""
     pci_class: str | None = None
     """PCI class from sysfs, e.g. ``0x030200``; None when unreadable."""
+    numa_node: int | None = None
+    """The PCI device's NUMA node from sysfs (``numa_node``); None when unreadable or -1."""
+    pcie_root: str | None = None
+    """The PCIe root complex from sysfs, e.g. ``pci0000:00`` (the first ``devices/`` component
+    of the device's link under ``bus/pci/devices``); None when unreadable."""
     mig_capable: bool = False
     mig_enabled: bool = False
     """Current MIG mode."""
