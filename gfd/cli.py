@@ -21,7 +21,7 @@ import click
 from gfd import __version__
 from gfd.config import BY_NAME, Bool, Entry, Group, Settings, ValueProblem, entries
 from gfd.errors import ConfigError, GfdError
-from gfd.labelers.catalog import describe
+from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 from gfd.labelers.options import LABEL_SETS
 
 if TYPE_CHECKING:
@@ -152,14 +152,17 @@ def cli() -> None:
               help="text: sorted key=value lines; json: one object.")
 @click.pass_context
 def labels_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Print the labels this node would get, sorted (no side effects)."""
+    """Print the labels this node would get, sorted (no side effects); the resource manager
+    they are for, and why, on stderr."""
     from gfd.app import label_once
     from gfd.sinks.featurefile import render
 
     settings, _ = build_settings(params)
     _configure_logging(settings.log_level if settings.log_level != "info" else "warning",
                        settings.log_format)
-    _, labelling = label_once(settings, int(time.time()))
+    snapshot, labelling = label_once(settings, int(time.time()))
+    manager = snapshot.resource_manager
+    click.echo(f"resource manager: {manager.name} ({manager.evidence})", err=True)
     if params["output_format"] == "json":
         click.echo(json.dumps(labelling.labels, indent=2, sort_keys=True))
     else:
@@ -245,7 +248,8 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
 
     settings, _ = build_settings(params)
     _configure_logging("error", settings.log_format)
-    _, labelling = label_once(settings, int(time.time()))
+    snapshot, labelling = label_once(settings, int(time.time()))
+    manager = snapshot.resource_manager
     full = key if "/" in key else f"nvidia.com/{key}"
     label = labelling.explained.get(full)
     if label is None:
@@ -253,6 +257,9 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         doc = describe(full)
         why = f"; it is present when: {doc.when}" if doc else ""
+        if EXCLUDED_KEYS[manager.name].fullmatch(full):
+            why = (f"; it is not published under resource manager {manager.name} "
+                   f"({manager.evidence})")
         raise LabelNotFound(f"{full} is not a label on this machine{why}{hint}")
     rejected = {r.key: r for r in labelling.rejected}
     click.echo(f"{full}={label.value}")
@@ -265,6 +272,9 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
     if doc:
         where = " or ".join(f"gfd/labelers/{m.strip()}.py" for m in doc.module.split("/"))
         click.echo(f"  set:    {doc.set} (computed in {where})")
+        if manager.name == "dra" and doc.dra:
+            click.echo(f"  under dra: {doc.dra}")
+    click.echo(f"  resource manager: {manager.name} ({manager.evidence})")
     if full in rejected:
         click.echo(f"  NOT PUBLISHED: {rejected[full].message}")
 

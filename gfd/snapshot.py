@@ -164,6 +164,23 @@ class Vgpu:
     host_driver_branch: str = ""
 
 
+RESOURCE_MANAGERS = ("device-plugin", "dra")
+"""What hands out a node's GPUs to pods: the NVIDIA device plugin (extended resources
+``nvidia.com/gpu``, ``nvidia.com/mig-<profile>``) or the NVIDIA DRA driver (ResourceSlices
+of driver ``gpu.nvidia.com``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceManager:
+    """Which resource manager runs on the node, and the evidence it was decided from."""
+
+    name: str = "device-plugin"
+    """One of RESOURCE_MANAGERS."""
+    evidence: str = ""
+    """Why, one line: ``--resource-manager dra``, ``<dir>/gpu.nvidia.com-reg.sock is a
+    socket``, ``2 ResourceSlices of driver gpu.nvidia.com``, ``no sign of DRA ...``."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
     """Everything gfd knows about a node's GPUs at one moment."""
@@ -187,6 +204,9 @@ class Snapshot:
     backend: str = "nvml"
     """The GPU back end that read it: ``nvml``, ``tegra`` (CUDA driver API) or ``vfio``
     (PCI devices bound to vfio-pci). GFD derives a few labels differently per back end."""
+    resource_manager: ResourceManager = ResourceManager()
+    """What hands the GPUs to pods (``--resource-manager``, or what ``auto`` found on the
+    node); the pipeline keeps the labels documented for it."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict, with the schema version."""
@@ -275,6 +295,7 @@ def _convert(cls: type, name: str, value: Any, where: str) -> Any:
 _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (Snapshot, "gpus"): ("list", Gpu),
     (Snapshot, "vgpu"): ("obj?", Vgpu),
+    (Snapshot, "resource_manager"): ("obj", ResourceManager),
     (Gpu, "mig_devices"): ("list", MigDevice),
     (Gpu, "degraded"): ("list", Degraded),
     (Gpu, "fabric"): ("obj?", Fabric),
@@ -290,6 +311,10 @@ def validate_types(snapshot: Snapshot) -> None:
             if d.fact not in FACTS:
                 raise DiscoveryError(f"snapshot: GPU {gpu.index}: degraded fact {d.fact!r} is "
                                      f"not one of {', '.join(FACTS)}")
+    if snapshot.resource_manager.name not in RESOURCE_MANAGERS:
+        raise DiscoveryError(f"snapshot.resource_manager.name: must be one of "
+                             f"{', '.join(RESOURCE_MANAGERS)}, got "
+                             f"{snapshot.resource_manager.name!r}")
     if snapshot.backend not in BACKENDS:
         raise DiscoveryError(f"snapshot.backend: must be one of {', '.join(BACKENDS)}, got "
                              f"{snapshot.backend!r}")
@@ -339,11 +364,13 @@ __all__ = [
     "COMPUTE_MODES",
     "FABRIC_STATES",
     "FACTS",
+    "RESOURCE_MANAGERS",
     "SCHEMA_VERSION",
     "Degraded",
     "Fabric",
     "Gpu",
     "MigDevice",
+    "ResourceManager",
     "Snapshot",
     "Vgpu",
     "load_snapshot",

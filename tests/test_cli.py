@@ -5,6 +5,8 @@ command's output, and errors mapped to exit codes (0 ok, 1 runtime, 2 usage or c
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,8 @@ sharing:
         replicas: 4
 """
 ENV_NAMES = ("GFD_MIG_STRATEGY", "MIG_STRATEGY", "GFD_NO_TIMESTAMP", "GFD_CONFIG_FILE",
-             "CONFIG_FILE", "GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR", "GFD_ONESHOT",
+             "CONFIG_FILE", "GFD_RESOURCE_MANAGER", "GFD_PLUGINS_REGISTRY",
+             "GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR", "GFD_ONESHOT",
              "GFD_SLEEP_INTERVAL", "GFD_OUTPUT_FILE", "GFD_LABEL_SET")
 
 
@@ -211,7 +214,8 @@ def test_snapshot_prints_json_that_labels_reproduce(tmp_path: Path) -> None:
 
 
 def test_explain_prints_value_source_raw_rules_and_set() -> None:
-    result = invoke("explain", "gpu.product", "--simulate", "hgx-h100")
+    result = invoke("explain", "gpu.product", "--simulate", "hgx-h100",
+                    "--resource-manager", "device-plugin")
     assert result.exit_code == 0
     assert result.stdout.splitlines() == [
         "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",
@@ -219,7 +223,35 @@ def test_explain_prints_value_source_raw_rules_and_set() -> None:
         "  raw:    NVIDIA H100 80GB HBM3",
         "  rule 1: sanitise: keep [A-Za-z0-9-_. ], join words with '-'",
         "  set:    compat (computed in gfd/labelers/gpu.py or gfd/labelers/mig.py)",
+        "  resource manager: device-plugin (--resource-manager device-plugin)",
     ]
+
+
+def test_explain_under_dra_says_what_the_label_means_there_and_what_it_leaves_out() -> None:
+    result = invoke("explain", "gpu.product", "--simulate", "t4-time-sliced",
+                    "--resource-manager", "dra")
+    assert result.stdout.splitlines()[0] == "nvidia.com/gpu.product=Tesla-T4"
+    assert "  under dra: the primary model's name: never `-SHARED` or `-MIG-...` (`gpu` only)" \
+        in result.stdout.splitlines()
+    assert result.stdout.splitlines()[-1] == "  resource manager: dra (--resource-manager dra)"
+    gone = invoke("explain", "gpu.replicas", "--simulate", "t4-time-sliced",
+                  "--resource-manager", "dra")
+    assert gone.exit_code == 1
+    assert ("gpu.replicas is not a label on this machine; it is not published under resource "
+            "manager dra (--resource-manager dra)") in gone.stderr
+
+
+def test_labels_says_on_stderr_which_resource_manager_they_are_for(tmp_path: Path) -> None:
+    code, labels, err = run("labels", "--simulate", "hgx-h100",
+                            "--plugins-registry", str(tmp_path))
+    assert code == 0 and "nvidia.com/gpu.present" not in labels
+    assert err == f"resource manager: device-plugin (no sign of DRA: no {tmp_path}/" \
+                  "gpu.nvidia.com-reg.sock)\n"
+    os.mknod(tmp_path / "gpu.nvidia.com-reg.sock", stat.S_IFSOCK | 0o600)
+    code, labels, err = run("labels", "--simulate", "hgx-h100", env={
+        "GFD_PLUGINS_REGISTRY": str(tmp_path)})
+    assert code == 0 and labels["nvidia.com/gpu.present"] == "true"
+    assert err.startswith("resource manager: dra (the NVIDIA DRA kubelet plugin is registered")
 
 
 def test_explain_of_an_unknown_key_suggests_close_ones_and_exits_1() -> None:
