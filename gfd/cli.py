@@ -303,6 +303,9 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  set:    {doc.set} (computed in {where})")
         if manager.name == "dra" and doc.dra:
             click.echo(f"  under dra: {doc.dra}")
+    if manager.name == "dra" and full.startswith("nvidia.com/gpu."):
+        click.echo("  per device: `gfd devices` (each GPU and MIG device as DRA claims select "
+                   "it: attributes, capacities)")
     click.echo(f"  resource manager: {manager.name} ({manager.evidence})")
     if full in rejected:
         click.echo(f"  NOT PUBLISHED: {rejected[full].message}")

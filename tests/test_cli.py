@@ -233,7 +233,13 @@ def test_explain_under_dra_says_what_the_label_means_there_and_what_it_leaves_ou
     assert result.stdout.splitlines()[0] == "nvidia.com/gpu.product=Tesla-T4"
     assert "  under dra: the primary model's name: never `-SHARED` or `-MIG-...` (`gpu` only)" \
         in result.stdout.splitlines()
-    assert result.stdout.splitlines()[-1] == "  resource manager: dra (--resource-manager dra)"
+    assert result.stdout.splitlines()[-2:] == [
+        "  per device: `gfd devices` (each GPU and MIG device as DRA claims select it: "
+        "attributes, capacities)",
+        "  resource manager: dra (--resource-manager dra)"]
+    driver = invoke("explain", "cuda.driver.major", "--simulate", "t4-time-sliced",
+                    "--resource-manager", "dra")
+    assert driver.exit_code == 0 and "gfd devices" not in driver.stdout
     gone = invoke("explain", "gpu.replicas", "--simulate", "t4-time-sliced",
                   "--resource-manager", "dra")
     assert gone.exit_code == 1
