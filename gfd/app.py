@@ -18,6 +18,7 @@ from gfd.discovery import Discovery, GpuSource, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
+from gfd.readers.resourcemanager import ResourceManagerReader
 from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
 
@@ -94,10 +95,16 @@ def make_gpu_source(settings: Settings) -> GpuSource:
     return NvmlReader()
 
 
+def make_manager(settings: Settings) -> ResourceManagerReader:
+    """What decides the resource manager at each read (``--resource-manager``)."""
+    return ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
+
+
 def make_discovery(settings: Settings) -> Discovery:
     """The readers for these settings, composed into one snapshot per read."""
     host = HostReader(machine_type_file=settings.machine_type_file,
                       sysfs_root=settings.sysfs_root, scan_vgpu=not settings.no_vgpu_labels)
+    manager = make_manager(settings)
     if settings.simulate or settings.snapshot:
         if settings.simulate:
             from gfd.readers.simulate import simulate
@@ -107,7 +114,7 @@ def make_discovery(settings: Settings) -> Discovery:
             fixed = read_snapshot_file(settings.snapshot)
         if settings.no_vgpu_labels:  # as if the scan had not run there either
             fixed = replace(fixed, vgpu=None)
-        return Discovery(None, host, fixed=fixed)
+        return Discovery(None, host, fixed=fixed, manager=manager)
     smi = None
     # nvidia-smi numbers the GPUs NVML sees: none of them is a vfio GPU.
     if settings.label_set == "extended" and settings.device_discovery_strategy != "vfio":
@@ -115,7 +122,7 @@ def make_discovery(settings: Settings) -> Discovery:
 
         smi = SmiReader(settings.nvidia_smi)
     return Discovery(make_gpu_source(settings), host, smi=smi,
-                     fail_on_init_error=settings.fail_on_init_error)
+                     fail_on_init_error=settings.fail_on_init_error, manager=manager)
 
 
 def share_features_lock(old: Sink, new: Sink) -> None:

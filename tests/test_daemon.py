@@ -449,6 +449,7 @@ def test_a_published_cycle_is_reported_to_the_observer_and_health(tmp_path) -> N
     assert changes == {"added": count, "changed": 0, "removed": 0, "when": 1_790_000_000.0}
     assert observer.named("gpus") == [({"NVIDIA H100 80GB HBM3": 8},)]
     assert observer.named("nvml_up") == [(True,)]
+    assert observer.named("resource_manager") == [("device-plugin",)]
     assert observer.named("error") == []
 
 

@@ -36,23 +36,32 @@ class _Profile:
     enc: int = 0
     jpeg: int = 0
     ofa: int = 0
+    profile_id: int = 0
+    """The GPU instance profile id (NVML_GPU_INSTANCE_PROFILE_*)."""
+    size: int = 1
+    """The placement size in memory slices."""
 
 
 # A100-SXM4-40GB (40960 MiB). Values as NVML reports them on a DGX A100.
 _A100_40 = {
-    "1g.5gb": _Profile("MIG 1g.5gb", 4864, 14, 1, 1, copy=1, dec=0),
-    "2g.10gb": _Profile("MIG 2g.10gb", 9856, 28, 2, 2, copy=2, dec=1),
-    "3g.20gb": _Profile("MIG 3g.20gb", 20096, 42, 3, 3, copy=3, dec=2),
-    "4g.20gb": _Profile("MIG 4g.20gb", 20096, 56, 4, 4, copy=4, dec=2),
-    "7g.40gb": _Profile("MIG 7g.40gb", 40192, 98, 7, 7, copy=7, dec=5, jpeg=1, ofa=1),
+    "1g.5gb": _Profile("MIG 1g.5gb", 4864, 14, 1, 1, copy=1, dec=0, profile_id=19),
+    "2g.10gb": _Profile("MIG 2g.10gb", 9856, 28, 2, 2, copy=2, dec=1, profile_id=14, size=2),
+    "3g.20gb": _Profile("MIG 3g.20gb", 20096, 42, 3, 3, copy=3, dec=2, profile_id=9, size=4),
+    "4g.20gb": _Profile("MIG 4g.20gb", 20096, 56, 4, 4, copy=4, dec=2, profile_id=5, size=4),
+    "7g.40gb": _Profile("MIG 7g.40gb", 40192, 98, 7, 7, copy=7, dec=5, jpeg=1, ofa=1,
+                        profile_id=0, size=8),
 }
 # H100 80GB HBM3 (81559 MiB).
 _H100_80 = {
-    "1g.10gb": _Profile("MIG 1g.10gb", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1),
-    "1g.10gb+me": _Profile("MIG 1g.10gb+me", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1, ofa=1),
-    "1g.20gb": _Profile("MIG 1g.20gb", 19968, 26, 1, 1, copy=1, dec=1, jpeg=1),
-    "3g.40gb": _Profile("MIG 3g.40gb", 40192, 60, 3, 3, copy=3, dec=3, jpeg=3),
-    "7g.80gb": _Profile("MIG 7g.80gb", 80384, 132, 7, 7, copy=8, dec=7, jpeg=7, ofa=1),
+    "1g.10gb": _Profile("MIG 1g.10gb", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1, profile_id=19),
+    "1g.10gb+me": _Profile("MIG 1g.10gb+me", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1, ofa=1,
+                           profile_id=20),
+    "1g.20gb": _Profile("MIG 1g.20gb", 19968, 26, 1, 1, copy=1, dec=1, jpeg=1, profile_id=15,
+                        size=2),
+    "3g.40gb": _Profile("MIG 3g.40gb", 40192, 60, 3, 3, copy=3, dec=3, jpeg=3, profile_id=9,
+                        size=4),
+    "7g.80gb": _Profile("MIG 7g.80gb", 80384, 132, 7, 7, copy=8, dec=7, jpeg=7, ofa=1,
+                        profile_id=0, size=8),
 }
 
 _H100_NAME = "NVIDIA H100 80GB HBM3"
@@ -78,8 +87,23 @@ def _uuid(prefix: str, i: int, j: int | None = None) -> str:
     return f"{prefix}-5a1b7c3d-0000-4000-8000-00000000{tail}"
 
 
+def _placements(profiles: list[_Profile]) -> list[int]:
+    """Each GPU instance's placement start: largest first, at the lowest free start that is a
+    multiple of its size (as NVML's placements are; 7 slices of 8 take one 1-slice each)."""
+    used: set[int] = set()
+    starts = [0] * len(profiles)
+    for i in sorted(range(len(profiles)), key=lambda i: -profiles[i].size):
+        size = profiles[i].size
+        start = next(s for s in range(0, 8, size)
+                     if not used & set(range(s, s + size)) and s + size <= (8 if size > 1 else 7))
+        used |= set(range(start, start + size))
+        starts[i] = start
+    return starts
+
+
 def _migs(gpu: int, names: list[str], table: dict[str, _Profile]) -> tuple[MigDevice, ...]:
     out = []
+    starts = _placements([table[key] for key in names])
     for slot, key in enumerate(names):
         p = table[key]
         out.append(MigDevice(
@@ -87,6 +111,7 @@ def _migs(gpu: int, names: list[str], table: dict[str, _Profile]) -> tuple[MigDe
             compute_instance_id=0, profile_name=p.name, memory_mib=p.memory_mib,
             multiprocessors=p.sms, gi_slices=p.gi, ci_slices=p.ci, copy_engines=p.copy,
             decoders=p.dec, encoders=p.enc, jpegs=p.jpeg, ofas=p.ofa,
+            gi_profile_id=p.profile_id, placement_start=starts[slot], placement_size=p.size,
         ))
     return tuple(out)
 
@@ -94,9 +119,10 @@ def _migs(gpu: int, names: list[str], table: dict[str, _Profile]) -> tuple[MigDe
 def _gpu(i: int, name: str, memory: int, cc: tuple[int, int], arch: str, brand: str,
          **kw: object) -> Gpu:
     base: dict[str, object] = dict(
-        index=i, uuid=_uuid("GPU", i), name=name, memory_total_bytes=memory,
+        index=i, uuid=_uuid("GPU", i), minor=i, name=name, memory_total_bytes=memory,
         compute_capability=cc, architecture=arch, brand=brand, pci_bus_id=_bus(i),
         pci_class="0x030200", compute_mode="default", mig_pending_enabled=None,
+        numa_node=i // 4, pcie_root=f"pci0000:{0x10 + 0x20 * (i // 2):02x}",
     )
     base.update(kw)
     return Gpu(**base)  # type: ignore[arg-type]

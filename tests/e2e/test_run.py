@@ -3,8 +3,10 @@ config reload, signals, and the metrics/probe endpoints."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +230,31 @@ def test_after_a_daemons_sigterm_features_d_holds_only_the_feature_file(
     assert agent.stop(signal.SIGTERM) == 0
     assert [p.name for p in agent.out.parent.iterdir()] == ["gfd"]
     assert agent.labels()["nvidia.com/gpu.count"] == "4", "the labels stay"
+
+
+def test_auto_follows_the_dra_plugin_registering_and_leaving_while_running(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    registry = tmp_path / "plugins_registry"
+    registry.mkdir()
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "200ms",
+                  "--plugins-registry", str(registry), "--metrics-port", str(port))
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "1")
+    assert "nvidia.com/gpu.present" not in agent.labels()
+    dra = 'gfd_resource_manager{manager="dra"}'
+    assert metric(http(port, "/metrics")[1], dra) == 0.0
+    sock = registry / "gpu.nvidia.com-reg.sock"
+    os.mknod(sock, stat.S_IFSOCK | 0o600)  # the DRA kubelet plugin registers
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.present") == "true", timeout=5)
+    labels = agent.labels()
+    assert "nvidia.com/gpu.replicas" not in labels and "nvidia.com/mig.strategy" not in labels
+    assert labels["nvidia.com/gpu.count"] == "8"
+    assert metric(http(port, "/metrics")[1], dra) == 1.0
+    sock.unlink()  # and goes away: the device plugin's labels come back
+    wait_for(lambda: "nvidia.com/gpu.present" not in agent.labels(), timeout=5)
+    assert agent.labels()["nvidia.com/gpu.replicas"] == "1"
+    logs = agent.logs()
+    assert agent.stop() == 0
+    assert logs.count("resource manager changed from device-plugin to dra") == 1
+    assert logs.count("resource manager changed from dra to device-plugin") == 1

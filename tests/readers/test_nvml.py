@@ -80,6 +80,9 @@ def expected(machine: Machine) -> Snapshot:
                 encoders=m.gi_profile.encoders,
                 jpegs=m.gi_profile.jpegs,
                 ofas=m.gi_profile.ofas,
+                gi_profile_id=m.gi_profile.id,
+                placement_start=m.gi_start,
+                placement_size=m.gi_profile.slices,
             )
             for m in res.mig
         )
@@ -87,6 +90,7 @@ def expected(machine: Machine) -> Snapshot:
             Gpu(
                 index=index,
                 uuid=res.uuid,
+                minor=index if spec.minor is None else spec.minor,
                 name=spec.name,
                 memory_total_bytes=spec.memory_bytes,
                 compute_capability=spec.compute,
@@ -583,6 +587,22 @@ def test_mig_profile_tables_are_read_once_per_session(nvml_machine: Any) -> None
     reader.read()
     assert sum(fake.call_count(c) for c in TABLE_CALLS) > tables
     reader.close()
+
+
+def test_the_minor_number_and_each_gpu_instances_placement_are_read(nvml_machine: Any) -> None:
+    machine = profiles.dgx_a100_layout()
+    machine.gpus[0] = replace(machine.gpus[0], minor=5)
+    snap = read(nvml_machine, machine)
+    assert snap.gpus[0].minor == 5 and snap.gpus[1].minor == 1
+    resolved = {m.uuid: m for g in machine.resolve() for m in g.mig}
+    placed = [m for g in snap.gpus for m in g.mig_devices]
+    assert placed, "the layout has MIG devices"
+    for device in placed:
+        want = resolved[device.uuid]
+        assert (device.gi_profile_id, device.placement_start, device.placement_size) == (
+            want.gi_profile.id, want.gi_start, want.gi_profile.slices)
+    starts = {(m.gpu_instance_id, m.placement_start) for m in snap.gpus[0].mig_devices}
+    assert len({s for _, s in starts}) == len(starts), "GPU instances do not overlap"
 
 
 def test_machine_change_is_seen_without_reinit(nvml_machine: Any) -> None:

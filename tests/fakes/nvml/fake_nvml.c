@@ -166,6 +166,7 @@ struct gpu {
     nvmlReturn_t fault;     /* every device call on this GPU */
     nvmlReturn_t mig_fault; /* MIG device enumeration calls */
     unsigned max_mig;
+    unsigned minor; /* nvmlDeviceGetMinorNumber (/dev/nvidia<minor>) */
     unsigned long long events; /* nvmlDeviceGetSupportedEventTypes */
     int n_fail;
     struct fail fails[MAX_FAILS];
@@ -376,6 +377,7 @@ static struct gpu_instance *find_gi(struct gpu *g, unsigned id)
  *   fault <ERROR>                        every device call on this GPU fails
  *   mig_fault <ERROR>                    MIG enumeration calls fail
  *   max_mig <n>                          nvmlDeviceGetMaxMigDeviceCount
+ *   minor <n>                            nvmlDeviceGetMinorNumber (absent: the GPU's index)
  *   events <mask>                        nvmlDeviceGetSupportedEventTypes (C number syntax;
  *                                        absent: 0, the GPU supports no event type)
  *   gip <index> <id> <slices> <instances> <sms> <ce> <dec> <enc> <jpeg> <ofa> <memMiB> <p2p> <name...>
@@ -439,6 +441,7 @@ static int parse_line(struct machine *m, char *line, const char **why)
         g->compute_mode = NVML_COMPUTEMODE_DEFAULT;
         g->arch = NVML_DEVICE_ARCH_UNKNOWN;
         g->max_mig = 7;
+        g->minor = (unsigned)(m->n_gpu - 1);
         g->fault = NVML_SUCCESS;
         g->mig_fault = NVML_SUCCESS;
         g->fabric_status = NVML_SUCCESS;
@@ -502,6 +505,9 @@ static int parse_line(struct machine *m, char *line, const char **why)
             *why = "max_mig too large";
             return -1;
         }
+    } else if (strcmp(key, "minor") == 0) {
+        NEED_GPU();
+        SCAN(1, "%u", &g->minor);
     } else if (strcmp(key, "events") == 0) {
         NEED_GPU();
         char *end = NULL;
@@ -958,8 +964,8 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
     ENTER();
     DEVICE(device, 0);
     NOT_NULL(minorNumber);
-    (void)g;
-    *minorNumber = h->gpu;
+    (void)h;
+    *minorNumber = g->minor;
     return NVML_SUCCESS;
 }
 
