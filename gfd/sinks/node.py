@@ -285,21 +285,26 @@ class NodeSink:
                 if not bad:
                     raise
                 for key in sorted(bad):
-                    self._hold(key, sent, labels, mine.get(key), now, exc)
+                    self._hold(key, sent, labels, mine.get(key), now, exc,
+                               again=key in rejected)
                 rejected |= bad
         return self._apply(sent), rejected
 
     def _hold(self, key: str, sent: dict[str, str], labels: dict[str, str],
-              previous: str | None, now: float, exc: ApiError) -> None:
+              previous: str | None, now: float, exc: ApiError, *, again: bool) -> None:
+        """``sent[key]`` was rejected: the first time in this request, send the published value
+        instead -- even when it is the rejected value itself, as a transient rejection (a
+        webhook that flapped) must not delete a label; ``again``: leave the key out."""
         value = sent[key]
-        if key in labels and value == labels[key]:  # the wanted value was rejected
+        if not again and key in labels and value == labels[key]:  # the wanted value
             held = self._held.get(key)
             failures = held.failures + 1 if held and held.value == value else 1
-            fallback = previous if previous is not None and previous != value else None
+            fallback = previous
             delay = backoff(failures, REJECTED_RETRY_CAP, self.rand, start=REJECTED_RETRY_START)
             self._held[key] = _Held(value, fallback, failures, now + delay)
-            keeping = ("keeping its published value " + repr(fallback) if fallback is not None
-                       else "leaving it out")
+            keeping = ("sending its published value again" if fallback == value
+                       else "keeping its published value " + repr(fallback)
+                       if fallback is not None else "leaving it out")
             if not self._once.error("API server rejected label %s=%s: %s; %s, trying it again "
                                     "later", key, value, exc, keeping,
                                     key=f"rejected {key}={value}"):

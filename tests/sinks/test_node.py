@@ -246,6 +246,36 @@ def test_a_transient_422_keeps_the_published_value_in_the_same_request(
     assert not node.publish({**LABELS, COUNT: "7"}).written, "and then left alone"
 
 
+def test_a_transient_422_on_an_unchanged_label_sends_it_again_and_leaves_it_on_the_node(
+        api: MemoryApi, caplog: pytest.LogCaptureFixture) -> None:
+    """Regression (issue 20): a rejected value equal to the published one was left out of the
+    apply, and server-side apply without the key deleted it from the Node."""
+    clock = Clock()
+    node = sink(api, clock=clock)
+    node.publish(LABELS)
+    rejecting(api, "8")  # the published value of COUNT, refused once
+    api.clear_log()
+    result = node.publish({**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"})
+    assert api.labels(NODE)[COUNT] == "8", "the unchanged label stays on the Node"
+    assert result.rejected == (COUNT,) and result.change.changed == ("nvidia.com/gpu.product",)
+    assert methods(api) == ["apply_node_labels", "apply_node_labels"]
+    assert "sending its published value again" in caplog.text
+    api.clear_log()
+    clock.now += 10 * REJECTED_RETRY_CAP
+    assert not node.publish({**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"}).written, \
+        "the value went through: nothing is held, nothing retried"
+
+
+def test_an_unchanged_label_rejected_twice_in_a_row_is_left_out(api: MemoryApi) -> None:
+    node = sink(api)
+    node.publish(LABELS)
+    rejecting(api, "8")
+    rejecting(api, "8")
+    result = node.publish({**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"})
+    assert result.rejected == (COUNT,) and COUNT not in api.labels(NODE)
+    assert api.count("apply_node_labels") == 1 + 3
+
+
 def test_a_persistent_422_costs_requests_only_at_growing_intervals(
         api: MemoryApi, caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
