@@ -254,6 +254,7 @@ class NodeSink:
         if self._stale or first:
             self._synced = now
         self._stale = False
+        self._watched.published()
         return PublishResult(written=True, change=diff(before, after),
                              rejected=tuple(sorted(rejected)))
 

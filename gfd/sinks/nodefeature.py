@@ -309,6 +309,7 @@ class NodeFeatureSink:
         self._labels = dict(labels)
         self._current = stored
         self._stale = False
+        self._watched.published()
 
     def _done(self, labels: dict[str, str], stored: dict[str, Any],
               change: Change) -> PublishResult:

@@ -8,6 +8,7 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -523,6 +524,49 @@ def watched(tmp_path: Any) -> Iterator[tuple[NodeSink, FakeApiServer, Fired]]:
         wait_for(lambda: server.open_watches == 1)
         yield node_sink, server, fired
         node_sink.close()
+
+
+class HeldList:
+    """The sink's watch API, whose LIST is answered at once but handed to the watch only when
+    the test says: a read taken before gfd's first write and delivered after it."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.listed = threading.Event()
+        self.release = threading.Event()
+
+    def list_object(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self.kube.list_object(*args, **kwargs)
+        self.listed.set()
+        self.release.wait(5)
+        return answer
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        return self.kube.watch(*args, **kwargs)
+
+
+def test_the_watchs_first_read_and_gfds_first_apply_are_no_drift(tmp_path: Any) -> None:
+    """Regression (issue 20): the loop starts the watch, then publishes; the watch's first
+    LIST, taken before gfd's first apply, was read as drift -- a phantom repair (a read and an
+    apply) per node at every start."""
+    with FakeApiServer() as server:
+        server.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+        held = HeldList(kube)
+        node_sink = NodeSink(kube, NODE, watch_api=held)
+        fired = Fired()
+        try:
+            node_sink.watch(fired)  # as the loop does, before its first cycle
+            held.listed.wait(0.5)  # a LIST sent now would be answered by now
+            node_sink.publish({"nvidia.com/gpu.count": "8"})
+            held.release.set()
+            wait_for(lambda: server.open_watches == 1)
+            time.sleep(0.3)
+            assert fired == [], [t.detail for t in fired]
+            server.set_label(NODE, "nvidia.com/gpu.count", "99")  # real drift is still seen
+            wait_for(lambda: len(fired) == 1, timeout=5)
+        finally:
+            node_sink.close()
 
 
 def test_gfds_own_apply_seen_by_the_watch_is_no_drift(

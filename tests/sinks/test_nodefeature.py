@@ -8,6 +8,7 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -583,6 +584,48 @@ def watched(tmp_path: Any) -> Iterator[tuple[NodeFeatureSink, FakeApiServer, Fir
         wait_for(lambda: server.open_watches == 1)
         yield nf_sink, server, fired
         nf_sink.close()
+
+
+class HeldList:
+    """The sink's watch API, whose LIST is answered at once but handed to the watch only when
+    the test says: a read taken before gfd's first write and delivered after it."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.listed = threading.Event()
+        self.release = threading.Event()
+
+    def list_object(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self.kube.list_object(*args, **kwargs)
+        self.listed.set()
+        self.release.wait(5)
+        return answer
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        return self.kube.watch(*args, **kwargs)
+
+
+def test_the_watchs_first_read_and_gfds_first_write_are_no_drift(tmp_path: Any) -> None:
+    """Regression (issue 20): the watch's first LIST, taken before gfd created the object,
+    found none and reported it deleted once gfd had written it: a phantom re-read and write
+    per node at every start."""
+    with FakeApiServer() as server:
+        server.add_node(NODE)
+        server.add_pod(NS, POD, owner_daemonset="gfd", node_name=NODE)
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+        held = HeldList(kube)
+        nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=held)
+        fired = Fired()
+        try:
+            nf_sink.watch(fired)
+            held.listed.wait(0.5)
+            nf_sink.publish(LABELS)
+            held.release.set()
+            wait_for(lambda: server.open_watches == 1)
+            time.sleep(0.3)
+            assert fired == [], [t.detail for t in fired]
+        finally:
+            nf_sink.close()
 
 
 def test_gfds_own_writes_seen_by_the_watch_are_no_drift(
