@@ -342,6 +342,24 @@ def test_nodefeature_concurrent_edit_is_overwritten_safely(server: FakeApiServer
         **LABELS, "nvidia.com/gpu.count": "4"}
 
 
+def test_nodefeature_a_transient_422_on_an_unchanged_label_keeps_it(server: FakeApiServer,
+                                                                    kube: Kube) -> None:
+    sink = nf_sink(kube, Clock())
+    sink.publish(LABELS)
+    server.inject(422, 1, method="PUT", body={
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
+        "code": 422, "message": f'NodeFeature.nfd.k8s-sigs.io "{object_name(NODE)}" is '
+                                'invalid: spec.labels: Invalid value: "8": refused by a webhook',
+        "details": {"causes": [{"reason": "FieldValueInvalid", "field": "spec.labels",
+                                "message": 'Invalid value: "8": refused by a webhook'}]}})
+    server.clear_log()
+    wanted = {**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"}
+    result = sink.publish(wanted)
+    assert result.rejected == ("nvidia.com/gpu.count",)
+    assert [r.status for r in server.requests] == [422, 200]
+    assert nf_labels(server) == wanted
+
+
 def test_nodefeature_crd_missing_is_one_clear_error(server: FakeApiServer, kube: Kube) -> None:
     server.set_crd_installed(False)
     with pytest.raises(ApiError) as err:
