@@ -5,7 +5,8 @@ turns the file into ``FileConfig``: the settings it sets (keyed by ``gfd.config.
 field names, so ``gfd.config.resolve`` can apply GFD's precedence), the normalised sharing
 section, and warnings. Which ``flags`` fields exist, and how each value is checked, comes
 from the settings table (``gfd.config``); the device plugin's own fields, which gfd checks
-and ignores, are listed here. ``ConfigSource`` re-reads the file when asked.
+and ignores, are listed here. ``ConfigSource`` re-reads the file when asked and takes new
+content only once it has settled (a file rewritten in place is never taken half-written).
 
 Decisions (where GFD's Go loader is lenient, odd, or silent):
 
