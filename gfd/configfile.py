@@ -278,7 +278,8 @@ class ConfigSource:
             log.debug("%s: a writer has it open; keeping the last good config",
                       _label(self._path))
             return False
-        if self._wall() - after.mtime_ns / 1e9 >= self._quiet:
+        coarse = 1.0 if after.mtime_ns % 1_000_000_000 == 0 else 0.0  # whole-second mtimes
+        if self._wall() - after.mtime_ns / 1e9 >= self._quiet + coarse:
             return True  # not modified for the quiet period
         now = self._clock()
         if self._seen != (digest, after):

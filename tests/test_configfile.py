@@ -799,6 +799,17 @@ def test_content_unchanged_for_the_quiet_period_is_taken_even_with_a_fresh_mtime
     assert config is not None and config.sharing.strategy == "none", "an empty file, settled"
 
 
+def test_a_whole_second_mtime_counts_one_second_less_quiet(tmp_path: Path) -> None:
+    """A file system that keeps whole seconds rounds a fresh write's time down."""
+    path = tmp_path / "config.yaml"
+    path.write_text(TS4)
+    source = ConfigSource(str(path), current=load_config_file(str(path)),
+                          wall=lambda: 1_800_000_000.0 + QUIET + 0.5)
+    rewrite(path, TS4.replace("4", "8"))
+    os.utime(path, ns=(1_800_000_000 * 10**9,) * 2)
+    assert source.poll() is None
+
+
 def test_an_old_file_and_a_symlink_swap_are_taken_at_once(tmp_path: Path) -> None:
     (tmp_path / "a").write_text(TS4)
     (tmp_path / "b").write_text(TS4.replace("4", "5"))
