@@ -113,7 +113,8 @@ class Watched:
     def start(self, fire: Fire, api: WatchApi, kind: Kind, name: str, *, namespace: str = "",
               target: str, on_change: Callable[[dict[str, Any] | None], None],
               action: Callable[[], None],
-              on_reconnect: Callable[[Reason], None] | None) -> None:
+              on_reconnect: Callable[[Reason], None] | None,
+              on_list: Callable[[], None] | None = None) -> None:
         """Watch the object (once), from the sink's first publish on: ``on_change`` decides
         whether it drifted and calls :meth:`report`; ``action`` is what the trigger runs on
         the loop's thread."""
@@ -123,7 +124,8 @@ class Watched:
         def begin() -> None:
             self._drift = Drift(fire, target, action)
             self._watcher = ObjectWatch(api, kind, name, namespace=namespace,
-                                        on_change=on_change, on_reconnect=on_reconnect)
+                                        on_change=on_change, on_reconnect=on_reconnect,
+                                        on_list=on_list)
             self._watcher.start()
 
         self._asked = begin

@@ -146,6 +146,9 @@ class NodeSink:
     _own: deque[str] = field(default_factory=lambda: deque(maxlen=OWN_VERSIONS), init=False)
     """resourceVersions of gfd's own applies: their echo from the watch is no drift, however
     late it arrives."""
+    _writes: int = field(default=0, init=False)
+    """Applies started, so the watch's reads can be told from them (``_listing``)."""
+    _listed_at: int | None = field(default=None, init=False)
 
     def refresh(self) -> None:
         """Apply again at the next publish even if labels are unchanged (the resync duty).
@@ -161,10 +164,18 @@ class NodeSink:
         if self.watch_api is not None:
             self._watched.start(fire, self.watch_api, "node", self.node,
                                 target=f"Node {self.node}", on_change=self._seen,
-                                action=self._drifted, on_reconnect=self.on_reconnect)
+                                action=self._drifted, on_reconnect=self.on_reconnect,
+                                on_list=self._listing)
+
+    def _listing(self) -> None:
+        """On the watch thread, before it reads the Node: which apply that read may miss."""
+        self._listed_at = self._writes if self._sending is None else -1
 
     def _seen(self, node: dict[str, Any] | None) -> None:
         """On the watch thread: does the Node still hold what gfd applied?"""
+        listed, self._listed_at = self._listed_at, None
+        if listed is not None and listed != self._writes:
+            return  # read before or while gfd applied: that apply repairs what it shows
         if node is None or not self._watched.active:
             return  # gone: never re-created by gfd; a successor arrives as ADDED
         published, sending = self._view, self._sending
@@ -229,6 +240,7 @@ class NodeSink:
             before, mine = dict(self._view), dict(self._view)
         sent = self._compose(labels, now)
         self._sending = dict(sent)
+        self._writes += 1
         try:
             answer, rejected = self._apply_keeping(sent, labels, mine, now)
         except (ApiError, _NodeReplaced):

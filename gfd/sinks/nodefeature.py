@@ -178,6 +178,9 @@ class NodeFeatureSink:
     _read_labels: dict[str, str] | None = field(default=None, init=False)
     """The object's labels as this publish read them (None: not read)."""
     _once: Once = field(default_factory=lambda: Once(log), init=False)
+    _writes: int = field(default=0, init=False)
+    """Writes started, so the watch's reads can be told from them (``_listing``)."""
+    _listed_at: int | None = field(default=None, init=False)
 
     def refresh(self) -> None:
         """Re-read the object at the next publish even if labels are unchanged (the resync
@@ -193,10 +196,17 @@ class NodeFeatureSink:
             self._watched.start(fire, self.watch_api, "nodefeature", object_name(self.node),
                                 namespace=self.namespace, target=self._what,
                                 on_change=self._seen, action=self._drifted,
-                                on_reconnect=self.on_reconnect)
+                                on_reconnect=self.on_reconnect, on_list=self._listing)
+
+    def _listing(self) -> None:
+        """On the watch thread, before it reads the object: which write that read may miss."""
+        self._listed_at = self._writes if self._sending is None else -1
 
     def _seen(self, obj: dict[str, Any] | None) -> None:
         """On the watch thread: does the object still hold what gfd wrote?"""
+        listed, self._listed_at = self._listed_at, None
+        if listed is not None and listed != self._writes:
+            return  # read before or while gfd wrote: that write repairs what it shows
         published, sending = self._labels, self._sending
         if not self._watched.active or (published is None and sending is None):
             return  # nothing published yet (or pruned)
@@ -287,6 +297,7 @@ class NodeFeatureSink:
         try:
             for attempt in range(3):  # the wanted values, their fallbacks, then without them
                 self._sending = dict(sent)
+                self._writes += 1
                 try:
                     result = self._write(sent, owners, current, old)
                     break

@@ -528,15 +528,20 @@ def watched(tmp_path: Any) -> Iterator[tuple[NodeSink, FakeApiServer, Fired]]:
 
 class HeldList:
     """The sink's watch API, whose LIST is answered at once but handed to the watch only when
-    the test says: a read taken before gfd's first write and delivered after it."""
+    the test says: a read taken before gfd's write and delivered after it. The first
+    ``free`` reads are handed on at once."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, free: int = 0) -> None:
         self.kube = kube
+        self.free = free
         self.listed = threading.Event()
         self.release = threading.Event()
 
     def list_object(self, *args: Any, **kwargs: Any) -> Any:
         answer = self.kube.list_object(*args, **kwargs)
+        if self.free > 0:
+            self.free -= 1
+            return answer
         self.listed.set()
         self.release.wait(5)
         return answer
@@ -559,6 +564,34 @@ def test_the_watchs_first_read_and_gfds_first_apply_are_no_drift(tmp_path: Any) 
             node_sink.watch(fired)  # as the loop does, before its first cycle
             held.listed.wait(0.5)  # a LIST sent now would be answered by now
             node_sink.publish({"nvidia.com/gpu.count": "8"})
+            held.release.set()
+            wait_for(lambda: server.open_watches == 1)
+            time.sleep(0.3)
+            assert fired == [], [t.detail for t in fired]
+            server.set_label(NODE, "nvidia.com/gpu.count", "99")  # real drift is still seen
+            wait_for(lambda: len(fired) == 1, timeout=5)
+        finally:
+            node_sink.close()
+
+
+def test_a_read_after_an_expired_watch_taken_before_gfds_apply_is_no_drift(
+        tmp_path: Any) -> None:
+    """The watch reads the Node again after a 410; that read, taken before an apply of gfd's
+    and delivered after it, shows the old labels: the apply itself repairs whatever it shows."""
+    with FakeApiServer() as server:
+        server.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+        held = HeldList(kube, free=1)
+        node_sink = NodeSink(kube, NODE, watch_api=held)
+        fired = Fired()
+        try:
+            node_sink.watch(fired)
+            node_sink.publish({"nvidia.com/gpu.count": "8"})
+            wait_for(lambda: server.open_watches == 1)
+            server.set_label(NODE, "team", "ml")  # the Node's last change is not gfd's
+            server.send_watch_error(410, "Expired", "too old resource version")
+            assert held.listed.wait(5)
+            node_sink.publish({"nvidia.com/gpu.count": "7"})
             held.release.set()
             wait_for(lambda: server.open_watches == 1)
             time.sleep(0.3)
