@@ -623,7 +623,10 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"The watched sinks run on the first {cfg['watch_nodes']} nodes (one client and one "
         "real watch each, on Nodes and a namespace of their own); per-node figures are per "
-        "watched node. Their start-up includes the LIST and the watch request; the watch "
+        "watched node. As in gfd run, each sink's watch() comes before its first publish "
+        "(the sink opens the watch after it), and whatever the watches fire at start is "
+        "repaired as the loop would (its action, then a publish), so a phantom drift would "
+        "show in the start-up figure, which includes the LIST and the watch request; the watch "
         "stays open through the simulated hours (the fake server ends it only when told), "
         "so its hourly renewal is measured apart: the server ends every watch as its "
         "timeout would, and each reconnects. With a healthy watch the resync runs once a "

@@ -122,3 +122,35 @@ def test_a_hundred_in_place_rewrites_never_publish_a_config_the_writer_had_not_f
     assert logs.count("config reloaded") == 1 and KEPT not in logs
 
 
+
+
+def test_a_busy_log_beside_the_config_during_an_api_outage_costs_only_the_backoffs_requests(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """Regression (issue 20): with gfd's log beside its config, every line woke a cycle and
+    each cycle skipped the API backoff (135-179 PATCHes in 30 s). In 8 s of outage with a
+    1 s interval the backoff allows cycles at about 0, 1, 3 and 7 s: two PATCHes each."""
+    with FakeApiServer() as server:
+        server.add_node(NODE, labels={"team": "ml"})
+        cfg = tmp_path / "config" / "config.yaml"
+        cfg.parent.mkdir()
+        cfg.write_text(TS.format(4).replace("100ms", "1s"))
+        agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--sink", "node",
+                      "--config-file", str(cfg), "--no-timestamp", output_flag=False,
+                      env={"NODE_NAME": NODE,
+                           "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))})
+        agents.append(agent)
+        wait_for(lambda: server.labels(NODE).get(REPLICAS) == "4")
+        server.set_down(True)
+        server.clear_log()
+        agent.set_machine(profiles.one_gpu_lost())  # a change to publish: every cycle tries
+        busy = cfg.parent / "gfd.log"
+        end = time.monotonic() + 8
+        with busy.open("a") as log_file:
+            while time.monotonic() < end:
+                log_file.write("a line of gfd's log\n")
+                log_file.flush()
+                time.sleep(0.01)
+        patches = [r for r in server.requests if r.method == "PATCH"]
+        server.set_down(False)
+        assert agent.stop() == 0
+    assert 2 <= len(patches) <= 10, len(patches)
