@@ -269,12 +269,19 @@ class Health:
         self._clock = clock
         self._lock = threading.Lock()
         self._started: float | None = None
+        self._turn_by: float | None = None
         self._published = False
+
+    def idle_until(self, at: float) -> None:
+        """The agent loop sleeps and will turn again by ``at`` (on this clock)."""
+        with self._lock:
+            self._turn_by = at
 
     def cycle_started(self) -> None:
         """The agent loop began a cycle."""
         with self._lock:
             self._started = self._clock()
+            self._turn_by = None
 
     def cycle_finished(self) -> None:
         """The agent loop finished a cycle (whatever its result)."""
@@ -287,13 +294,18 @@ class Health:
             self._published = True
 
     def live(self) -> tuple[bool, str]:
-        """False with a reason while a cycle has run longer than ``stuck_after`` seconds."""
+        """False with a reason while a cycle has run longer than ``stuck_after`` seconds, or
+        the loop has not turned ``stuck_after`` seconds past the time it was due to."""
         with self._lock:
-            started = self._started
+            started, turn_by = self._started, self._turn_by
+        now = self._clock()
         if started is not None:
-            running = self._clock() - started
+            running = now - started
             if running > self._stuck_after:
                 return False, f"cycle running for {running:.0f}s (limit {self._stuck_after:g}s)"
+        elif turn_by is not None and now - turn_by > self._stuck_after:
+            return False, (f"agent loop has not turned for {now - turn_by:.0f}s past its "
+                           f"wake-up (limit {self._stuck_after:g}s)")
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:

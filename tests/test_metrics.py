@@ -491,3 +491,16 @@ def test_an_ipv6_address_is_served(metrics: Metrics, health: Health) -> None:
 def test_limits_must_be_positive(metrics: Metrics, health: Health) -> None:
     with pytest.raises(ValueError):
         MetricsServer(metrics, health, port=0, max_connections=0)
+
+
+def test_live_turns_false_when_the_loop_misses_its_wake_up_by_stuck_after() -> None:
+    clock = FakeClock()
+    health = Health(stuck_after=120, clock=clock)
+    health.idle_until(clock.now + 60)  # the loop sleeps, due to turn in 60 s
+    clock.now += 180
+    assert health.live() == (True, "ok"), "up to --stuck-after late is still live"
+    clock.now += 30
+    assert health.live() == (False, "agent loop has not turned for 150s past its wake-up "
+                                     "(limit 120s)")
+    health.cycle_started()  # it turned
+    assert health.live() == (True, "ok")
