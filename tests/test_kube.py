@@ -321,6 +321,51 @@ def test_a_trickling_answer_fails_at_the_deadline_and_the_next_request_works(
         api.close()
 
 
+class _Conn:
+    """A urllib3 connection as the watchdog sees it: something with a socket."""
+
+    def __init__(self) -> None:
+        self.sock = object()
+
+
+def test_a_deadline_that_passes_late_never_ends_the_next_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gfd import kube as kube_module
+
+    shut: list[Any] = []
+    monkeypatch.setattr(kube_module.socket.socket, "shutdown",
+                        lambda sock, how: shut.append(sock))
+    clock = Clock()
+    watchdog = kube_module._Watchdog(clock=clock)
+    try:
+        first = watchdog.arm(1.0)
+        watchdog.attach(_Conn())
+        watchdog.disarm(first)  # the first request ended just as its deadline came
+        second = watchdog.arm(30.0)
+        conn = _Conn()
+        watchdog.attach(conn)
+        clock.now += 5  # the first deadline is long past: its fire comes late
+        assert watchdog.expire() == pytest.approx(25.0)
+        assert not first.fired and not second.fired and shut == []
+        clock.now += 26  # the second request's own deadline does end it
+        assert watchdog.expire() is None
+        assert second.fired and shut == [conn.sock]
+    finally:
+        watchdog.close()
+
+
+def test_requests_start_no_thread_each(server: FakeApiServer, kube: Kube,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    kube.get_node(NODE)  # the channel's one deadline thread, once
+    started: list[str] = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start",
+                        lambda self: (started.append(self.name), start(self))[1])
+    for _ in range(20):
+        kube.get_node(NODE)
+    assert started == []
+
+
 def test_the_deadline_ends_a_trickle_over_tls_too(tmp_path: Path) -> None:
     with FakeApiServer(tls=self_signed(tmp_path)) as server:
         server.add_node(NODE)
