@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gfd.config import Part, Settings, changed, resolve
 from gfd.daemon import Duty, Parts
-from gfd.discovery import Discovery, GpuSource, read_snapshot_file
+from gfd.discovery import Discovery, GpuSource, UnusableGpus, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
@@ -92,8 +92,9 @@ def make_gpu_source(settings: Settings) -> GpuSource:
     return NvmlReader()
 
 
-def make_discovery(settings: Settings) -> Discovery:
-    """The readers for these settings, composed into one snapshot per read."""
+def make_discovery(settings: Settings, unusable: UnusableGpus | None = None) -> Discovery:
+    """The readers for these settings, composed into one snapshot per read. ``unusable``:
+    the agent's marks of GPUs an event made unusable (kept across reloads)."""
     host = HostReader(machine_type_file=settings.machine_type_file,
                       sysfs_root=settings.sysfs_root)
     if settings.simulate:
@@ -109,7 +110,8 @@ def make_discovery(settings: Settings) -> Discovery:
 
         smi = SmiReader(settings.nvidia_smi)
     return Discovery(make_gpu_source(settings), host, smi=smi,
-                     fail_on_init_error=settings.fail_on_init_error)
+                     fail_on_init_error=settings.fail_on_init_error,
+                     unusable=unusable if unusable is not None else UnusableGpus())
 
 
 def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None,
@@ -167,9 +169,12 @@ class Factory:
     write: Write
     on_request: OnRequest | None = None
     on_reconnect: OnReconnect | None = None
+    unusable: UnusableGpus = field(default_factory=UnusableGpus)
+    """GPUs an event made unusable: every Discovery built here shares them, so a reload
+    that builds a new one forgets none."""
 
     def parts(self, settings: Settings) -> Parts:
-        discovery = make_discovery(settings)
+        discovery = make_discovery(settings, self.unusable)
         try:
             sink = make_sink(settings, write=self.write, on_request=self.on_request,
                              on_reconnect=self.on_reconnect)
@@ -188,7 +193,7 @@ class Factory:
             raise ConfigError(f"{names} cannot change while gfd runs (restart gfd to apply it)")
         discovery = current.discovery
         if Part.DISCOVERY in parts:
-            discovery = make_discovery(settings)
+            discovery = make_discovery(settings, self.unusable)
         sink = current.sink
         if Part.SINK in parts:
             try:
