@@ -394,14 +394,17 @@ class _Loop:
         except OSError:
             pass
 
-    def _timeout(self) -> float:
-        now = self._clock()
-        soonest = [now + 1.0]
+    def _timeout(self) -> float | None:
+        """Until the next real deadline (a connection's, the end of a pause); None: block
+        until a connection or ``stop`` (an idle server never wakes)."""
+        soonest = []
         if self._connections:
             soonest.append(next(iter(self._connections.values())).deadline)
         if self._paused_until:
             soonest.append(self._paused_until)
-        return max(0.0, min(soonest) - now)
+        if not soonest:
+            return None
+        return max(0.0, min(soonest) - self._clock())
 
     def _event(self, key: selectors.SelectorKey, mask: int) -> None:
         if key.data == "listen":
