@@ -47,8 +47,8 @@ from typing import Any
 
 import yaml
 
-from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of, show
-from gfd.errors import ConfigError, one_line
+from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of
+from gfd.errors import ConfigError, one_line, show
 from gfd.fswatch import DirWatch, open_watch
 from gfd.hostfile import FileProblem, read_bytes
 from gfd.sharing import SharedResource, Sharing

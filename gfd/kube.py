@@ -36,7 +36,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from gfd.errors import ApiError, ConfigError, WatchExpired, one_line
+from gfd.errors import ApiError, ConfigError, WatchExpired, one_line, show
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ def _collection(kind: WatchKind, name: str, namespace: str) -> tuple[str, dict[s
         if not namespace:
             raise ValueError("a nodefeature is namespaced: give its namespace")
         return _NODEFEATURES, {"namespace": namespace}, f"nodefeature {namespace}/{name}"
-    raise ValueError(f"cannot watch {kind!r}: only node and nodefeature")
+    raise ValueError(f"cannot watch {show(kind)}: only node and nodefeature")
 
 
 class WatchStream(Iterator[WatchEvent]):
@@ -436,7 +436,7 @@ class WatchStream(Iterator[WatchEvent]):
             code = obj.get("code")
             raise _watch_error("watch", self._what, code if isinstance(code, int) else 0,
                                str(obj.get("reason") or ""), json.dumps(obj))
-        raise self._fail(f"unknown watch event type {kind!r}")
+        raise self._fail(f"unknown watch event type {show(kind)}")
 
 
 KEEPALIVE = (30, 10, 3)
