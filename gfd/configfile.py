@@ -52,7 +52,7 @@ from gfd.errors import ConfigError, one_line, show
 from gfd.fswatch import DirWatch, open_watch
 from gfd.hostfile import FileProblem, read_bytes
 from gfd.sharing import SharedResource, Sharing
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,8 @@ class ConfigWatch:
     def start(self) -> bool:
         """True when watching; False (with the reason logged once) when the agent must check
         the file every cycle instead."""
-        opened = open_watch(self._changed, name="config-watch")
+        opened = open_watch(self._changed, name="config-watch", on_death=self._died,
+                            fallback="the config file is checked every cycle instead")
         if isinstance(opened, str):
             log.info("%s; the config file is checked every cycle instead", opened)
             return False
@@ -242,6 +243,9 @@ class ConfigWatch:
             return False
         self._watch = opened.start()
         return True
+
+    def _died(self, why: BaseException) -> None:
+        self._fire(died("config", why, self._clock()))
 
     def _changed(self, directory: str, name: str) -> None:
         assert self._watch is not None

@@ -33,7 +33,7 @@ from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.logs import Once
 from gfd.sinks.base import PublishResult, Sink
 from gfd.snapshot import Snapshot
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import WATCHER_DIED, Fire, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ class Observer(Protocol):
     def event(self, source: str, kind: str) -> None: ...
     def event_handled(self, source: str, seconds: float) -> None: ...
     def drift_repaired(self, target: str) -> None: ...
+    def watcher_died(self, source: str) -> None: ...
 
 
 class HealthState(Protocol):
@@ -523,6 +524,11 @@ class Agent:
                       f": {trigger.detail}" if trigger.detail else "")
             if self.observer:
                 self.observer.event(trigger.source, trigger.kind)
+            if trigger.kind == WATCHER_DIED:
+                if self.observer:
+                    self.observer.watcher_died(trigger.source)
+                if trigger.source == "config":  # from now on, checked every cycle
+                    self.config_watched = False
             if trigger.action is not None:
                 trigger.action()
         return any(t.reload_config for t in triggers)

@@ -29,6 +29,7 @@ from typing import Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gfd.errors import ConfigError
+from gfd.triggers import SOURCES
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,13 @@ class Metrics:
             ["reason"],
             registry=reg,
         )
+        self._watcher_failures: Any = Counter(
+            "gfd_watcher_failures",
+            "Watcher threads that died of an unexpected error, by watcher (nvml, config, "
+            "output, api); each one's duty went back to polling.",
+            ["watcher"],
+            registry=reg,
+        )
         build_info: Any = Gauge(
             "gfd_build_info",
             "Always 1; the version label says which gfd is running.",
@@ -177,6 +185,8 @@ class Metrics:
             self._label_changes.labels(kind=kind)
         for target in ("output", "api"):
             self._repairs.labels(target=target)
+        for watcher in SOURCES:
+            self._watcher_failures.labels(watcher=watcher)
         self._gpu_models: set[str] = set()
         self._gpu_lock = threading.Lock()
 
@@ -245,6 +255,10 @@ class Metrics:
     def drift_repaired(self, target: str) -> None:
         """A cycle rewrote what someone else had changed at ``target`` (output, api)."""
         self._repairs.labels(target=target).inc()
+
+    def watcher_died(self, source: str) -> None:
+        """Count one watcher thread that died (its duty is polled from now on)."""
+        self._watcher_failures.labels(watcher=source).inc()
 
     def watch_reconnect(self, reason: str) -> None:
         """Count one re-established API watch."""

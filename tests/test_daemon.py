@@ -409,6 +409,9 @@ class Health:
     def __init__(self) -> None:
         self.events: list[str] = []
 
+    def idle_until(self, at: float) -> None:
+        self.events.append("idle")
+
     def cycle_started(self) -> None:
         self.events.append("started")
 
@@ -853,3 +856,22 @@ def test_liveness_fails_when_the_loop_stops_turning_outside_a_cycle(tmp_path) ->
         hang.release.set()
         thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+def test_a_dead_config_watcher_is_counted_and_the_file_is_polled_every_cycle_after(
+        tmp_path) -> None:
+    from gfd.triggers import died
+
+    reloader = Reloader()
+    loop = Loop(tmp_path, reloader=reloader, config_watched=True)
+    try:
+        assert reloader.forced == [], "watched: no per-cycle check"
+        loop.signals.fire(died("config", RuntimeError("boom"), time.monotonic()))
+        loop.wait(lambda: loop.source.reads == 2)
+        assert loop.observer.named("watcher_died") == [("config",)]
+        assert reloader.forced == [False], "read at once"
+        loop.signals.fire(Trigger(source="nvml", kind="xid", at=time.monotonic()))
+        loop.wait(lambda: loop.source.reads == 3)
+        assert reloader.forced == [False, False], "and in every cycle from then on"
+    finally:
+        loop.stop()

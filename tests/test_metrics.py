@@ -545,3 +545,11 @@ def test_an_idle_server_never_wakes(metrics: Metrics, health: Health) -> None:
         assert get(srv, "/healthz")[0] == 200, "and it still answers at once"
     finally:
         srv.stop()
+
+
+def test_watcher_deaths_are_counted_by_watcher_from_zero(metrics: Metrics) -> None:
+    metrics.watcher_died("config")
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
+    counts = {s.labels["watcher"]: s.value for s in families["gfd_watcher_failures"].samples
+              if s.name == "gfd_watcher_failures_total"}
+    assert counts == {"nvml": 0.0, "config": 1.0, "output": 0.0, "api": 0.0}

@@ -21,7 +21,7 @@ from typing import Any
 from gfd.backoff import backoff
 from gfd.logs import Once
 from gfd.sinks.objectwatch import WATCHED_RESYNC, Kind, ObjectWatch, Reason, WatchApi
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,8 @@ class Watched:
             return
         self._drift = Drift(fire, target, action)
         self._watcher = ObjectWatch(api, kind, name, namespace=namespace, on_change=on_change,
-                                    on_reconnect=on_reconnect)
+                                    on_reconnect=on_reconnect,
+                                    on_death=lambda why: fire(died("api", why, time.monotonic())))
         self._watcher.start()
 
     def report(self, kind: str, detail: str) -> None:
