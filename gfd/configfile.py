@@ -477,12 +477,11 @@ class _Parser:
         return result
 
     def boolean(self, value: object, where: str) -> bool:
-        if isinstance(value, bool):
-            return value
-        hint = ""
-        if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no"):
-            hint = " (write true or false without quotes)"
-        raise self.fail(where, f"must be a boolean, got {show(value)}{hint}")
+        """A file's boolean, by the settings table's own rule (``config.Bool``)."""
+        try:
+            return Bool().from_file(value, self.warnings.append)
+        except ValueProblem as exc:
+            raise self.fail(where, str(exc)) from None
 
     def string(self, value: object, where: str) -> str:
         if isinstance(value, str):

@@ -37,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from gfd.errors import ApiError, ConfigError, WatchExpired, one_line, show
+from gfd.hostfile import what_is
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,6 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 DEADLINE = 30.0
 """Seconds one request may take in all, connect included (kept well under --stuck-after)."""
 _CHUNK = 64 * 1024
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-               (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"))
 
 
 @dataclass(slots=True)
@@ -97,8 +95,7 @@ def check_kubeconfig(value: str) -> None:
             raise ConfigError(f"cannot read kubeconfig {path}: {one_line(str(exc))} (set "
                               "--kubeconfig / KUBECONFIG to a readable file)") from exc
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
-            raise ConfigError(f"kubeconfig {path} is {kind}, not a regular file (point "
+            raise ConfigError(f"kubeconfig {path} is {what_is(mode)}, not a regular file (point "
                               "--kubeconfig / KUBECONFIG at the kubeconfig file itself)")
 
 

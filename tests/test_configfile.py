@@ -927,3 +927,16 @@ def test_a_config_watch_that_dies_fires_a_reload_and_says_the_file_is_polled(
                 "config file is checked every cycle instead") in caplog.text
     finally:
         watch.close()
+
+
+@pytest.mark.parametrize("value", ["'true'", "'no'", "1", "maybe"])
+def test_a_sharing_boolean_is_read_by_the_settings_tables_rule(value: str) -> None:
+    """One boolean rule for the whole file: the sharing section's booleans say what a flag's
+    boolean in the same file says, word for word."""
+    from gfd.config import Bool, ValueProblem
+
+    with pytest.raises(ValueProblem) as rule:
+        Bool().from_file(yaml.safe_load(value), lambda _: None)
+    message = error_of(ts("{name: nvidia.com/gpu, replicas: 2}",
+                          extra=f"renameByDefault: {value}, "))
+    assert message.endswith(f"sharing.timeSlicing.renameByDefault: {rule.value}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from helpers.timing import Clock, Sleeps
 from kubernetes.client.exceptions import ApiException
 
 from gfd.errors import ApiError, ConfigError, WatchExpired
+from gfd.hostfile import what_is
 from gfd.kube import (
     APPLY,
     MAX_ANSWER_BYTES,
@@ -398,10 +400,16 @@ def test_a_slow_but_complete_answer_within_the_deadline_is_read(server: FakeApiS
 # ----------------------------------------------------------------------------- credentials
 
 
+def _bind_socket(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))  # the socket file stays
+
+
 @pytest.mark.parametrize("make, kind", [
-    (lambda path: os.mkfifo(path), "a FIFO"),
+    (lambda path: os.mkfifo(path), "a FIFO (named pipe)"),
     (lambda path: path.mkdir(), "a directory"),
-], ids=["fifo", "directory"])
+    (lambda path: _bind_socket(path), "a socket"),
+], ids=["fifo", "directory", "socket"])
 def test_a_kubeconfig_that_is_not_a_regular_file_is_one_line_and_never_blocks(
         tmp_path: Path, make: Any, kind: str) -> None:
     # Regression: the client opened a FIFO for reading and waited forever for a writer.
@@ -411,6 +419,8 @@ def test_a_kubeconfig_that_is_not_a_regular_file_is_one_line_and_never_blocks(
         Kube(kubeconfig=str(path))
     assert str(caught.value) == (f"kubeconfig {path} is {kind}, not a regular file (point "
                                  "--kubeconfig / KUBECONFIG at the kubeconfig file itself)")
+    # the same words as every other file gfd refuses (gfd.hostfile names the kinds)
+    assert kind == what_is(os.stat(path).st_mode)
 
 
 def test_a_kubeconfig_list_is_checked_file_by_file(server: FakeApiServer,
