@@ -132,6 +132,7 @@ class Wakeup:
         for fd in (self._read, self._write):
             os.set_blocking(fd, False)
         self._installed = False
+        self._previous = -1
 
     def set(self) -> None:
         if self._write < 0:
@@ -167,12 +168,12 @@ class Wakeup:
     def install(self) -> None:
         """Signals wake the loop even between its check of the flags and its sleep (call on
         the main thread, where Python runs handlers)."""
-        signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
         self._installed = True
 
     def close(self) -> None:
         if self._installed:
-            signal.set_wakeup_fd(-1)
+            signal.set_wakeup_fd(self._previous)
             self._installed = False
         fds, self._read, self._write = (self._read, self._write), -1, -1
         for fd in fds:  # never written again: the number may be reused by another file

@@ -875,3 +875,24 @@ def test_a_dead_config_watcher_is_counted_and_the_file_is_polled_every_cycle_aft
         assert reloader.forced == [False, False], "and in every cycle from then on"
     finally:
         loop.stop()
+
+
+def test_an_installed_wakeup_wakes_on_a_signal_and_is_given_back_on_close() -> None:
+    """The interpreter's C-level handler writes to the pipe: a signal whose Python handler
+    writes nothing still ends the wait (else the poll is retried after the handler)."""
+    import os
+    import signal
+
+    signals = Signals()
+    handled: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(signum))
+    try:
+        signals.wake.install()
+        threading.Timer(0.05, os.kill, args=(os.getpid(), signal.SIGUSR1)).start()
+        started = time.monotonic()
+        assert signals.wake.wait(5) and time.monotonic() - started < 2
+        assert handled == [signal.SIGUSR1]
+    finally:
+        signals.close()
+        signal.signal(signal.SIGUSR1, previous)
+    assert signal.set_wakeup_fd(-1) == -1, "the process's wakeup fd is given back"
