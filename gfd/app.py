@@ -236,7 +236,8 @@ class Reloader:
         watched (the agent then checks the file every cycle)."""
         from gfd.configfile import ConfigWatch
 
-        self._watch = ConfigWatch(self._source.path, fire)
+        self._watch = ConfigWatch(self._source.path, fire, quiet=self._source.quiet,
+                                  writers=self._source.writers)
         return self._watch.start()
 
     def close(self) -> None:

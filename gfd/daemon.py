@@ -239,6 +239,27 @@ class Signals:
         return taken, None
 
 
+@dataclass(slots=True)
+class _Held:
+    """What woke the loop while the API backoff ran: it joins the retry's cycle."""
+
+    triggers: list[Trigger] = field(default_factory=list)
+    force: bool = False
+    reload_config: bool = False
+
+    def add(self, triggers: list[Trigger], force: bool, reload_config: bool) -> None:
+        self.triggers.extend(triggers)
+        self.force = self.force or force
+        self.reload_config = self.reload_config or reload_config
+
+    def take(self, triggers: list[Trigger], force: bool,
+             reload_config: bool) -> tuple[list[Trigger], bool, bool]:
+        out = (self.triggers + triggers, self.force or force,
+               self.reload_config or reload_config)
+        self.triggers, self.force, self.reload_config = [], False, False
+        return out
+
+
 class Schedule:
     """When each periodic duty is next due, on the loop's monotonic clock."""
 
@@ -518,6 +539,11 @@ class Agent:
         log.debug("retrying in %.1fs", delay)
         return delay
 
+    def _backing_off(self, now: float, next_cycle: float | None) -> bool:
+        """The last cycle failed at the API server and its retry is not due yet."""
+        return (self.failures > 0 and self._api_failing and next_cycle is not None
+                and now < next_cycle)
+
     def _handle(self, triggers: list[Trigger]) -> bool:
         """Run the triggers' actions on this thread; True when one asks for a config read."""
         for trigger in triggers:
@@ -560,6 +586,7 @@ class Agent:
         schedule = Schedule()
         schedule.set(self.parts.duties, self.clock())
         next_cycle: float | None = self.clock()
+        held = _Held()
         if not self.parts.settings.oneshot:
             self._fire = signals.fire
             self._watch(discovery=self.parts.discovery, sink=self.parts.sink)
@@ -574,7 +601,17 @@ class Agent:
                 force = signals.take_reload() > 0
                 if force:
                     log.info("received SIGHUP: reloading the config")
-                if force or due or triggers or (next_cycle is not None and now >= next_cycle):
+                woken = bool(force or due or triggers)
+                if woken and self._backing_off(now, next_cycle):
+                    # While the API fails, its backoff is the only clock: what woke the loop
+                    # (a file, a watch event, a duty, SIGHUP) is taken at the next retry.
+                    held.add(triggers, force, reload_config)
+                    log.debug("held until the API retry in %.1fs", (next_cycle or now) - now)
+                    woken = False
+                elif woken or (next_cycle is not None and now >= next_cycle):
+                    triggers, force, reload_config = held.take(triggers, force, reload_config)
+                    woken = True
+                if woken:
                     before = self.parts
                     ok = self.cycle(force_reload=force, reload_config=reload_config)
                     if self.parts.settings.oneshot:

@@ -51,6 +51,10 @@ OnDeath = Callable[[BaseException], None]
 OnChange = Callable[[str, str], None]
 """``on_change(directory, name)``; ``name`` is "" for the directory itself, or after an
 overflow (events were lost: treat everything as changed)."""
+OnEvent = Callable[[str, str, int], None]
+"""``on_event(directory, name, mask)``: as ``OnChange``, with the inotify mask of the entry's
+events in one read OR-ed together -- except that of ``IN_MODIFY`` and ``IN_CLOSE_WRITE`` only
+the later one is kept, so the mask tells whether a writer still had the file open."""
 
 
 class _Inotify:
@@ -76,11 +80,13 @@ def _libc() -> _Inotify | str:
 class DirWatch:
     """inotify on a set of directories; see the module docstring."""
 
-    def __init__(self, calls: _Inotify, fd: int, on_change: OnChange, name: str, *,
-                 on_death: OnDeath | None = None, fallback: str = "") -> None:
+    def __init__(self, calls: _Inotify, fd: int, on_change: OnChange, name: str,
+                 on_event: OnEvent | None = None, *, on_death: OnDeath | None = None,
+                 fallback: str = "") -> None:
         self._calls = calls
         self._fd = fd
         self._on_change = on_change
+        self._on_event = on_event
         self._on_death = on_death
         self._name = name
         self._fallback = fallback or "changes are no longer watched"
@@ -147,12 +153,16 @@ class DirWatch:
                 data = os.read(self._fd, _READ_SIZE)
             except BlockingIOError:
                 continue
-            for directory, name in self._events(data):
-                self._on_change(directory, name)
+            for (directory, name), mask in self._events(data).items():
+                if self._on_event is not None:
+                    self._on_event(directory, name, mask)
+                else:
+                    self._on_change(directory, name)
 
-    def _events(self, data: bytes) -> list[tuple[str, str]]:
-        """(directory, name) for each event in one read, duplicates folded in order."""
-        seen: dict[tuple[str, str], None] = {}
+    def _events(self, data: bytes) -> dict[tuple[str, str], int]:
+        """(directory, name) for each event in one read, duplicates folded in order, with
+        their masks (see ``OnEvent``)."""
+        seen: dict[tuple[str, str], int] = {}
         offset = 0
         while offset + _HEADER.size <= len(data):
             wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
@@ -161,7 +171,8 @@ class DirWatch:
             if mask & IN_Q_OVERFLOW:
                 with self._lock:
                     dirs = list(self._dirs.values())
-                seen.update({(d, ""): None for d in dirs})
+                for d in dirs:
+                    seen[(d, "")] = seen.get((d, ""), 0) | mask
                 continue
             with self._lock:
                 directory = self._dirs.get(wd)
@@ -169,18 +180,23 @@ class DirWatch:
                     self._dirs.pop(wd, None)
             if directory is None or mask & IN_IGNORED:
                 continue
-            seen[(directory, os.fsdecode(raw.rstrip(b"\0")))] = None
-        return list(seen)
+            key = (directory, os.fsdecode(raw.rstrip(b"\0")))
+            before = seen.get(key, 0)
+            if mask & (IN_MODIFY | IN_CLOSE_WRITE):
+                before &= ~(IN_MODIFY | IN_CLOSE_WRITE)
+            seen[key] = before | mask
+        return seen
 
 
-def open_watch(on_change: OnChange, *, name: str, on_death: OnDeath | None = None,
-               fallback: str = "") -> DirWatch | str:
-    """A started-to-be DirWatch (call ``watch()`` then ``start()``), or why there is none.
-    ``fallback``: what the owner does instead once the watch is gone (said when it dies)."""
+def open_watch(on_change: OnChange, *, name: str, on_event: OnEvent | None = None,
+               on_death: OnDeath | None = None, fallback: str = "") -> DirWatch | str:
+    """A started-to-be DirWatch (call ``watch()`` then ``start()``), or why there is none;
+    ``on_event``, when given, is called instead of ``on_change``; ``fallback``: what the
+    owner does instead once the watch is gone (said when it dies)."""
     calls = _libc()
     if isinstance(calls, str):
         return calls
     fd = calls.init1(IN_NONBLOCK | IN_CLOEXEC)
     if fd < 0:
         return f"inotify is not available: {os.strerror(ctypes.get_errno())}"
-    return DirWatch(calls, fd, on_change, name, on_death=on_death, fallback=fallback)
+    return DirWatch(calls, fd, on_change, name, on_event, on_death=on_death, fallback=fallback)

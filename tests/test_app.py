@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +28,7 @@ from gfd.app import (
     read_once,
 )
 from gfd.config import Part, Settings
+from gfd.configfile import QUIET
 from gfd.discovery import Discovery
 from gfd.errors import ApiError, ConfigError, DiscoveryError
 from gfd.readers.nvml import NvmlReader
@@ -409,6 +412,13 @@ def reloader_for(tmp_path: Path, text: str, explicit: dict[str, Any] | None = No
     return Reloader(base, loaded, factory), path, factory.parts(settings)
 
 
+def settled_write(path: Path, text: str) -> None:
+    """Write the config file as a writer that finished a while ago (``QUIET`` seconds)."""
+    path.write_text(text)
+    old = time.time() - 2 * QUIET
+    os.utime(path, (old, old))
+
+
 def test_an_unchanged_file_is_no_news(tmp_path: Path) -> None:
     reloader, _, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
     assert reloader.poll(current, force=False) is None
@@ -416,7 +426,7 @@ def test_an_unchanged_file_is_no_news(tmp_path: Path) -> None:
 
 def test_a_changed_setting_gives_a_candidate_built_for_it(tmp_path: Path) -> None:
     reloader, path, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
-    path.write_text("flags: {migStrategy: mixed}\n")
+    settled_write(path, "flags: {migStrategy: mixed}\n")
     candidate = reloader.poll(current, force=False)
     assert candidate is not None and candidate is not current
     assert candidate.options.mig_strategy == "mixed"
@@ -428,7 +438,7 @@ def test_a_change_a_flag_overrides_gives_the_running_parts(
     caplog.set_level(logging.INFO, logger="gfd")
     reloader, path, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n",
                                            {"mig_strategy": "single"})
-    path.write_text("flags: {migStrategy: mixed}\n")
+    settled_write(path, "flags: {migStrategy: mixed}\n")
     assert reloader.poll(current, force=False) is current
     assert any("no setting changed" in r.getMessage() for r in caplog.records)
 
@@ -448,7 +458,7 @@ def test_a_forced_poll_of_an_unchanged_file_gives_the_running_parts_quietly(
 def test_a_refused_file_is_one_config_error_naming_the_file(tmp_path: Path, text: str,
                                                             message: str) -> None:
     reloader, path, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
-    path.write_text(text)
+    settled_write(path, text)
     with pytest.raises(ConfigError) as caught:
         reloader.poll(current, force=False)
     assert str(caught.value).startswith(f"config file {path}: ")

@@ -375,6 +375,98 @@ def test_with_an_infinite_interval_api_retries_start_at_one_second() -> None:
     assert waits[:3] == [1.0, 2.0, 4.0] and max(waits) == BACKOFF_CAP
 
 
+class BusyTime(LoopTime):
+    """Simulated time with a busy neighbourhood: every 0.1 s a watcher fires (a file written
+    beside the config, say), every second an ``api`` watch event arrives, every 7 s a SIGHUP;
+    each of them wakes the loop early."""
+
+    def __init__(self, clock: LoopClock, signals: Signals, until: float) -> None:
+        super().__init__(clock, signals, until)
+        self.ticks = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        step = 0.1 if timeout is None else min(timeout, 0.1)
+        if self.clock.now + step >= self.until:
+            self.signals.stop = True
+            return True
+        self.clock.now += step
+        self.ticks += 1
+        now = self.clock.now
+        self.signals.fire(Trigger(source="config", kind="changed", at=now, reload_config=True))
+        if self.ticks % 10 == 0:
+            self.signals.fire(Trigger(source="api", kind="changed", at=now))
+        if self.ticks % 70 == 0:
+            self.signals.request_reload()
+        return True
+
+
+class CountingFailing(AlwaysFailing):
+    def __init__(self, error: Exception, clock: LoopClock) -> None:
+        super().__init__(error)
+        self.clock = clock
+        self.attempts: list[float] = []
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        self.attempts.append(self.clock.now)
+        return super().publish(labels)
+
+
+def test_while_the_api_fails_nothing_that_wakes_the_loop_retries_before_the_backoff() -> None:
+    """Regression (issue 20): each trigger started a cycle, and each cycle API requests,
+    whatever the backoff said (135-179 PATCHes in 30 s with a busy file beside the config)."""
+    clock = LoopClock(0.0)
+    signals = Signals()
+    BusyTime(clock, signals, until=60.0)
+    failing = CountingFailing(API_ERRORS[0], clock)
+    reloader = Reloader()
+    agent = make_agent(Source(H100), failing, LabelOptions(), interval=10.0, clock=clock,
+                       rand=lambda: 1.0, reloader=reloader)
+    agent.run(signals)
+    # the documented backoff: one interval, doubling (jitter at its top here): 0, 10, 30, 70
+    starts = [round(at, 1) for at in failing.attempts]
+    assert len(starts) == 3 and starts[0] == 0.0, starts
+    assert starts[1] - starts[0] >= 10.0 and starts[2] - starts[1] >= 20.0, starts
+    assert True in reloader.forced, "the SIGHUP held meanwhile is taken at a retry"
+
+
+def test_once_the_api_answers_again_triggers_start_cycles_at_once() -> None:
+    clock = LoopClock(0.0)
+    signals = Signals()
+    BusyTime(clock, signals, until=30.0)
+    failing = CountingFailing(API_ERRORS[0], clock)
+    recovering = Recovering(failing, after=1)
+    agent = make_agent(Source(H100), recovering, LabelOptions(), interval=10.0, clock=clock,
+                       rand=lambda: 1.0)
+    agent.run(signals)
+    assert len(failing.attempts) == 1, "one failure, then the retry 10 s later succeeds"
+    assert recovering.published[0] >= 10.0
+    assert len(recovering.published) > 100, "then each trigger is a cycle again"
+
+
+class Recovering:
+    """Fails through ``failing`` for the first ``after`` publishes, then succeeds."""
+
+    name = "recovering"
+
+    def __init__(self, failing: CountingFailing, after: int) -> None:
+        self.failing = failing
+        self.after = after
+        self.published: list[float] = []
+
+    def publish(self, labels: dict[str, str]) -> PublishResult:
+        if len(self.failing.attempts) < self.after:
+            return self.failing.publish(labels)
+        self.published.append(self.failing.clock.now)
+        return PublishResult(written=False)
+
+    def watch(self, fire: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 @pytest.mark.parametrize("source, sink_error", [
     (Source(DiscoveryError("NVML: Unknown Error")), None),
     (Source(H100), PublishError("cannot write /etc/kubernetes/features.d/gfd: disk full")),

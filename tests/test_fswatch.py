@@ -114,7 +114,7 @@ def test_an_overflow_reports_every_directory_as_changed(tmp_path: Path, seen: Se
                                                         watch: DirWatch) -> None:
     watch.watch([str(tmp_path)])
     header = fswatch._HEADER.pack(-1, fswatch.IN_Q_OVERFLOW, 0, 0)
-    assert watch._events(header) == [(str(tmp_path), "")]
+    assert list(watch._events(header)) == [(str(tmp_path), "")]
 
 
 def test_it_works_with_descriptors_past_1024(tmp_path: Path, seen: Seen) -> None:

@@ -79,11 +79,13 @@ class ObjectWatch:
     the watch has to be opened again: ``"timeout"`` (the server ended it cleanly),
     ``"dropped"`` (the connection was lost mid-stream), ``"expired"`` (410: the object is
     read again) or ``"error"`` (the read or the watch request failed, or an ERROR event).
-    Both run on the watch thread: they must be quick, must not raise, and may call
-    ``close()``. Nothing is counted here; each distinct failure is logged once, and the
-    recovery after it. An unexpected error (one of the callbacks raising, say) ends the
-    thread: it is logged once at error level and ``on_death(error)`` is called; the sink's
-    resync duty then repairs drift (``healthy`` stays False).
+    ``on_list()``, if given, is called just before each read, so the caller can tell the
+    state that read reports (the next ``on_change``) from what it wrote meanwhile. All run
+    on the watch thread: they must be quick, must not raise, and may call ``close()``.
+    Nothing is counted here; each distinct failure is logged once, and the recovery after it.
+    An unexpected error (one of the callbacks raising, say) ends the thread: it is logged
+    once at error level and ``on_death(error)`` is called; the sink's resync duty then
+    repairs drift (``healthy`` stays False).
 
     Reconnects after a clean end, and after a first 410, are immediate: a stream that ended
     cleanly having delivered nothing in under half of ``watch_timeout`` counts as a failure,
@@ -96,6 +98,7 @@ class ObjectWatch:
     def __init__(self, kube: WatchApi, kind: Kind, name: str, *, namespace: str = "",
                  on_change: Callable[[dict[str, Any] | None], None],
                  on_reconnect: Callable[[Reason], None] | None = None,
+                 on_list: Callable[[], None] | None = None,
                  on_death: Callable[[BaseException], None] | None = None,
                  watch_timeout: float = WATCH_TIMEOUT, backoff_cap: float = 60.0,
                  backoff_start: float = 1.0, clock: Callable[[], float] = time.monotonic,
@@ -110,6 +113,7 @@ class ObjectWatch:
         self.backoff_start = backoff_start
         self._on_change = on_change
         self._on_reconnect = on_reconnect
+        self._on_list = on_list
         self._on_death = on_death
         self._clock = clock
         self._sleep = sleep
@@ -180,6 +184,8 @@ class ObjectWatch:
             failure: ApiError | None = None
             try:
                 if relist:
+                    if self._on_list is not None:
+                        self._on_list()
                     obj, rv = self.kube.list_object(self.kind, self.name,
                                                     namespace=self.namespace)
                     relist = False
