@@ -523,8 +523,9 @@ class Settings:
     stuck_after: float = setting(
         120.0, kind=Duration(zero=False), flags=("--stuck-after",), env=("GFD_STUCK_AFTER",),
         part=Part.RESTART, group=_RUN,
-        help="/healthz fails when a cycle runs longer than this (a hung NVML call); an API "
-             "request gets a quarter of it, at most 30s, connect included.")
+        help="/healthz fails when a cycle runs longer than this (a hung NVML call), or the "
+             "loop is this late to wake; an API request gets a quarter of it, at most 30s, "
+             "connect included.")
 
     sharing: Sharing = field(default_factory=Sharing)
     """From the config file's sharing section (no flag sets it)."""
