@@ -28,10 +28,11 @@ from gfd.backoff import BACKOFF_START, backoff
 from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
 from gfd.labelers.inventory import model_groups
+from gfd.labelers.inventory import unhealthy as unhealthy_gpus
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.logs import Once
-from gfd.sinks.base import PublishResult, Sink
+from gfd.sinks.base import Change, PublishResult, Sink
 from gfd.snapshot import Snapshot
 from gfd.triggers import WATCHER_DIED, Fire, Trigger
 
@@ -63,6 +64,20 @@ class SnapshotSource(Protocol):
     def close(self) -> None: ...
 
 
+class EventRecorder(Protocol):
+    """Records Kubernetes Events on the Node from what the loop saw (``events.NodeEvents``)."""
+
+    def published(self, snapshot: Snapshot, labels: dict[str, str], change: Change) -> None:
+        """A cycle published (or found unchanged) these labels, read from this snapshot."""
+        ...
+
+    def failed(self, kind: str, message: str) -> None:
+        """A cycle failed where ``kind`` says (discovery, publish, config)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Duty:
     """A periodic duty of the loop: ``action`` marks something stale, then a cycle runs."""
@@ -81,6 +96,8 @@ class Parts:
     sink: Sink
     options: LabelOptions
     duties: tuple[Duty, ...] = ()
+    events: EventRecorder | None = None
+    """Events on the Node (built with the sink, which holds the API credentials)."""
     changes: tuple[str, ...] = ()
     """For a reload candidate: the settings that changed, as ``name: old -> new``."""
 
@@ -106,6 +123,8 @@ class Observer(Protocol):
     def error(self, kind: str) -> None: ...
     def gpus(self, by_model: dict[str, int]) -> None: ...
     def nvml_up(self, up: bool) -> None: ...
+    def unhealthy(self, count: int) -> None: ...
+    def resource_manager(self, name: str) -> None: ...
     def degraded(self, counts: dict[tuple[str, str], int]) -> None: ...
     def event(self, source: str, kind: str) -> None: ...
     def event_handled(self, source: str, seconds: float) -> None: ...
@@ -343,6 +362,8 @@ class Agent:
             candidate.discovery.close()
         if candidate.sink is not self.parts.sink:
             candidate.sink.close()
+        if candidate.events is not None and candidate.events is not self.parts.events:
+            candidate.events.close()
 
     def _refuse_pending(self, why: str) -> Parts:
         assert self._pending is not None
@@ -363,6 +384,8 @@ class Agent:
             self._move_labels(old.sink, candidate.sink)
             old.sink.close()
             self._watch(sink=candidate.sink)
+        if old.events is not None and old.events is not candidate.events:
+            old.events.close()
         changes = "; ".join(candidate.changes) or "no setting changed"
         log.info("config reloaded: %s", changes)
 
@@ -458,6 +481,8 @@ class Agent:
         self._api_failing = isinstance(exc, ApiSinkError)
         if not self._errors.error("%s", str(exc)):
             log.debug("still failing: %s", exc)
+        if self.parts.events is not None:
+            self.parts.events.failed(kind, str(exc))
         if self.observer:
             self.observer.error(kind)
             self.observer.cycle("error", self.clock() - start)
@@ -482,6 +507,8 @@ class Agent:
             log.debug("labels unchanged")
         if self.health:
             self.health.mark_published()
+        if self.parts.events is not None:
+            self.parts.events.published(snapshot, labelling.labels, change)
         obs = self.observer
         if obs:
             obs.discovery(read_done - start)
@@ -498,6 +525,8 @@ class Agent:
                 obs.rejected(reason, count)
             obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})
             obs.nvml_up(snapshot.nvml_available)
+            obs.unhealthy(len(unhealthy_gpus(snapshot)))
+            obs.resource_manager(snapshot.resource_manager.name)
             degraded: dict[tuple[str, str], int] = {}
             for gpu in snapshot.gpus:
                 for d in gpu.degraded:
@@ -642,3 +671,5 @@ class Agent:
                 self._discard(self._pending)
             self.parts.discovery.close()
             self.parts.sink.close()
+            if self.parts.events is not None:
+                self.parts.events.close()

@@ -29,6 +29,7 @@ from typing import Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gfd.errors import ConfigError
+from gfd.snapshot import RESOURCE_MANAGERS
 from gfd.triggers import SOURCES
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,13 @@ class Metrics:
             "1 if NVML answered at the last discovery, 0 if it failed.",
             registry=reg,
         )
+        self._manager: Any = Gauge(
+            "gfd_resource_manager",
+            "1 for the resource manager the labels were computed for at the last discovery "
+            "(device-plugin or dra; --resource-manager, or what auto found), 0 for the other.",
+            ["manager"],
+            registry=reg,
+        )
         self._degraded: Any = Gauge(
             "gfd_degraded_facts",
             "GPUs whose fact NVML could not give at the last discovery, by fact and state: "
@@ -136,6 +144,18 @@ class Metrics:
             registry=reg,
         )
         self._degraded_series: set[tuple[str, str]] = set()
+        self._unhealthy: Any = Gauge(
+            "gfd_gpus_unhealthy",
+            "GPUs that answered NVML with a fatal error ('GPU is lost') or had a critical Xid "
+            "or GPU-unavailable event, at the last discovery (gfd's gpu.unhealthy).",
+            registry=reg,
+        )
+        self._running: Any = Gauge(
+            "gfd_cycle_running_seconds",
+            "How long the cycle in progress has run (0 between cycles); /healthz fails past "
+            "--stuck-after.",
+            registry=reg,
+        )
         self._events: Any = Counter(
             "gfd_events",
             "Changes watchers saw, by source (nvml, config, output, api) and kind "
@@ -169,6 +189,15 @@ class Metrics:
             "Watcher threads that died of an unexpected error, by watcher (nvml, config, "
             "output, api); each one's duty went back to polling.",
             ["watcher"],
+            registry=reg,
+        )
+        self._kube_events: Any = Counter(
+            "gfd_kube_events",
+            "Kubernetes Events on the Node by reason (GpuLost, LabelPublishFailing, ...) and "
+            "result: created, patched (a repeat counted), throttled (over the per-reason "
+            "rate, counted in the next one), dropped (the send queue was full), failed (the "
+            "API server refused it, or did not answer for 15 minutes).",
+            ["reason", "result"],
             registry=reg,
         )
         build_info: Any = Gauge(
@@ -231,9 +260,22 @@ class Metrics:
                 self._gpus.labels(model=model).set(count)
             self._gpu_models = set(by_model)
 
+    def unhealthy(self, count: int) -> None:
+        """Record how many GPUs are unhealthy (lost, or a critical Xid)."""
+        self._unhealthy.set(count)
+
+    def follow(self, health: Health) -> None:
+        """Export how long the cycle in progress has run, read from ``health`` at scrape."""
+        self._running.set_function(health.running)
+
     def nvml_up(self, up: bool) -> None:
         """Record whether NVML answered at the last discovery."""
         self._nvml_up.set(1 if up else 0)
+
+    def resource_manager(self, name: str) -> None:
+        """Record the resource manager of the last discovery (one series per manager)."""
+        for manager in RESOURCE_MANAGERS:
+            self._manager.labels(manager=manager).set(1 if manager == name else 0)
 
     def degraded(self, counts: Mapping[tuple[str, str], int]) -> None:
         """Set the GPUs per (fact, state) with a degraded fact; series that cleared go away."""
@@ -263,6 +305,10 @@ class Metrics:
     def watch_reconnect(self, reason: str) -> None:
         """Count one re-established API watch."""
         self._reconnects.labels(reason=reason).inc()
+
+    def kube_event(self, reason: str, result: str) -> None:
+        """Count one Event gfd recorded (or did not) on the Node."""
+        self._kube_events.labels(reason=reason, result=result).inc()
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text exposition format (version 0.0.4)."""
@@ -306,6 +352,12 @@ class Health:
         """Labels have been published (readiness holds from now on)."""
         with self._lock:
             self._published = True
+
+    def running(self) -> float:
+        """Seconds the cycle in progress has run; 0.0 between cycles."""
+        with self._lock:
+            started = self._started
+        return 0.0 if started is None else max(0.0, self._clock() - started)
 
     def live(self) -> tuple[bool, str]:
         """False with a reason while a cycle has run longer than ``stuck_after`` seconds, or
@@ -639,6 +691,7 @@ class MetricsServer:
             raise ValueError("max_connections and request_timeout must be positive")
         self._metrics = metrics
         self._health = health
+        metrics.follow(health)
         self._host = host
         self._port = port
         self._max_connections = max_connections

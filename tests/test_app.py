@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -26,6 +27,7 @@ from gfd.app import (
     make_gpu_source,
     make_sink,
     read_once,
+    wants_events,
 )
 from gfd.config import Part, Settings
 from gfd.configfile import QUIET
@@ -40,6 +42,9 @@ from gfd.sinks.featurefile import FeatureFileSink
 from gfd.sinks.node import NodeSink
 from gfd.sinks.nodefeature import NodeFeatureSink
 from gfd.sinks.stdout import StdoutSink
+from gfd.snapshot import ResourceManager
+
+DRA = ResourceManager(name="dra", evidence="--resource-manager dra")
 
 
 class Tracked:
@@ -255,10 +260,17 @@ def test_the_nodefeature_sink_gets_namespace_and_pod(kubeconfig: tuple[FakeApiSe
 
 
 def test_a_simulation_is_a_fixed_snapshot_without_a_gpu_source() -> None:
-    discovery = make_discovery(Settings(simulate="hgx-h100"))
+    discovery = make_discovery(Settings(simulate="hgx-h100", resource_manager="dra"))
     assert discovery.gpus is None and discovery.smi is None
     assert discovery.fixed == simulate("hgx-h100").snapshot
-    assert discovery.read() == discovery.fixed
+    assert discovery.read() == replace(discovery.fixed, resource_manager=DRA)
+
+
+def test_auto_finds_the_resource_manager_in_the_plugins_registry(tmp_path: Path) -> None:
+    settings = Settings(simulate="hgx-h100", plugins_registry=str(tmp_path))
+    assert read_once(settings).resource_manager.name == "device-plugin"
+    os.mknod(tmp_path / "gpu.nvidia.com-reg.sock", stat.S_IFSOCK | 0o600)
+    assert read_once(settings).resource_manager.name == "dra"
 
 
 def test_a_recorded_snapshot_is_a_fixed_snapshot_read_from_its_file(tmp_path: Path) -> None:
@@ -268,6 +280,25 @@ def test_a_recorded_snapshot_is_a_fixed_snapshot_read_from_its_file(tmp_path: Pa
     assert discovery.gpus is None and discovery.fixed is not None
     assert discovery.fixed.source == f"file:{path}"
     assert discovery.fixed.gpus == simulate("hgx-h100").snapshot.gpus
+
+
+@pytest.mark.parametrize("source", ["simulate", "snapshot"])
+def test_no_vgpu_labels_leaves_the_vgpu_fact_out_of_every_source(tmp_path: Path,
+                                                                source: str) -> None:
+    path = tmp_path / "snap.json"
+    path.write_text(simulate("hgx-h100").snapshot.to_json())
+    where = {"simulate": "hgx-h100"} if source == "simulate" else {"snapshot": str(path)}
+    assert make_discovery(Settings(**where)).read().vgpu is not None
+    discovery = make_discovery(Settings(**where, no_vgpu_labels=True))
+    assert discovery.read().vgpu is None and not discovery.host.scan_vgpu
+    assert discovery.read().gpus == simulate("hgx-h100").snapshot.gpus
+
+
+def test_no_vgpu_labels_turns_the_hosts_scan_off() -> None:
+    assert make_discovery(Settings(device_discovery_strategy="nvml")).host.scan_vgpu
+    discovery = make_discovery(Settings(device_discovery_strategy="nvml", no_vgpu_labels=True))
+    assert not discovery.host.scan_vgpu
+    discovery.close()
 
 
 def test_an_unreadable_recorded_snapshot_fails_when_discovery_is_built(tmp_path: Path) -> None:
@@ -469,13 +500,15 @@ def test_a_refused_file_is_one_config_error_naming_the_file(tmp_path: Path, text
 
 
 def test_read_once_reads_one_snapshot() -> None:
-    assert read_once(Settings(simulate="no-gpu")) == simulate("no-gpu").snapshot
+    assert (read_once(Settings(simulate="no-gpu", resource_manager="dra"))
+            == replace(simulate("no-gpu").snapshot, resource_manager=DRA))
 
 
 def test_label_once_labels_it_with_the_start_time_and_logs_warnings(
         caplog: pytest.LogCaptureFixture) -> None:
     snapshot, labelling = label_once(Settings(simulate="mixed-a100-a10"), 1_724_632_719)
-    assert snapshot == simulate("mixed-a100-a10").snapshot
+    assert replace(snapshot, resource_manager=ResourceManager()) == simulate(
+        "mixed-a100-a10").snapshot
     assert labelling.labels["nvidia.com/gfd.timestamp"] == "1724632719"
     assert any("several GPU models" in r.getMessage() for r in caplog.records
                if r.levelno == logging.WARNING)
@@ -491,3 +524,39 @@ def test_label_once_logs_each_dropped_label(tmp_path: Path,
     assert "nvidia.com/cuda.driver.rev" not in labelling.labels
     assert any("dropped invalid label" in r.getMessage() and "cuda.driver.rev" in r.getMessage()
                for r in caplog.records)
+
+
+# ----------------------------------------------------------------------------- Events on the Node
+
+
+@pytest.mark.parametrize(("settings", "wanted"), [
+    (Settings(sink="node", node_name="n1"), True),
+    (Settings(sink="nodefeature", node_name="n1"), True),
+    (Settings(sink="node", node_name="n1", events=False), False),
+    (Settings(sink="node", node_name="n1", oneshot=True), False),
+    (Settings(), False),
+    (Settings(kubeconfig="/k", node_name="n1"), True),  # the file sink with credentials
+    (Settings(kubeconfig="/k", node_name="n1", output_file="-"), False),
+], ids=["node", "nodefeature", "events-false", "oneshot", "file", "file-with-kubeconfig",
+        "stdout"])
+def test_events_go_with_api_credentials_unless_turned_off(settings: Settings,
+                                                          wanted: bool) -> None:
+    assert wants_events(settings) is wanted
+
+
+def test_parts_of_an_api_sink_record_events_through_the_sinks_client(tmp_path: Path) -> None:
+    with FakeApiServer() as server:
+        server.add_node("n1")
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+        factory = Factory(started=1, write=lambda text: None)
+        parts = factory.parts(Settings(simulate="hgx-h100", sink="node", node_name="n1",
+                                       kubeconfig=kubeconfig))
+        assert isinstance(parts.sink, NodeSink) and parts.events is not None
+        parts.events.failed("publish", "HTTP 503")
+        parts.events.close()  # sends what is queued, then stops
+        parts.sink.close()
+        off = factory.parts(Settings(simulate="hgx-h100", sink="node", node_name="n1",
+                                     kubeconfig=kubeconfig, events=False))
+        assert off.events is None
+        off.sink.close()
+        assert [e["reason"] for e in server.events("default")] == ["LabelPublishFailing"]

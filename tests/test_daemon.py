@@ -544,6 +544,7 @@ def test_a_published_cycle_is_reported_to_the_observer_and_health(tmp_path) -> N
     assert changes == {"added": count, "changed": 0, "removed": 0, "when": 1_790_000_000.0}
     assert observer.named("gpus") == [({"NVIDIA H100 80GB HBM3": 8},)]
     assert observer.named("nvml_up") == [(True,)]
+    assert observer.named("resource_manager") == [("device-plugin",)]
     assert observer.named("error") == []
 
 
@@ -669,17 +670,21 @@ class Candidates:
 
 
 def test_a_new_sink_takes_the_labels_and_the_old_one_is_pruned_and_closed(tmp_path) -> None:
-    old = Closable(FeatureFileSink(str(tmp_path / "old"), expiry=0))
-    new = FeatureFileSink(str(tmp_path / "new"), expiry=0)
+    # two directories: a sink in the old one's directory shares its lock only when the
+    # factory builds it (test_app.py)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old = Closable(FeatureFileSink(str(tmp_path / "a" / "old"), expiry=0))
+    new = FeatureFileSink(str(tmp_path / "b" / "new"), expiry=0)
     reloader = Candidates()
     agent = make_agent(Source(H100), old, LabelOptions(), reloader=reloader)
     agent.cycle()
-    assert (tmp_path / "old").exists()
+    assert (tmp_path / "a" / "old").exists()
     reloader.candidate = lambda current: replace(current, sink=new, changes=("--sink: a -> b",))
     assert agent.cycle()
     assert agent.parts.sink is new
     assert old.pruned and old.closed
-    assert not (tmp_path / "old").exists() and (tmp_path / "new").exists()
+    assert not (tmp_path / "a" / "old").exists() and (tmp_path / "b" / "new").exists()
 
 
 def test_a_candidate_whose_new_back_end_fails_is_refused_and_closed(tmp_path, caplog) -> None:
@@ -988,3 +993,43 @@ def test_an_installed_wakeup_wakes_on_a_signal_and_is_given_back_on_close() -> N
         signals.close()
         signal.signal(signal.SIGUSR1, previous)
     assert signal.set_wakeup_fd(-1) == -1, "the process's wakeup fd is given back"
+
+
+# ------------------------------------------------------------------------ Events on the Node
+
+
+class Recorded:
+    """Records what the loop hands daemon.EventRecorder."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.closed = False
+
+    def published(self, snapshot: Snapshot, labels: dict[str, str], change: Any) -> None:
+        self.calls.append(("published", (len(snapshot.gpus), change.summary())))
+
+    def failed(self, kind: str, message: str) -> None:
+        self.calls.append(("failed", (kind, message)))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_loop_hands_each_cycle_and_each_failure_to_the_event_recorder(tmp_path) -> None:
+    events = Recorded()
+    target = FailingSink(sink(tmp_path), PublishError("cannot write feature file"))
+    agent = make_agent(Source(H100), target, LabelOptions())
+    agent.parts = replace(agent.parts, events=events)
+    assert agent.cycle()
+    assert not agent.cycle()
+    [first, second] = events.calls
+    assert first[0] == "published" and first[1][0] == 8 and first[1][1].startswith("+")
+    assert second == ("failed", ("publish", "cannot write feature file"))
+
+
+def test_unhealthy_gpus_are_reported_to_the_observer(tmp_path) -> None:
+    observer = Observer()
+    lost = replace(H100, gpus=(replace(H100.gpus[0], error="GPU is lost"), *H100.gpus[1:]))
+    agent = make_agent(Source(lost), sink(tmp_path), LabelOptions(), observer=observer)
+    assert agent.cycle()
+    assert observer.named("unhealthy") == [(1,)]

@@ -140,6 +140,16 @@ def test_gpus_removes_models_no_longer_present() -> None:
     assert not [key for key in samples(m) if key[0] == "gfd_gpus"]
 
 
+def test_the_resource_manager_is_one_series_per_manager_with_one_set() -> None:
+    m = Metrics(version="test")
+    m.resource_manager("dra")
+    assert value(m, "gfd_resource_manager", manager="dra") == 1.0
+    assert value(m, "gfd_resource_manager", manager="device-plugin") == 0.0
+    m.resource_manager("device-plugin")
+    assert value(m, "gfd_resource_manager", manager="dra") == 0.0
+    assert value(m, "gfd_resource_manager", manager="device-plugin") == 1.0
+
+
 def test_nvml_up_is_one_or_zero() -> None:
     m = Metrics(version="x")
     m.nvml_up(True)
@@ -553,3 +563,27 @@ def test_watcher_deaths_are_counted_by_watcher_from_zero(metrics: Metrics) -> No
     counts = {s.labels["watcher"]: s.value for s in families["gfd_watcher_failures"].samples
               if s.name == "gfd_watcher_failures_total"}
     assert counts == {"nvml": 0.0, "config": 1.0, "output": 0.0, "api": 0.0}
+
+
+def test_unhealthy_gpus_and_the_running_cycle_are_exported() -> None:
+    now = [100.0]
+    metrics, health = Metrics(version="1.2.3"), Health(stuck_after=60, clock=lambda: now[0])
+    metrics.follow(health)
+    metrics.unhealthy(2)
+    health.cycle_started()
+    now[0] += 42.5
+    text = metrics.render().decode()
+    assert "gfd_gpus_unhealthy 2.0" in text
+    assert "gfd_cycle_running_seconds 42.5" in text
+    health.cycle_finished()
+    assert "gfd_cycle_running_seconds 0.0" in metrics.render().decode()
+
+
+def test_kube_events_are_counted_by_reason_and_result() -> None:
+    metrics = Metrics(version="1.2.3")
+    metrics.kube_event("GpuLost", "created")
+    metrics.kube_event("GpuLost", "throttled")
+    metrics.kube_event("GpuLost", "throttled")
+    text = metrics.render().decode()
+    assert 'gfd_kube_events_total{reason="GpuLost",result="throttled"} 2.0' in text
+    assert 'gfd_kube_events_total{reason="GpuLost",result="created"} 1.0' in text
