@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gfd.config import Part, Settings, changed, resolve
 from gfd.daemon import Duty, EventRecorder, Parts
-from gfd.discovery import Discovery, GpuSource, read_snapshot_file
+from gfd.discovery import Discovery, GpuSource, UnusableGpus, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
@@ -100,8 +100,9 @@ def make_manager(settings: Settings) -> ResourceManagerReader:
     return ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
 
 
-def make_discovery(settings: Settings) -> Discovery:
-    """The readers for these settings, composed into one snapshot per read."""
+def make_discovery(settings: Settings, unusable: UnusableGpus | None = None) -> Discovery:
+    """The readers for these settings, composed into one snapshot per read. ``unusable``:
+    the agent's marks of GPUs an event made unusable (kept across reloads)."""
     host = HostReader(machine_type_file=settings.machine_type_file,
                       sysfs_root=settings.sysfs_root, scan_vgpu=not settings.no_vgpu_labels)
     manager = make_manager(settings)
@@ -122,7 +123,8 @@ def make_discovery(settings: Settings) -> Discovery:
 
         smi = SmiReader(settings.nvidia_smi)
     return Discovery(make_gpu_source(settings), host, smi=smi,
-                     fail_on_init_error=settings.fail_on_init_error, manager=manager)
+                     fail_on_init_error=settings.fail_on_init_error, manager=manager,
+                     unusable=unusable if unusable is not None else UnusableGpus())
 
 
 def share_features_lock(old: Sink, new: Sink) -> None:
@@ -214,6 +216,9 @@ class Factory:
     write: Write
     on_request: OnRequest | None = None
     on_reconnect: OnReconnect | None = None
+    unusable: UnusableGpus = field(default_factory=UnusableGpus)
+    """GPUs an event made unusable: every Discovery built here shares them, so a reload
+    that builds a new one forgets none."""
     on_event: OnEvent | None = None
 
     def _publishing(self, settings: Settings) -> tuple[Sink, EventRecorder | None]:
@@ -227,7 +232,7 @@ class Factory:
         return sink, events
 
     def parts(self, settings: Settings) -> Parts:
-        discovery = make_discovery(settings)
+        discovery = make_discovery(settings, self.unusable)
         try:
             sink, events = self._publishing(settings)
         except BaseException:
@@ -245,7 +250,7 @@ class Factory:
             raise ConfigError(f"{names} cannot change while gfd runs (restart gfd to apply it)")
         discovery = current.discovery
         if Part.DISCOVERY in parts:
-            discovery = make_discovery(settings)
+            discovery = make_discovery(settings, self.unusable)
         sink, events = current.sink, current.events
         if Part.SINK in parts:
             try:

@@ -419,7 +419,10 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
         _install_signal_handlers(signals)
         if early is not None and early():  # a SIGHUP that came while starting
             signals.request_reload()
-        code = agent.run(signals)
+        try:
+            code = agent.run(signals)
+        finally:
+            signals.close()
     finally:
         if reloader is not None:
             reloader.close()
@@ -440,17 +443,17 @@ def settings_summary(settings: Settings) -> str:
 
 
 def _install_signal_handlers(signals: Any) -> None:
+    """Handlers only record the signal (no lock, no logging: they run on the loop's thread
+    between any two bytecodes, maybe inside the loop's own wait); the loop logs and acts."""
     import signal
 
     def stop(signum: int, frame: object) -> None:
-        log.info("received %s: finishing the current cycle, then exiting",
-                 signal.Signals(signum).name)
-        signals.request_stop()
+        signals.request_stop(signum)
 
     def reload(signum: int, frame: object) -> None:
-        log.info("received SIGHUP: reloading the config")
         signals.request_reload()
 
+    signals.wake.install()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
         signal.signal(sig, stop)
     signal.signal(signal.SIGHUP, reload)

@@ -50,12 +50,12 @@ from typing import Any
 
 import yaml
 
-from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of, show
-from gfd.errors import ConfigError, one_line
+from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of
+from gfd.errors import ConfigError, one_line, show
 from gfd.fswatch import IN_CLOSE_WRITE, IN_MODIFY, DirWatch, open_watch
 from gfd.hostfile import FileProblem, read_bytes
 from gfd.sharing import SharedResource, Sharing
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -353,7 +353,8 @@ class ConfigWatch:
         """True when watching; False (with the reason logged once) when the agent must check
         the file every cycle instead."""
         opened = open_watch(lambda directory, name: self._changed(directory, name, 0),
-                            name="config-watch", on_event=self._changed)
+                            name="config-watch", on_event=self._changed, on_death=self._died,
+                            fallback="the config file is checked every cycle instead")
         if isinstance(opened, str):
             log.info("%s; the config file is checked every cycle instead", opened)
             return False
@@ -364,6 +365,9 @@ class ConfigWatch:
             return False
         self._watch = opened.start()
         return True
+
+    def _died(self, why: BaseException) -> None:
+        self._fire(died("config", why, self._clock()))
 
     def _changed(self, directory: str, name: str, mask: int) -> None:
         assert self._watch is not None
@@ -625,12 +629,11 @@ class _Parser:
         return result
 
     def boolean(self, value: object, where: str) -> bool:
-        if isinstance(value, bool):
-            return value
-        hint = ""
-        if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no"):
-            hint = " (write true or false without quotes)"
-        raise self.fail(where, f"must be a boolean, got {show(value)}{hint}")
+        """A file's boolean, by the settings table's own rule (``config.Bool``)."""
+        try:
+            return Bool().from_file(value, self.warnings.append)
+        except ValueProblem as exc:
+            raise self.fail(where, str(exc)) from None
 
     def string(self, value: object, where: str) -> str:
         if isinstance(value, str):

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gfd.errors import ConfigError
+from gfd.errors import ConfigError, show
 from gfd.labelers.family import FAMILIES
 from gfd.labelers.naming import sanitise, short_name
 
@@ -75,7 +75,7 @@ def _product(c: Constraints, resource: str) -> list[Requirement]:
         exact = sanitise(c.product)
         if "-" not in exact:
             raise ConfigError(
-                f"--product {c.product!r}: no known NVIDIA model has that word; pass the exact "
+                f"--product {show(c.product)}: no known NVIDIA model has that word; pass the exact "
                 "gpu.product value (see `gfd labels` on the node)")
         matches = (exact,)
     values: list[str] = []
@@ -90,8 +90,8 @@ def _product(c: Constraints, resource: str) -> list[Requirement]:
 def requirements(c: Constraints) -> list[list[Requirement]]:
     """OR-ed terms of AND-ed requirements (node affinity's shape)."""
     if c.mig_profile and not _PROFILE.fullmatch(c.mig_profile):
-        raise ConfigError(f"--mig-profile {c.mig_profile!r}: not a MIG profile such as 1g.10gb, "
-                          "1c.3g.20gb or 1g.10gb.me")
+        raise ConfigError(f"--mig-profile {show(c.mig_profile)}: not a MIG profile such as "
+                          "1g.10gb, 1c.3g.20gb or 1g.10gb.me")
     resource = f"mig-{c.mig_profile}" if c.mig_profile else "gpu"
     reqs: list[Requirement] = []
     if c.mig_profile:
@@ -110,13 +110,13 @@ def requirements(c: Constraints) -> list[list[Requirement]]:
         reqs.append((f"{P}{resource}.replicas", "In", ("1",)))
     if c.family:
         if c.family not in FAMILIES:
-            raise ConfigError(f"--family {c.family!r}: must be one of {', '.join(FAMILIES)}")
+            raise ConfigError(f"--family {show(c.family)}: must be one of {', '.join(FAMILIES)}")
         reqs.append((f"{P}gpu.family", "In", (c.family,)))
     if not c.min_compute:
         return [reqs]
     match = _COMPUTE.fullmatch(c.min_compute)
     if not match:
-        raise ConfigError(f"--min-compute {c.min_compute!r}: write MAJOR.MINOR, e.g. 8.0")
+        raise ConfigError(f"--min-compute {show(c.min_compute)}: write MAJOR.MINOR, e.g. 8.0")
     major, minor = int(match.group(1)), int(match.group(2))
     if minor == 0:
         return [[*reqs, (f"{P}gpu.compute.major", "Gt", (str(major - 1),))]]

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
-from gfd.errors import DiscoveryError
+from gfd.errors import DiscoveryError, show
 
 SCHEMA_VERSION = 1
 
@@ -228,7 +228,8 @@ class Snapshot:
         schema = data.get("schema", SCHEMA_VERSION)
         if schema != SCHEMA_VERSION:
             raise DiscoveryError(
-                f"snapshot: schema {schema!r} is not supported (this gfd reads {SCHEMA_VERSION})"
+                f"snapshot: schema {show(schema)} is not supported (this gfd reads "
+                f"{SCHEMA_VERSION})"
             )
         body = {k: v for k, v in data.items() if k != "schema"}
         return _from_plain(cls, body, "snapshot")
@@ -259,7 +260,9 @@ def _from_plain(cls: type[_T], data: Any, where: str) -> _T:
     known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(known))
     if unknown:
-        raise DiscoveryError(f"{where}: unknown field(s) {', '.join(ascii(u) for u in unknown)}")
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise DiscoveryError(f"{where}: unknown field(s) "
+                             f"{', '.join(show(u) for u in unknown[:5])}{more}")
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         kwargs[name] = _convert(cls, name, value, f"{where}.{name}")
@@ -316,7 +319,7 @@ def validate_types(snapshot: Snapshot) -> None:
     for gpu in snapshot.gpus:
         for d in gpu.degraded:
             if d.fact not in FACTS:
-                raise DiscoveryError(f"snapshot: GPU {gpu.index}: degraded fact {d.fact!r} is "
+                raise DiscoveryError(f"snapshot: GPU {gpu.index}: degraded fact {show(d.fact)} is "
                                      f"not one of {', '.join(FACTS)}")
     if snapshot.resource_manager.name not in RESOURCE_MANAGERS:
         raise DiscoveryError(f"snapshot.resource_manager.name: must be one of "
@@ -324,7 +327,7 @@ def validate_types(snapshot: Snapshot) -> None:
                              f"{snapshot.resource_manager.name!r}")
     if snapshot.backend not in BACKENDS:
         raise DiscoveryError(f"snapshot.backend: must be one of {', '.join(BACKENDS)}, got "
-                             f"{snapshot.backend!r}")
+                             f"{show(snapshot.backend)}")
 
 
 def _check(obj: Any, where: str) -> None:
@@ -356,7 +359,7 @@ def _check_scalar(declared: Any, value: Any, where: str) -> None:
     else:
         return
     if not isinstance(value, tuple(allowed)) or (int in allowed and isinstance(value, bool)):
-        raise DiscoveryError(f"{where}: expected {text}, got {value!r}")
+        raise DiscoveryError(f"{where}: expected {text}, got {show(value)}")
 
 
 def load_snapshot(text: str, *, source: str) -> Snapshot:

@@ -103,6 +103,32 @@ def test_rebuild_builds_anew_only_what_the_change_affects(
         assert candidate.options.mig_strategy == "mixed"
 
 
+def test_gpus_an_event_made_unusable_stay_so_across_a_reload_that_replaces_discovery(
+        tmp_path: Path, nvml_machine: Any) -> None:
+    from fakes import profiles
+
+    nvml_machine(profiles.hgx_h100())
+    settings = Settings(device_discovery_strategy="nvml", nvidia_smi=str(tmp_path / "no-smi"),
+                        sysfs_root=str(tmp_path), machine_type_file=str(tmp_path / "dmi"),
+                        output_file=str(tmp_path / "gfd"))
+    factory = Factory(started=1, write=lambda text: None)
+    current = factory.parts(settings)
+    candidate = current
+    try:
+        uuid = current.discovery.read().gpus[3].uuid
+        assert isinstance(current.discovery, Discovery)
+        current.discovery.mark_unusable(uuid, "Xid 79 (GPU has fallen off the bus)")
+        candidate = factory.rebuild(current, replace(settings, machine_type_file="/elsewhere"))
+        assert candidate.discovery is not current.discovery, "a new Discovery"
+        current.discovery.close()
+        errors = [g.error for g in candidate.discovery.read().gpus]
+        assert errors == [None] * 3 + ["Xid 79 (GPU has fallen off the bus)"] + [None] * 4
+    finally:
+        current.discovery.close()
+        candidate.discovery.close()
+        current.sink.close()
+
+
 def test_rebuild_refuses_a_restart_only_setting(tmp_path: Path) -> None:
     factory, settings = running(tmp_path)
     current = factory.parts(settings)
@@ -351,7 +377,7 @@ def test_parts_are_built_from_the_settings_with_the_start_time(tmp_path: Path) -
 def test_parts_close_the_new_discovery_when_the_sink_cannot_be_built(
         monkeypatch: pytest.MonkeyPatch) -> None:
     built = Tracked()
-    monkeypatch.setattr(app, "make_discovery", lambda settings: built)
+    monkeypatch.setattr(app, "make_discovery", lambda settings, unusable=None: built)
     with pytest.raises(ConfigError, match="NODE_NAME"):
         Factory(started=1, write=lambda text: None).parts(Settings(sink="node"))
     assert built.closed
@@ -362,7 +388,7 @@ def test_rebuild_closes_the_new_discovery_when_the_new_sink_cannot_be_built(
     factory, settings = running(tmp_path)
     current = factory.parts(settings)
     built = Tracked()
-    monkeypatch.setattr(app, "make_discovery", lambda settings: built)
+    monkeypatch.setattr(app, "make_discovery", lambda settings, unusable=None: built)
     with pytest.raises(ConfigError, match="NODE_NAME"):
         factory.rebuild(current, replace(settings, machine_type_file="/x", sink="node"))
     assert built.closed

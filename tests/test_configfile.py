@@ -1060,3 +1060,41 @@ def test_without_inotify_the_watch_does_not_start(tmp_path: Path, fired: Fired,
     caplog.set_level("INFO", logger="gfd.configfile")
     assert not ConfigWatch(str(tmp_path / "config.yaml"), fired).start()
     assert "checked every cycle instead" in caplog.text
+
+
+def test_a_config_watch_that_dies_fires_a_reload_and_says_the_file_is_polled(
+        tmp_path: Path, fired: Fired, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from gfd import configfile
+
+    path = tmp_path / "config.yaml"
+    path.write_text("{}")
+    watch = start_watch(path, fired)
+    try:
+        def broken(path: str) -> list[str]:
+            raise RuntimeError("symlink chain unreadable")
+
+        monkeypatch.setattr(configfile, "watched_directories", broken)
+        path.write_text("flags: {migStrategy: mixed}")
+        wait_for(lambda: fired.count() > 0, timeout=5)
+        trigger = fired.triggers[0]
+        assert (trigger.source, trigger.kind, trigger.reload_config) == (
+            "config", "watcher-died", True)
+        assert "RuntimeError: symlink chain unreadable" in trigger.detail
+        assert ("config-watch watch stopped: RuntimeError: symlink chain unreadable; the "
+                "config file is checked every cycle instead") in caplog.text
+    finally:
+        watch.close()
+
+
+@pytest.mark.parametrize("value", ["'true'", "'no'", "1", "maybe"])
+def test_a_sharing_boolean_is_read_by_the_settings_tables_rule(value: str) -> None:
+    """One boolean rule for the whole file: the sharing section's booleans say what a flag's
+    boolean in the same file says, word for word."""
+    from gfd.config import Bool, ValueProblem
+
+    with pytest.raises(ValueProblem) as rule:
+        Bool().from_file(yaml.safe_load(value), lambda _: None)
+    message = error_of(ts("{name: nvidia.com/gpu, replicas: 2}",
+                          extra=f"renameByDefault: {value}, "))
+    assert message.endswith(f"sharing.timeSlicing.renameByDefault: {rule.value}")

@@ -501,6 +501,9 @@ class Health:
     def __init__(self) -> None:
         self.events: list[str] = []
 
+    def idle_until(self, at: float) -> None:
+        self.events.append("idle")
+
     def cycle_started(self) -> None:
         self.events.append("started")
 
@@ -841,6 +844,155 @@ def test_an_unwatched_config_is_checked_every_cycle(tmp_path) -> None:
         assert reloader.forced == [False, False]
     finally:
         loop.stop()
+
+
+# ------------------------------------------------------------------ signals inside the wait
+
+_SIGNAL_STORM = """
+import signal, sys, threading, time
+from gfd.daemon import Signals
+from gfd.triggers import Trigger
+
+signals = Signals()
+asked = 0
+
+def handler(signum, frame):
+    global asked
+    asked += 1
+    signals.request_reload()
+
+signal.signal(signal.SIGALRM, handler)
+stop = threading.Event()
+
+def watcher():  # a watcher thread firing at the same time, as NVML events do
+    while not stop.is_set():
+        signals.fire(Trigger(source="nvml", kind="xid", at=time.monotonic()))
+        time.sleep(0.0005)
+
+thread = threading.Thread(target=watcher, daemon=True)
+thread.start()
+signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)  # 1 kHz: many land inside wait/clear
+end = time.monotonic() + 1.5
+turns = taken = 0
+while time.monotonic() < end:
+    signals.wake.wait(0.0003)
+    signals.wake.clear()
+    signals.take(time.monotonic(), 0.0)
+    taken += signals.take_reload()
+    turns += 1
+signal.setitimer(signal.ITIMER_REAL, 0, 0)
+stop.set()
+thread.join()
+taken += signals.take_reload()
+print(turns, asked, taken)
+"""
+
+
+def test_signals_landing_inside_the_loops_wait_and_clear_never_hang_it() -> None:
+    """The handler runs on the loop's own thread, between any two bytecodes: one that took a
+    lock the interrupted wait holds would block forever (reproduced with threading.Event)."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _SIGNAL_STORM], capture_output=True,
+                              text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the loop hung: a signal handler blocked inside the loop's wait")
+    assert done.returncode == 0, done.stderr
+    turns, asked, taken = map(int, done.stdout.split())
+    assert asked > 500, "the signals really arrived during the loop"
+    assert turns > 100, "the loop kept turning"
+    assert taken == asked, "every reload asked for was taken: none lost between read and reset"
+
+
+def test_a_reload_asked_while_one_is_taken_stays_pending() -> None:
+    signals = Signals()
+    signals.request_reload()
+    signals.request_reload()
+    assert signals.take_reload() == 2 and not signals.reload
+    signals.request_reload()  # lands after the take: the next turn sees it
+    assert signals.reload and signals.take_reload() == 1 and signals.take_reload() == 0
+
+
+class _Hanging:
+    """A duty action that blocks until released (a loop that stopped turning)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> None:
+        self.entered.set()
+        self.release.wait(10)
+
+
+def test_liveness_fails_when_the_loop_stops_turning_outside_a_cycle(tmp_path) -> None:
+    from gfd.metrics import Health
+
+    hang = _Hanging()
+    health = Health(stuck_after=0.3)
+    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), interval=3600,
+                       health=health, duties=(Duty("hang", 0.05, hang),))
+    signals = Signals()
+    thread = threading.Thread(target=agent.run, args=(signals,))
+    thread.start()
+    try:
+        assert hang.entered.wait(5)
+        assert health.live() == (True, "ok"), "not yet past its wake-up by --stuck-after"
+        deadline = time.monotonic() + 5
+        while health.live()[0] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        live, why = health.live()
+        assert not live and "agent loop has not turned" in why
+        hang.release.set()  # turning again: live again
+        hang.entered.clear()
+        assert hang.entered.wait(5) and health.live() == (True, "ok")
+    finally:
+        signals.request_stop()
+        hang.release.set()
+        thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+def test_a_dead_config_watcher_is_counted_and_the_file_is_polled_every_cycle_after(
+        tmp_path) -> None:
+    from gfd.triggers import died
+
+    reloader = Reloader()
+    loop = Loop(tmp_path, reloader=reloader, config_watched=True)
+    try:
+        assert reloader.forced == [], "watched: no per-cycle check"
+        loop.signals.fire(died("config", RuntimeError("boom"), time.monotonic()))
+        loop.wait(lambda: loop.source.reads == 2)
+        assert loop.observer.named("watcher_died") == [("config",)]
+        assert reloader.forced == [False], "read at once"
+        loop.signals.fire(Trigger(source="nvml", kind="xid", at=time.monotonic()))
+        loop.wait(lambda: loop.source.reads == 3)
+        assert reloader.forced == [False, False], "and in every cycle from then on"
+    finally:
+        loop.stop()
+
+
+def test_an_installed_wakeup_wakes_on_a_signal_and_is_given_back_on_close() -> None:
+    """The interpreter's C-level handler writes to the pipe: a signal whose Python handler
+    writes nothing still ends the wait (else the poll is retried after the handler)."""
+    import os
+    import signal
+
+    signals = Signals()
+    handled: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(signum))
+    try:
+        signals.wake.install()
+        threading.Timer(0.05, os.kill, args=(os.getpid(), signal.SIGUSR1)).start()
+        started = time.monotonic()
+        assert signals.wake.wait(5) and time.monotonic() - started < 2
+        assert handled == [signal.SIGUSR1]
+    finally:
+        signals.close()
+        signal.signal(signal.SIGUSR1, previous)
+    assert signal.set_wakeup_fd(-1) == -1, "the process's wakeup fd is given back"
 
 
 # ------------------------------------------------------------------------ Events on the Node

@@ -138,6 +138,27 @@ def test_load_snapshot_refuses_what_is_not_a_snapshot(data: Any, message: str) -
     assert message in refusal(data)
 
 
+BIG = "x" * 1_500_000
+HOSTILE = [
+    ("huge-schema", document(schema=BIG)),
+    ("huge-schema-list", document(schema=[[BIG] * 10] * 10)),
+    ("huge-name", gpu_document(name=[BIG])),
+    ("huge-index", gpu_document(index=BIG)),
+    ("huge-backend", document(backend=BIG)),
+    ("huge-fact", gpu_document(degraded=[{"fact": BIG, "held": True}])),
+    ("many-unknown-fields", document(**{f"f{n}": 1 for n in range(100_000)})),
+    ("huge-unknown-field", document(**{BIG: 1})),
+]
+
+
+@pytest.mark.parametrize("data", [h[1] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_a_hostile_snapshot_is_refused_in_one_short_line(data: Any) -> None:
+    """A recorded snapshot is untrusted input: the refusal quotes it, within a line."""
+    message = refusal(data)
+    assert message.startswith("snapshot") and "\n" not in message
+    assert len(message) < 600, len(message)
+
+
 @pytest.mark.parametrize("text", ["", "{", "not json", "[" * 100_000],
                          ids=["empty", "truncated", "words", "too-deep"])
 def test_text_that_is_not_json_is_a_discovery_error(text: str) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from gfd.errors import ConfigError
+from gfd.errors import ConfigError, show
 from gfd.sharing import SharedResource, Sharing
 from gfd.snapshot import Fabric, Gpu, MigDevice, Snapshot, Vgpu
 
@@ -256,7 +256,8 @@ def simulate(name: str) -> Simulation:
         build = SIMULATIONS[name]
     except KeyError:
         raise ConfigError(
-            f"unknown simulated machine {name!r}: choose one of {', '.join(sorted(SIMULATIONS))}"
+            f"unknown simulated machine {show(name)}: choose one of "
+            f"{', '.join(sorted(SIMULATIONS))}"
         ) from None
     sim = build()
     return Simulation(replace(sim.snapshot, source=f"simulate:{name}"), sim.sharing)

@@ -21,7 +21,7 @@ from typing import Any
 from gfd.backoff import backoff
 from gfd.logs import Once
 from gfd.sinks.objectwatch import WATCHED_RESYNC, Kind, ObjectWatch, Reason, WatchApi
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +123,10 @@ class Watched:
 
         def begin() -> None:
             self._drift = Drift(fire, target, action)
-            self._watcher = ObjectWatch(api, kind, name, namespace=namespace,
-                                        on_change=on_change, on_reconnect=on_reconnect,
-                                        on_list=on_list)
+            self._watcher = ObjectWatch(
+                api, kind, name, namespace=namespace, on_change=on_change,
+                on_reconnect=on_reconnect, on_list=on_list,
+                on_death=lambda why: fire(died("api", why, time.monotonic())))
             self._watcher.start()
 
         self._asked = begin

@@ -37,7 +37,7 @@ from gfd.errors import PublishError
 from gfd.fswatch import DirWatch, open_watch
 from gfd.hostfile import FileProblem, read_with_status, shown, size_text, what_is
 from gfd.sinks.base import PublishResult, diff
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +386,10 @@ class FeatureFileSink:
             fire(Trigger(source="output", kind="deleted" if now is None else "changed",
                          at=time.monotonic(), detail=self.path))
 
-        opened = open_watch(changed, name="output-watch")
+        opened = open_watch(
+            changed, name="output-watch",
+            on_death=lambda why: fire(died("output", why, time.monotonic())),
+            fallback="a changed feature file is healed at the next cycle")
         if isinstance(opened, str):
             log.info("%s; a changed feature file is healed at the next cycle", opened)
             return

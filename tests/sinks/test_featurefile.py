@@ -289,6 +289,29 @@ def test_close_stops_the_watch(tmp_path, watched: tuple[FeatureFileSink, Fired])
     assert fired.triggers == []
 
 
+def test_a_watch_that_dies_fires_its_death_and_the_next_cycle_still_heals(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gfd.sinks import featurefile
+
+    def broken(st: os.stat_result) -> object:
+        raise OverflowError("inode out of range")
+
+    sink = FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=lambda: 1_790_000_000.0)
+    fired = Fired()
+    try:
+        sink.publish({"nvidia.com/gpu.count": "8"})
+        sink.watch(fired)
+        monkeypatch.setattr(featurefile, "identity", broken)
+        with (tmp_path / "gfd").open("a") as handle:
+            handle.write("nvidia.com/gpu.count=99\n")
+        wait_for(lambda: bool(fired.triggers), timeout=5)
+        assert [(t.source, t.kind) for t in fired.triggers] == [("output", "watcher-died")]
+        monkeypatch.undo()
+        assert sink.publish({"nvidia.com/gpu.count": "8"}).written, "healed by the cycle"
+    finally:
+        sink.close()
+
+
 # ----------------------------------------------------------------------------- the output path
 
 VICTIM = "secret.example.com/key=victim\n"
