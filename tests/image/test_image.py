@@ -1,7 +1,8 @@
 """The built image (``.ci/image``: the Dockerfile on podman, run by runc) as each deployment
 path's pod spec runs it: the GPU Operator's, NVIDIA's device-plugin chart's, GFD's static
-DaemonSet and Job (tests/data/deployments/) and gfd's own manifests (kustomize overlays,
-read-only root, every capability dropped, non-root where the sink allows). Each ``podman
+DaemonSet and Job (tests/data/deployments/) and gfd's own deployment, its kustomize
+overlays and its rendered chart (read-only root, every capability dropped, non-root where
+the sink allows). Each ``podman
 run`` is derived from the pod spec by ``fakes.pods.podman_run`` -- entrypoint and args, env,
 volumes, user and capabilities -- with the fake libnvidia-ml.so.1 bind-mounted into the
 image's library directory as the NVIDIA container toolkit injects the host's.
@@ -15,18 +16,20 @@ installed set is exactly the lock's and ``pip check`` clean.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
 from fakes import pods
 from fakes.apiserver import FakeApiServer, self_signed
 from fakes.sysfs import config_space, gpu_tree, pci_device
+from helpers.helm import install_pinned_helm
 from helpers.machines import MACHINES
 from helpers.paths import DATA, ROOT
 from helpers.process import config_manager_lookup, wait_for
@@ -297,21 +300,37 @@ def test_device_plugin_chart_publishes_mixed_mig_labels_as_a_nodefeature(
 # ------------------------------------------------------------------------ gfd's manifests
 
 
-def kustomized(overlay: str) -> dict[str, Any]:
-    """The DaemonSet or Job of one of gfd's kustomizations, rendered by ``kubectl
-    kustomize``."""
-    kubectl = shutil.which("kubectl") or shutil.which("kustomize")
-    if kubectl is None:
-        pytest.skip("no kubectl (or kustomize) on PATH to render manifests/")
-    verb = "kustomize" if kubectl.endswith("kubectl") else "build"
-    rendered = subprocess.run([kubectl, verb, str(ROOT / "manifests" / overlay)],
-                              capture_output=True, text=True, timeout=60, check=True).stdout
-    (doc,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] in ("DaemonSet", "Job")]
+def helm_unavailable(reason: str) -> NoReturn:
+    if os.environ.get("GFD_REQUIRE_HELM"):
+        pytest.fail(f"helm is required here (GFD_REQUIRE_HELM): {reason}")
+    pytest.skip(reason)
+
+
+def rendered(source: str, mode: str) -> dict[str, Any]:
+    """The DaemonSet of gfd's own deployment in one mode: manifests/overlays/<mode> rendered
+    by ``kubectl kustomize``, or charts/gfd by ``helm template --set mode=<mode>``."""
+    if source == "chart":
+        helm = shutil.which("helm") or str(install_pinned_helm(helm_unavailable))
+        argv = [helm, "template", "gfd", str(ROOT / "charts" / "gfd"), "--namespace", "gfd",
+                "--set", f"mode={mode}"]
+    elif shutil.which("kustomize"):
+        argv = ["kustomize", "build", str(ROOT / "manifests" / "overlays" / mode)]
+    elif shutil.which("kubectl"):
+        argv = ["kubectl", "kustomize", str(ROOT / "manifests" / "overlays" / mode)]
+    else:
+        pytest.skip("no kustomize (or kubectl) on PATH to render manifests/")
+    text = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    (doc,) = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "DaemonSet"]
     return dict(doc)
 
 
-def test_gfds_file_overlay_runs_read_only_without_capabilities(pod_factory: Any) -> None:
-    doc = kustomized("overlays/file")
+SOURCES = ["kustomize", "chart"]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_gfds_file_mode_runs_read_only_without_capabilities(pod_factory: Any,
+                                                            source: str) -> None:
+    doc = rendered(source, "file")
     pod = pod_factory("hgx_h100", pods.Downward(namespace="gfd"))
     argv = pod.start(doc, "gfd")
     assert "--read-only" in argv and ["--cap-drop", "ALL"] == argv[argv.index("--cap-drop"):
@@ -327,8 +346,10 @@ def test_gfds_file_overlay_runs_read_only_without_capabilities(pod_factory: Any)
     assert pod.terminate() == 0, pod.output()
 
 
-def test_gfds_node_overlay_labels_the_node_as_a_non_root_user(pod_factory: Any) -> None:
-    doc = kustomized("overlays/node")
+@pytest.mark.parametrize("source", SOURCES)
+def test_gfds_node_mode_labels_the_node_as_a_non_root_user(pod_factory: Any,
+                                                           source: str) -> None:
+    doc = rendered(source, "node")
     pod = pod_factory("hgx_h100", pods.Downward(namespace="gfd", pod="gfd-x7k2p"))
     server = pod.api()
     pod.start(doc, "gfd")
