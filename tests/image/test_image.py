@@ -44,6 +44,8 @@ DEPLOYMENTS = DATA / "deployments"
 GOLDEN = DATA / "golden" / "nvml"
 FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
 TIMESTAMP = "nvidia.com/gfd.timestamp"
+TIME_SLICED = ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+               "      - name: nvidia.com/gpu\n        replicas: 4\n")
 
 
 def golden(name: str, **extra: str) -> dict[str, str]:
@@ -88,7 +90,9 @@ class Pod:
     def select_config(self, key: str) -> None:
         """What config-manager's init container does: /config/config.yaml -> the key."""
         link = self.host.empty_dir("config") / "config.yaml"
-        link.symlink_to(f"/available-configs/{key}")
+        tmp = link.with_name(".config.yaml.new")
+        tmp.symlink_to(f"/available-configs/{key}")
+        tmp.replace(link)
 
     def api(self, forbidden: Sequence[tuple[str, str]] = ()) -> FakeApiServer:
         server = FakeApiServer(tls=self_signed(self.tmp)).start()
@@ -241,10 +245,10 @@ OPERATOR_RBAC_DENIES = [
 ]
 
 
-def test_gpu_operator_publishes_a_nodefeature_through_in_cluster_credentials(
+def test_gpu_operator_publishes_a_nodefeature_and_reloads_on_config_managers_sighup(
         pod_factory: Any) -> None:
     pod = pod_factory("hgx_h100", pods.Downward(namespace="gpu-operator"))
-    pod.config_maps("device-plugin-config", default="version: v1\n")
+    pod.config_maps("device-plugin-config", default="version: v1\n", ts4=TIME_SLICED)
     pod.select_config("default")
     pod.api(OPERATOR_RBAC_DENIES)
     pod.start(workload("gpu-operator"), "gpu-feature-discovery")
@@ -252,7 +256,14 @@ def test_gpu_operator_publishes_a_nodefeature_through_in_cluster_credentials(
     assert without_timestamp(pod.nodefeature_labels()) == golden(
         "hgx_h100__none__compat", **{"nvidia.com/mig.strategy": "single"})
     assert not pod.feature_file.exists(), "NodeFeature mode writes no file"
+    # the config-manager sidecar: re-point the symlink, find gfd by argv[0], SIGHUP it
+    pod.select_config("ts4")
     assert pod.main_pid() in config_manager_lookup("gpu-feature-discovery")
+    subprocess.run([*pods.PODMAN, "kill", "--signal", "HUP", pod.name], capture_output=True,
+                   timeout=30, check=True)
+    wait_for(lambda: pod.nodefeature_labels().get("nvidia.com/gpu.replicas") == "4",
+             timeout=20)
+    assert pod.nodefeature_labels()["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
     assert pod.terminate() == 0, pod.output()
 
 
