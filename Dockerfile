@@ -25,7 +25,7 @@ COPY pyproject.toml README.md ./
 COPY gfd/ ./gfd/
 RUN pip wheel --no-cache-dir --no-deps -w /dist .
 
-# ---- runtime: the wheel and its declared dependencies, nothing else -------------------
+# ---- runtime: the wheel and its locked dependencies, nothing else ---------------------
 FROM ${BASE}
 # PYTHONDONTWRITEBYTECODE: the pod runs with readOnlyRootFilesystem, so never try to
 #   write __pycache__ (pip already compiled the bytecode at install time).
