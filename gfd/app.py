@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gfd.config import Part, Settings, changed, resolve
-from gfd.daemon import Duty, Parts
+from gfd.daemon import Duty, EventRecorder, Parts
 from gfd.discovery import Discovery, GpuSource, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling, compute_labels
@@ -23,6 +23,7 @@ from gfd.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from gfd.configfile import ConfigWatch, FileConfig
+    from gfd.kube import Kube
     from gfd.triggers import Fire
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 Write = Callable[[str], None]
 OnRequest = Callable[[str, str], None]
 OnReconnect = Callable[[str], None]
+OnEvent = Callable[[str, str], None]
 
 
 # --------------------------------------------------------------------------- settings
@@ -112,9 +114,39 @@ def make_discovery(settings: Settings) -> Discovery:
                      fail_on_init_error=settings.fail_on_init_error)
 
 
+def make_kube(settings: Settings, *, on_request: OnRequest | None = None) -> Kube:
+    """The Kubernetes client for these settings (imported only here, when needed)."""
+    from gfd.kube import DEADLINE, Kube
+
+    # A request's deadline stays well under --stuck-after: a cycle of a few slow requests,
+    # each retried once, must not make /healthz fail over an API problem.
+    return Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
+                burst=settings.kube_api_burst, on_request=on_request,
+                timeout=min(DEADLINE, settings.stuck_after / 4))
+
+
+def wants_events(settings: Settings) -> bool:
+    """Events on the Node: an API sink, or the file sink given a kubeconfig and node name."""
+    if not settings.events or settings.oneshot:
+        return False
+    if settings.effective_sink in ("node", "nodefeature"):
+        return True
+    return bool(settings.kubeconfig and settings.node_name and settings.output_file != "-")
+
+
+def make_events(settings: Settings, kube: Kube, *,
+                on_event: OnEvent | None = None) -> EventRecorder:
+    """Events on the Node, sent on their own thread through ``kube``."""
+    from gfd.events import NodeEvents, Recorder, Sender
+
+    return NodeEvents(Recorder(settings.node_name),
+                      Sender(kube, settings.node_name, report=on_event), report=on_event)
+
+
 def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None,
-              on_reconnect: OnReconnect | None = None) -> Sink:
-    """The sink the settings select; the Kubernetes client is imported only for API sinks."""
+              on_reconnect: OnReconnect | None = None, kube: Kube | None = None) -> Sink:
+    """The sink the settings select; the Kubernetes client is imported only for API sinks
+    (``kube``: the client to use, else one is made)."""
     kind = settings.effective_sink
     if kind == "file":
         if settings.output_file == "-":
@@ -128,13 +160,8 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
         raise ConfigError(
             "--node-name / NODE_NAME is required with the NodeFeature and Node sinks "
             "(set it from the downward API: fieldRef spec.nodeName)")
-    from gfd.kube import DEADLINE, Kube
-
-    # A request's deadline stays well under --stuck-after: a cycle of a few slow requests,
-    # each retried once, must not make /healthz fail over an API problem.
-    kube = Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
-                burst=settings.kube_api_burst, on_request=on_request,
-                timeout=min(DEADLINE, settings.stuck_after / 4))
+    if kube is None:
+        kube = make_kube(settings, on_request=on_request)
     watch_api = kube if settings.watch else None
     if kind == "node":
         from gfd.sinks.node import NodeSink
@@ -167,16 +194,26 @@ class Factory:
     write: Write
     on_request: OnRequest | None = None
     on_reconnect: OnReconnect | None = None
+    on_event: OnEvent | None = None
+
+    def _publishing(self, settings: Settings) -> tuple[Sink, EventRecorder | None]:
+        """The sink, and the Events on the Node (sharing the sink's client) when wanted."""
+        kube = None
+        if settings.node_name and wants_events(settings):
+            kube = make_kube(settings, on_request=self.on_request)
+        sink = make_sink(settings, write=self.write, on_request=self.on_request,
+                         on_reconnect=self.on_reconnect, kube=kube)
+        events = None if kube is None else make_events(settings, kube, on_event=self.on_event)
+        return sink, events
 
     def parts(self, settings: Settings) -> Parts:
         discovery = make_discovery(settings)
         try:
-            sink = make_sink(settings, write=self.write, on_request=self.on_request,
-                             on_reconnect=self.on_reconnect)
+            sink, events = self._publishing(settings)
         except BaseException:
             discovery.close()
             raise
-        return self._assemble(settings, discovery, sink)
+        return self._assemble(settings, discovery, sink, events)
 
     def rebuild(self, current: Parts, settings: Settings) -> Parts:
         """New parts for changed settings: what they affect is built anew, the rest reused."""
@@ -189,11 +226,10 @@ class Factory:
         discovery = current.discovery
         if Part.DISCOVERY in parts:
             discovery = make_discovery(settings)
-        sink = current.sink
+        sink, events = current.sink, current.events
         if Part.SINK in parts:
             try:
-                sink = make_sink(settings, write=self.write, on_request=self.on_request,
-                             on_reconnect=self.on_reconnect)
+                sink, events = self._publishing(settings)
             except BaseException:
                 if discovery is not current.discovery:
                     discovery.close()
@@ -204,10 +240,11 @@ class Factory:
                         f"{row.spec.kind.render(getattr(settings, row.name))}" for row in rows)
         if current.settings.sharing != settings.sharing:
             changes += ("sharing",)
-        return replace(self._assemble(settings, discovery, sink), changes=changes)
+        return replace(self._assemble(settings, discovery, sink, events), changes=changes)
 
-    def _assemble(self, settings: Settings, discovery: Discovery, sink: Sink) -> Parts:
-        return Parts(settings=settings, discovery=discovery, sink=sink,
+    def _assemble(self, settings: Settings, discovery: Discovery, sink: Sink,
+                  events: EventRecorder | None = None) -> Parts:
+        return Parts(settings=settings, discovery=discovery, sink=sink, events=events,
                      options=settings.label_options(timestamp=self.started),
                      duties=make_duties(settings, discovery, sink))
 

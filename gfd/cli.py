@@ -344,7 +344,8 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
 
     metrics = Metrics(version=__version__)
     factory = Factory(started=started, write=lambda text: click.echo(text, nl=False),
-                      on_request=metrics.api_request, on_reconnect=metrics.watch_reconnect)
+                      on_request=metrics.api_request, on_reconnect=metrics.watch_reconnect,
+                      on_event=metrics.kube_event)
     health = Health(stuck_after=settings.stuck_after)
     server = None
     if settings.metrics_port:

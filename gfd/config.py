@@ -485,6 +485,13 @@ class Settings:
         group=_PUBLISH,
         help="API sinks: watch the published object and repair drift at once (needs list "
              "and watch on it; forbidden, gfd falls back to the resync); false: no watch.")
+    events: bool = setting(
+        True, kind=Bool(), flags=("--events",), env=("GFD_EVENTS",), part=Part.SINK,
+        group=_PUBLISH,
+        help="Record Kubernetes Events on the Node (labels changed, a GPU lost or back, MIG "
+             "reconfigured, publishing failing or recovered; needs create and patch on "
+             "events in the default namespace) with an API sink, or with --kubeconfig and "
+             "--node-name; false: none.")
     kubeconfig: str = setting(
         "", kind=PathKind(), flags=("--kubeconfig",), env=("KUBECONFIG",), part=Part.SINK,
         group=_PUBLISH, gfd=("kubeconfig",),

@@ -24,10 +24,11 @@ from gfd.backoff import BACKOFF_START, backoff
 from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
 from gfd.labelers.inventory import model_groups
+from gfd.labelers.inventory import unhealthy as unhealthy_gpus
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.logs import Once
-from gfd.sinks.base import PublishResult, Sink
+from gfd.sinks.base import Change, PublishResult, Sink
 from gfd.snapshot import Snapshot
 from gfd.triggers import Fire, Trigger
 
@@ -59,6 +60,20 @@ class SnapshotSource(Protocol):
     def close(self) -> None: ...
 
 
+class EventRecorder(Protocol):
+    """Records Kubernetes Events on the Node from what the loop saw (``events.NodeEvents``)."""
+
+    def published(self, snapshot: Snapshot, labels: dict[str, str], change: Change) -> None:
+        """A cycle published (or found unchanged) these labels, read from this snapshot."""
+        ...
+
+    def failed(self, kind: str, message: str) -> None:
+        """A cycle failed where ``kind`` says (discovery, publish, config)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Duty:
     """A periodic duty of the loop: ``action`` marks something stale, then a cycle runs."""
@@ -77,6 +92,8 @@ class Parts:
     sink: Sink
     options: LabelOptions
     duties: tuple[Duty, ...] = ()
+    events: EventRecorder | None = None
+    """Events on the Node (built with the sink, which holds the API credentials)."""
     changes: tuple[str, ...] = ()
     """For a reload candidate: the settings that changed, as ``name: old -> new``."""
 
@@ -102,6 +119,7 @@ class Observer(Protocol):
     def error(self, kind: str) -> None: ...
     def gpus(self, by_model: dict[str, int]) -> None: ...
     def nvml_up(self, up: bool) -> None: ...
+    def unhealthy(self, count: int) -> None: ...
     def degraded(self, counts: dict[tuple[str, str], int]) -> None: ...
     def event(self, source: str, kind: str) -> None: ...
     def event_handled(self, source: str, seconds: float) -> None: ...
@@ -235,6 +253,8 @@ class Agent:
             candidate.discovery.close()
         if candidate.sink is not self.parts.sink:
             candidate.sink.close()
+        if candidate.events is not None and candidate.events is not self.parts.events:
+            candidate.events.close()
 
     def _refuse_pending(self, why: str) -> Parts:
         assert self._pending is not None
@@ -255,6 +275,8 @@ class Agent:
             self._move_labels(old.sink, candidate.sink)
             old.sink.close()
             self._watch(sink=candidate.sink)
+        if old.events is not None and old.events is not candidate.events:
+            old.events.close()
         changes = "; ".join(candidate.changes) or "no setting changed"
         log.info("config reloaded: %s", changes)
 
@@ -350,6 +372,8 @@ class Agent:
         self._api_failing = isinstance(exc, ApiSinkError)
         if not self._errors.error("%s", str(exc)):
             log.debug("still failing: %s", exc)
+        if self.parts.events is not None:
+            self.parts.events.failed(kind, str(exc))
         if self.observer:
             self.observer.error(kind)
             self.observer.cycle("error", self.clock() - start)
@@ -374,6 +398,8 @@ class Agent:
             log.debug("labels unchanged")
         if self.health:
             self.health.mark_published()
+        if self.parts.events is not None:
+            self.parts.events.published(snapshot, labelling.labels, change)
         obs = self.observer
         if obs:
             obs.discovery(read_done - start)
@@ -390,6 +416,7 @@ class Agent:
                 obs.rejected(reason, count)
             obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})
             obs.nvml_up(snapshot.nvml_available)
+            obs.unhealthy(len(unhealthy_gpus(snapshot)))
             degraded: dict[tuple[str, str], int] = {}
             for gpu in snapshot.gpus:
                 for d in gpu.degraded:
@@ -499,3 +526,5 @@ class Agent:
                 self._discard(self._pending)
             self.parts.discovery.close()
             self.parts.sink.close()
+            if self.parts.events is not None:
+                self.parts.events.close()

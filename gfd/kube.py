@@ -48,6 +48,9 @@ _NODE = "/api/v1/nodes/{name}"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
 _NODEFEATURES = f"/apis/{NFD_GROUP}/{NFD_VERSION}/namespaces/{{namespace}}/{NODEFEATURES}"
 _NODEFEATURE = _NODEFEATURES + "/{name}"
+_EVENTS = "/api/v1/namespaces/{namespace}/events"
+_EVENT = _EVENTS + "/{name}"
+MERGE = "application/merge-patch+json"
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 """The largest answer gfd reads: a Node or a NodeFeature is a few KB."""
 DEADLINE = 30.0
@@ -458,6 +461,8 @@ class Kube:
         self._api = self._main.api
         self._side: _Channel | None = None
         """For the watch thread's reads (``list_object``): never waits for the loop's."""
+        self._events: _Channel | None = None
+        """For the Events thread's requests: never waits for the loop's, nor holds them up."""
         self._limiter = RateLimiter(qps, burst)
         self._on_request = on_request
         self._timeout = timeout
@@ -465,8 +470,9 @@ class Kube:
 
     def close(self) -> None:
         self._api.close()
-        if self._side is not None:
-            self._side.api.close()
+        for side in (self._side, self._events):
+            if side is not None:
+                side.api.close()
         if self._watch_api is not None:
             self._watch_api.close()
 
@@ -609,6 +615,27 @@ class Kube:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return self._call("get", f"pod {namespace}/{name}", "GET", _POD,
                           path_params={"namespace": namespace, "name": name})
+
+    # Events -------------------------------------------------------------------------
+
+    def _events_channel(self) -> _Channel:
+        with _WATCH_CLIENT_LOCK:
+            if self._events is None:
+                self._events = _Channel(self._api.configuration)
+            return self._events
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a core/v1 Event (on a connection of its own: see ``_events``)."""
+        name = body["metadata"]["name"]
+        return self._call("create", f"event {namespace}/{name}", "POST", _EVENTS,
+                          path_params={"namespace": namespace}, body=body,
+                          channel=self._events_channel())
+
+    def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch an Event (a repeat: its count, lastTimestamp and message)."""
+        return self._call("patch", f"event {namespace}/{name}", "PATCH", _EVENT,
+                          path_params={"namespace": namespace, "name": name}, body=patch,
+                          content_type=MERGE, channel=self._events_channel())
 
     # Watches ------------------------------------------------------------------------
 

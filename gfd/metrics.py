@@ -135,6 +135,18 @@ class Metrics:
             registry=reg,
         )
         self._degraded_series: set[tuple[str, str]] = set()
+        self._unhealthy: Any = Gauge(
+            "gfd_gpus_unhealthy",
+            "GPUs that answered NVML with a fatal error ('GPU is lost') or had a critical Xid "
+            "or GPU-unavailable event, at the last discovery (gfd's gpu.unhealthy).",
+            registry=reg,
+        )
+        self._running: Any = Gauge(
+            "gfd_cycle_running_seconds",
+            "How long the cycle in progress has run (0 between cycles); /healthz fails past "
+            "--stuck-after.",
+            registry=reg,
+        )
         self._events: Any = Counter(
             "gfd_events",
             "Changes watchers saw, by source (nvml, config, output, api) and kind "
@@ -161,6 +173,15 @@ class Metrics:
             "Watches re-established at the API server, by reason (timeout, dropped, "
             "expired, error).",
             ["reason"],
+            registry=reg,
+        )
+        self._kube_events: Any = Counter(
+            "gfd_kube_events",
+            "Kubernetes Events on the Node by reason (GpuLost, LabelPublishFailing, ...) and "
+            "result: created, patched (a repeat counted), throttled (over the per-reason "
+            "rate, counted in the next one), dropped (the send queue was full), failed (the "
+            "API server refused it, or did not answer for 15 minutes).",
+            ["reason", "result"],
             registry=reg,
         )
         build_info: Any = Gauge(
@@ -221,6 +242,14 @@ class Metrics:
                 self._gpus.labels(model=model).set(count)
             self._gpu_models = set(by_model)
 
+    def unhealthy(self, count: int) -> None:
+        """Record how many GPUs are unhealthy (lost, or a critical Xid)."""
+        self._unhealthy.set(count)
+
+    def follow(self, health: Health) -> None:
+        """Export how long the cycle in progress has run, read from ``health`` at scrape."""
+        self._running.set_function(health.running)
+
     def nvml_up(self, up: bool) -> None:
         """Record whether NVML answered at the last discovery."""
         self._nvml_up.set(1 if up else 0)
@@ -249,6 +278,10 @@ class Metrics:
     def watch_reconnect(self, reason: str) -> None:
         """Count one re-established API watch."""
         self._reconnects.labels(reason=reason).inc()
+
+    def kube_event(self, reason: str, result: str) -> None:
+        """Count one Event gfd recorded (or did not) on the Node."""
+        self._kube_events.labels(reason=reason, result=result).inc()
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text exposition format (version 0.0.4)."""
@@ -285,6 +318,12 @@ class Health:
         """Labels have been published (readiness holds from now on)."""
         with self._lock:
             self._published = True
+
+    def running(self) -> float:
+        """Seconds the cycle in progress has run; 0.0 between cycles."""
+        with self._lock:
+            started = self._started
+        return 0.0 if started is None else max(0.0, self._clock() - started)
 
     def live(self) -> tuple[bool, str]:
         """False with a reason while a cycle has run longer than ``stuck_after`` seconds."""
@@ -610,6 +649,7 @@ class MetricsServer:
             raise ValueError("max_connections and request_timeout must be positive")
         self._metrics = metrics
         self._health = health
+        metrics.follow(health)
         self._host = host
         self._port = port
         self._max_connections = max_connections

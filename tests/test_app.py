@@ -24,6 +24,7 @@ from gfd.app import (
     make_gpu_source,
     make_sink,
     read_once,
+    wants_events,
 )
 from gfd.config import Part, Settings
 from gfd.discovery import Discovery
@@ -455,3 +456,39 @@ def test_label_once_logs_each_dropped_label(tmp_path: Path,
     assert "nvidia.com/cuda.driver.rev" not in labelling.labels
     assert any("dropped invalid label" in r.getMessage() and "cuda.driver.rev" in r.getMessage()
                for r in caplog.records)
+
+
+# ----------------------------------------------------------------------------- Events on the Node
+
+
+@pytest.mark.parametrize(("settings", "wanted"), [
+    (Settings(sink="node", node_name="n1"), True),
+    (Settings(sink="nodefeature", node_name="n1"), True),
+    (Settings(sink="node", node_name="n1", events=False), False),
+    (Settings(sink="node", node_name="n1", oneshot=True), False),
+    (Settings(), False),
+    (Settings(kubeconfig="/k", node_name="n1"), True),  # the file sink with credentials
+    (Settings(kubeconfig="/k", node_name="n1", output_file="-"), False),
+], ids=["node", "nodefeature", "events-false", "oneshot", "file", "file-with-kubeconfig",
+        "stdout"])
+def test_events_go_with_api_credentials_unless_turned_off(settings: Settings,
+                                                          wanted: bool) -> None:
+    assert wants_events(settings) is wanted
+
+
+def test_parts_of_an_api_sink_record_events_through_the_sinks_client(tmp_path: Path) -> None:
+    with FakeApiServer() as server:
+        server.add_node("n1")
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+        factory = Factory(started=1, write=lambda text: None)
+        parts = factory.parts(Settings(simulate="hgx-h100", sink="node", node_name="n1",
+                                       kubeconfig=kubeconfig))
+        assert isinstance(parts.sink, NodeSink) and parts.events is not None
+        parts.events.failed("publish", "HTTP 503")
+        parts.events.close()  # sends what is queued, then stops
+        parts.sink.close()
+        off = factory.parts(Settings(simulate="hgx-h100", sink="node", node_name="n1",
+                                     kubeconfig=kubeconfig, events=False))
+        assert off.events is None
+        off.sink.close()
+        assert [e["reason"] for e in server.events("default")] == ["LabelPublishFailing"]

@@ -744,3 +744,43 @@ def test_an_unwatched_config_is_checked_every_cycle(tmp_path) -> None:
         assert reloader.forced == [False, False]
     finally:
         loop.stop()
+
+
+# ------------------------------------------------------------------------ Events on the Node
+
+
+class Recorded:
+    """Records what the loop hands daemon.EventRecorder."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.closed = False
+
+    def published(self, snapshot: Snapshot, labels: dict[str, str], change: Any) -> None:
+        self.calls.append(("published", (len(snapshot.gpus), change.summary())))
+
+    def failed(self, kind: str, message: str) -> None:
+        self.calls.append(("failed", (kind, message)))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_loop_hands_each_cycle_and_each_failure_to_the_event_recorder(tmp_path) -> None:
+    events = Recorded()
+    target = FailingSink(sink(tmp_path), PublishError("cannot write feature file"))
+    agent = make_agent(Source(H100), target, LabelOptions())
+    agent.parts = replace(agent.parts, events=events)
+    assert agent.cycle()
+    assert not agent.cycle()
+    [first, second] = events.calls
+    assert first[0] == "published" and first[1][0] == 8 and first[1][1].startswith("+")
+    assert second == ("failed", ("publish", "cannot write feature file"))
+
+
+def test_unhealthy_gpus_are_reported_to_the_observer(tmp_path) -> None:
+    observer = Observer()
+    lost = replace(H100, gpus=(replace(H100.gpus[0], error="GPU is lost"), *H100.gpus[1:]))
+    agent = make_agent(Source(lost), sink(tmp_path), LabelOptions(), observer=observer)
+    assert agent.cycle()
+    assert observer.named("unhealthy") == [(1,)]

@@ -724,3 +724,32 @@ def test_a_response_without_read1_is_read_chunk_by_chunk(server: FakeApiServer,
     server.set_label(NODE, "a", "1")
     assert next(stream).type == "MODIFIED" and time.monotonic() - started < 0.5
     assert list(stream) == []
+
+
+# ----------------------------------------------------------------------------- events
+
+
+def test_an_event_is_created_and_merge_patched_on_its_own_connection(
+        server: FakeApiServer, kube: Kube, requests: list[tuple[str, str]]) -> None:
+    body = {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{NODE}.1", "namespace": "default"},
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": NODE},
+            "reason": "GpuLost", "message": "GPU 1 is gone", "type": "Warning", "count": 1,
+            "source": {"component": "gfd", "host": NODE}}
+    created = kube.create_event("default", body)
+    assert created["metadata"]["name"] == f"{NODE}.1"
+    patched = kube.patch_event("default", f"{NODE}.1", {"count": 2, "message": "again"})
+    assert (patched["count"], patched["message"], patched["reason"]) == (2, "again", "GpuLost")
+    assert requests == [("create", "201"), ("patch", "200")]
+    assert [(r.method, r.content_type) for r in server.requests][-1] == (
+        "PATCH", "application/merge-patch+json")
+
+
+def test_a_missing_event_is_a_404_and_a_forbidden_one_names_the_fix(
+        server: FakeApiServer, kube: Kube) -> None:
+    assert api_error(lambda: kube.patch_event("default", "gone", {"count": 2})).status == 404
+    server.forbid("create", "events")
+    error = api_error(lambda: kube.create_event("default", {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "x"},
+        "involvedObject": {"kind": "Node", "name": NODE}}))
+    assert error.status == 403 and RBAC_HINT in str(error)

@@ -491,3 +491,27 @@ def test_an_ipv6_address_is_served(metrics: Metrics, health: Health) -> None:
 def test_limits_must_be_positive(metrics: Metrics, health: Health) -> None:
     with pytest.raises(ValueError):
         MetricsServer(metrics, health, port=0, max_connections=0)
+
+
+def test_unhealthy_gpus_and_the_running_cycle_are_exported() -> None:
+    now = [100.0]
+    metrics, health = Metrics(version="1.2.3"), Health(stuck_after=60, clock=lambda: now[0])
+    metrics.follow(health)
+    metrics.unhealthy(2)
+    health.cycle_started()
+    now[0] += 42.5
+    text = metrics.render().decode()
+    assert "gfd_gpus_unhealthy 2.0" in text
+    assert "gfd_cycle_running_seconds 42.5" in text
+    health.cycle_finished()
+    assert "gfd_cycle_running_seconds 0.0" in metrics.render().decode()
+
+
+def test_kube_events_are_counted_by_reason_and_result() -> None:
+    metrics = Metrics(version="1.2.3")
+    metrics.kube_event("GpuLost", "created")
+    metrics.kube_event("GpuLost", "throttled")
+    metrics.kube_event("GpuLost", "throttled")
+    text = metrics.render().decode()
+    assert 'gfd_kube_events_total{reason="GpuLost",result="throttled"} 2.0' in text
+    assert 'gfd_kube_events_total{reason="GpuLost",result="created"} 1.0' in text

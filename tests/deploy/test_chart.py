@@ -597,8 +597,10 @@ def test_every_gfd_container_states_its_user_and_is_locked_down(chart: Chart) ->
 
 
 def test_rbac_and_token_per_mode_are_least_privilege(chart: Chart) -> None:
-    expected = {"file": [], "nfd-sidecar": [], "nodefeature": ["Role", "RoleBinding"],
-                "node": ["ClusterRole", "ClusterRoleBinding"]}
+    # each API mode also gets create/patch on events in `default` (events.enabled)
+    expected = {"file": [], "nfd-sidecar": [],
+                "nodefeature": ["Role", "Role", "RoleBinding", "RoleBinding"],
+                "node": ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]}
     for name, values, docs in all_renders(chart):
         mode = values.get("mode", "file")
         assert sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS) == expected[mode], (
@@ -771,3 +773,48 @@ def test_every_value_is_used_by_a_template() -> None:
 def test_post_renderer_is_executable_and_strict() -> None:
     assert os.access(POST_RENDERER, os.X_OK)
     assert "set -eu" in POST_RENDERER.read_text()
+
+
+# --------------------------------------------------------------------------- events, monitoring
+
+
+@pytest.mark.parametrize("mode", ["node", "nodefeature"])
+def test_events_off_grant_nothing_on_events_and_pass_the_flag(chart: Chart, mode: str) -> None:
+    def events_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [d for d in docs if d["kind"] == "Role"
+                and d["metadata"]["namespace"] == "default"]
+
+    on = chart.render({"mode": mode})
+    [role] = events_roles(on)
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["events"],
+                              "verbs": ["create", "patch"]}]
+    off = chart.render({"mode": mode, "events": {"enabled": False}})
+    assert events_roles(off) == []
+    assert not [d for d in off if d["kind"] == "RoleBinding"
+                and d["metadata"]["namespace"] == "default"]
+    [daemonset] = [d for d in off if d["kind"] == "DaemonSet"]
+    assert "--events=false" in gfd_container(daemonset)["args"]
+    [daemonset] = [d for d in on if d["kind"] == "DaemonSet"]
+    assert "--events=false" not in gfd_container(daemonset)["args"]
+
+
+def test_monitoring_is_off_by_default_and_renders_what_the_manifests_hold(
+        chart: Chart, kustomize: Any) -> None:
+    kinds = {"PodMonitor", "PrometheusRule"}
+    assert not [d for d in chart.render({"mode": "node"}) if d["kind"] in kinds]
+    values = {"mode": "node", "monitoring": {
+        "podMonitor": {"enabled": True, "labels": {"release": "kps"}},
+        "prometheusRule": {"enabled": True}, "dashboard": {"enabled": True}}}
+    ours = {d["kind"]: d for d in chart.render(values)
+            if d["kind"] in kinds or d["metadata"]["name"].endswith("-dashboard")}
+    theirs = {d["kind"]: d for d in kustomize(("overlays/node",), ("components/monitoring",))
+              if d["kind"] in kinds or d["metadata"]["name"].endswith("-dashboard")}
+    assert ours["PrometheusRule"]["spec"] == theirs["PrometheusRule"]["spec"]
+    assert ours["ConfigMap"]["data"] == theirs["ConfigMap"]["data"]
+    assert ours["ConfigMap"]["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert ours["PodMonitor"]["spec"]["podMetricsEndpoints"] == theirs["PodMonitor"]["spec"][
+        "podMetricsEndpoints"]
+    assert ours["PodMonitor"]["metadata"]["labels"]["release"] == "kps"
+    [daemonset] = [d for d in chart.render(values) if d["kind"] == "DaemonSet"]
+    assert ours["PodMonitor"]["spec"]["selector"]["matchLabels"].items() <= daemonset[
+        "spec"]["template"]["metadata"]["labels"].items()

@@ -67,6 +67,10 @@ NODEFEATURE_RULES = {("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "upd
                                                            "list", "watch"},
                      ("", "pods"): {"get"}}
 NODE_RULES = {("", "nodes"): {"get", "patch", "list", "watch"}}
+EVENT_RULES = {("", "events"): {"create", "patch"}}
+OPERATOR_KINDS = "monitoring.coreos.com/"
+"""The Prometheus Operator's kinds (components/monitoring): no Kubernetes schema to check
+them against; tests/deploy/test_monitoring.py checks what they carry."""
 
 FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
 WORKLOAD_KINDS = {"DaemonSet", "Job", "Deployment", "StatefulSet", "Pod"}
@@ -271,9 +275,14 @@ def validate(doc: dict[str, Any], version: str, what: str) -> None:
                              f"at {'/'.join(map(str, exc.path))}") from None
 
 
+def schema_docs() -> list[tuple[Path, int, dict[str, Any]]]:
+    return [d for d in full_object_docs()
+            if not str(d[2].get("apiVersion", "")).startswith(OPERATOR_KINDS)]
+
+
 @pytest.mark.parametrize("version", k8s_versions())
-@pytest.mark.parametrize(("path", "index", "doc"), full_object_docs(),
-                         ids=[doc_id(*d) for d in full_object_docs()])
+@pytest.mark.parametrize(("path", "index", "doc"), schema_docs(),
+                         ids=[doc_id(*d) for d in schema_docs()])
 def test_full_objects_match_the_kubernetes_schema(path: Path, index: int,
                                                   doc: dict[str, Any], version: str) -> None:
     validate(doc, version, doc_id(path, index, doc))
@@ -517,16 +526,24 @@ def test_rendered_modes_without_api_access_mount_no_token(directory: str) -> Non
 def test_nodefeature_mode_grants_exactly_its_namespaced_role() -> None:
     rbac = rbac_of("overlays/nodefeature")
     assert not rbac["ClusterRole"] and not rbac["ClusterRoleBinding"], "nothing cluster-wide"
-    (role,) = rbac["Role"]
-    assert role["metadata"]["namespace"] == "gfd"
+    (role,) = [r for r in rbac["Role"] if r["metadata"]["namespace"] == "gfd"]
     assert rbac_rules(role) == NODEFEATURE_RULES
-    (binding,) = rbac["RoleBinding"]
-    assert binding["metadata"]["namespace"] == "gfd" and binds_gfd(binding, role)
+    (binding,) = [b for b in rbac["RoleBinding"] if b["metadata"]["namespace"] == "gfd"]
+    assert binds_gfd(binding, role)
+    assert_events_role(rbac)
+
+
+def assert_events_role(rbac: dict[str, list[dict[str, Any]]]) -> None:
+    """create/patch on events in `default` only, where Events about a Node live."""
+    (role,) = [r for r in rbac["Role"] if r["metadata"]["namespace"] == "default"]
+    assert rbac_rules(role) == EVENT_RULES
+    (binding,) = [b for b in rbac["RoleBinding"] if b["metadata"]["namespace"] == "default"]
+    assert binds_gfd(binding, role)
 
 
 def test_node_mode_grants_exactly_get_and_patch_on_nodes() -> None:
     rbac = rbac_of("overlays/node")
-    assert not rbac["Role"] and not rbac["RoleBinding"]
+    assert_events_role(rbac)
     (role,) = rbac["ClusterRole"]
     assert rbac_rules(role) == NODE_RULES
     (binding,) = rbac["ClusterRoleBinding"]

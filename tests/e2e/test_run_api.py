@@ -45,8 +45,10 @@ def test_steady_state_is_free_and_a_change_is_one_write(sink: str, tmp_path: Pat
                                                         fake_nvml_lib: Path) -> None:
     profiles.hgx_h100().write(tmp_path / "profile.txt")
     port = free_port()
+    # the publishing requests alone (Events on the Node: e2e/test_node_events.py)
     argv, env = command(tmp_path, server, fake_nvml_lib, "run", "--sink", sink,
-                        "--sleep-interval", "20ms", "--metrics-port", str(port))
+                        "--sleep-interval", "20ms", "--metrics-port", str(port),
+                        "--events=false")
     log = (tmp_path / "agent.log").open("w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:

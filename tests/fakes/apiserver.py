@@ -168,7 +168,14 @@ DAEMONSETS = Resource("daemonsets", "DaemonSet", "apps", "v1", namespaced=True)
 NODEFEATURES = Resource(
     "nodefeatures", "NodeFeature", NFD_GROUP, "v1alpha1", namespaced=True, custom=True
 )
-RESOURCES = {r.plural: r for r in (NODES, PODS, DAEMONSETS, NODEFEATURES)}
+EVENTS = Resource("events", "Event", "", "v1", namespaced=True)
+RESOURCES = {r.plural: r for r in (NODES, PODS, DAEMONSETS, NODEFEATURES, EVENTS)}
+EVENT_FIELDS = frozenset({
+    "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+    "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+    "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
+})
+"""The fields the API server selects Events by (besides metadata.name / namespace)."""
 
 
 # --------------------------------------------------------------------------- errors
@@ -700,16 +707,31 @@ def _split_selector(selector: str) -> list[str]:
     return parts
 
 
-def _parse_field_selector(selector: str) -> list[tuple[str, Requirement]]:
-    """Only ``metadata.name`` and ``metadata.namespace`` with ``=``, ``==``, ``!=``."""
+def _parse_field_selector(selector: str, res: Resource | None = None
+                          ) -> list[tuple[str, Requirement]]:
+    """``metadata.name`` and ``metadata.namespace`` (and an Event's ``EVENT_FIELDS``) with
+    ``=``, ``==``, ``!=``; each as (field path, requirement)."""
     out: list[tuple[str, Requirement]] = []
     for term in filter(None, (t.strip() for t in selector.split(","))):
-        m = re.fullmatch(r"metadata\.(name|namespace)\s*(==|=|!=)\s*(\S*)", term)
-        if not m:
+        m = re.fullmatch(r"([A-Za-z.]+)\s*(==|=|!=)\s*(\S*)", term)
+        known = {"metadata.name", "metadata.namespace"}
+        if res is not None and res.plural == "events":
+            known |= EVENT_FIELDS
+        if not m or m.group(1) not in known:
             raise _bad_request(f'"{term}" is not a known field selector')
         op = "!=" if m.group(2) == "!=" else "="
         out.append((m.group(1), Requirement(m.group(1), op, frozenset({m.group(3)}))))
     return out
+
+
+def _field_value(obj: JSON, path: str) -> str:
+    """The value a field selector compares: ``source`` is the Event's source.component."""
+    if path == "source":
+        path = "source.component"
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part, "") if isinstance(value, dict) else ""
+    return str(value) if value is not None else ""
 
 
 # --------------------------------------------------------------------------- state
@@ -892,7 +914,7 @@ class _Watch:
             return False
         labels = meta.get("labels") or {}
         return all(r.matches(labels) for r in self.labels) and all(
-            r.matches({attr: meta.get(attr, "")}) for attr, r in self.fields
+            r.matches({attr: _field_value(obj, attr)}) for attr, r in self.fields
         )
 
     def event(self, change: _Change) -> JSON | None:
@@ -1706,6 +1728,12 @@ class FakeApiServer:
             ("PUT", f"{nf_ns}/{name}", NODEFEATURES, "update", self._put_nodefeature),
             ("PATCH", f"{nf_ns}/{name}", NODEFEATURES, "patch", self._patch_nodefeature),
             ("DELETE", f"{nf_ns}/{name}", NODEFEATURES, "delete", self._delete_nodefeature),
+            ("GET", "/api/v1/events", EVENTS, "list", self._list_events),
+            ("GET", f"/api/v1/namespaces/{ns}/events", EVENTS, "list", self._list_events),
+            ("POST", f"/api/v1/namespaces/{ns}/events", EVENTS, "create", self._create_event),
+            ("GET", f"/api/v1/namespaces/{ns}/events/{name}", EVENTS, "get", self._get_event),
+            ("PATCH", f"/api/v1/namespaces/{ns}/events/{name}", EVENTS, "patch",
+             self._patch_event),
         ]  # fmt: skip
         return [
             _Route(m, re.compile(pattern), res, verb, fn) for m, pattern, res, verb, fn in table
@@ -1781,6 +1809,38 @@ class FakeApiServer:
     def _get_daemonset(self, req: _Request, p: dict[str, str]) -> _Response:
         stored = self._require(DAEMONSETS, p["ns"], p["name"])
         return _Response(200, self._render(DAEMONSETS, stored))
+
+    # ------------------------------------------------------------------ handlers: events
+
+    def _list_events(self, req: _Request, p: dict[str, str]) -> _Response:
+        if _flag(req.query.get("watch")):
+            return self._watch(EVENTS, p.get("ns"), req)
+        return _Response(200, self._list(EVENTS, p.get("ns"), req))
+
+    def _get_event(self, req: _Request, p: dict[str, str]) -> _Response:
+        return _Response(200, self._render(EVENTS, self._require(EVENTS, p["ns"], p["name"])))
+
+    def _create_event(self, req: _Request, p: dict[str, str]) -> _Response:
+        body = _parse_json(req.body)
+        if isinstance(body, dict):
+            _check_event(body, p["ns"])
+        return _Response(201, self._create(EVENTS, p["ns"], body, self._manager(req),
+                                           _dry(req)))
+
+    def _patch_event(self, req: _Request, p: dict[str, str]) -> _Response:
+        kind = _patch_kind(req, EVENTS)
+        if kind == APPLY_PATCH:
+            raise ApiError(501, "NotImplemented", "fake apiserver: server-side apply on events")
+        stored = self._require(EVENTS, p["ns"], p["name"])
+        patched = _patched(kind, self._render(EVENTS, stored), req.body)
+        updated = self._update(EVENTS, stored, patched, self._manager(req), _dry(req))
+        return _Response(200, updated)
+
+    def events(self, namespace: str | None = None) -> list[JSON]:
+        """Every Event stored (in ``namespace``), as a GET returns it."""
+        with self._lock:
+            return [self._render(EVENTS, s) for (ns, _), s in sorted(self._objects[EVENTS].items())
+                    if namespace is None or ns == namespace]
 
     # ------------------------------------------------------------------ handlers: nodefeatures
 
@@ -1911,7 +1971,7 @@ class FakeApiServer:
 
     def _list(self, res: Resource, namespace: str | None, req: _Request) -> JSON:
         selectors = parse_label_selector(req.query.get("labelSelector", ""))
-        fields = _parse_field_selector(req.query.get("fieldSelector", ""))
+        fields = _parse_field_selector(req.query.get("fieldSelector", ""), res)
         items = []
         for (ns, _), stored in sorted(self._objects[res].items()):
             if namespace is not None and ns != namespace:
@@ -1919,7 +1979,7 @@ class FakeApiServer:
             meta = stored.obj["metadata"]
             labels = meta.get("labels", {})
             if all(r.matches(labels) for r in selectors) and all(
-                r.matches({attr: meta.get(attr, "")}) for attr, r in fields
+                r.matches({attr: _field_value(stored.obj, attr)}) for attr, r in fields
             ):
                 item = self._render(res, stored)
                 if not res.custom:  # built-in lists carry no kind/apiVersion per item
@@ -2224,7 +2284,7 @@ class FakeApiServer:
                     501, "NotImplemented", f"fake apiserver: {unsupported} on a watch"
                 )
         labels = parse_label_selector(req.query.get("labelSelector", ""))
-        fields = _parse_field_selector(req.query.get("fieldSelector", ""))
+        fields = _parse_field_selector(req.query.get("fieldSelector", ""), res)
         timeout = _watch_timeout(req.query.get("timeoutSeconds"))
         now = time.monotonic()
         w = _Watch(
@@ -2340,6 +2400,25 @@ class FakeApiServer:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _check_event(body: JSON, namespace: str) -> None:
+    """The API server's legacy Event validation (core/v1): an Event about a cluster-scoped
+    object (no involvedObject.namespace) lives in ``default``; reasons and the reporting
+    component are at most 128 characters."""
+    involved = body.get("involvedObject") if isinstance(body.get("involvedObject"), dict) else {}
+    name = str((body.get("metadata") or {}).get("name", ""))
+    errors = []
+    obj_ns = str(involved.get("namespace") or "")
+    if (not obj_ns and namespace not in ("", "default")) or (obj_ns and obj_ns != namespace):
+        errors.append(FieldError("involvedObject.namespace", "FieldValueInvalid",
+                                 "does not match event.namespace", _q(obj_ns)))
+    for key in ("reason", "reportingComponent"):
+        if len(str(body.get(key) or "")) > 128:
+            errors.append(FieldError(key, "FieldValueTooLong", "must have at most 128 bytes",
+                                     _q(str(body.get(key)))))
+    if errors:
+        raise _invalid(EVENTS, name, errors)
 
 
 def _selected_name(selector: str) -> str | None:
