@@ -9,7 +9,8 @@ image's library directory as the NVIDIA container toolkit injects the host's.
 
 Each asserts the labels GFD v0.20 (or gfd, for its own manifests) publishes there, from the
 golden files (tests/data/golden/nvml), at the place it publishes them: the feature file in
-the host directory, or the fake API server on the host's loopback (--network host). Also:
+the host directory, or the fake API server on the host's loopback (--network host), and
+for gfd's node mode also the real kube-apiserver of the real-API tier. Also:
 SIGTERM ends the daemon with status 0, ``--oneshot`` labels once and exits 0, and the
 installed set is exactly the lock's and ``pip check`` clean.
 """
@@ -29,6 +30,7 @@ import yaml
 from fakes import pods
 from fakes.apiserver import FakeApiServer, self_signed
 from fakes.sysfs import config_space, gpu_tree, pci_device
+from helpers.controlplane import ControlPlane
 from helpers.helm import install_pinned_helm
 from helpers.machines import MACHINES
 from helpers.paths import DATA, ROOT
@@ -377,3 +379,43 @@ def test_gfds_node_mode_labels_the_node_as_a_non_root_user(pod_factory: Any,
     assert uids.split()[1:] == ["65532"] * 4, uids
     assert pod.terminate() == 0, pod.output()
     assert not list(pod.features_d.iterdir()), "the Node sink writes no file"
+
+
+# ------------------------------------------------------------- the real kube-apiserver
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_gfds_node_mode_labels_a_real_api_servers_node_as_the_manifests_service_account(
+        pod_factory: Any, control_plane: ControlPlane, source: str) -> None:
+    """The same pod on kube-apiserver 1.36 (the real-API tier's control plane): in-cluster
+    credentials of the ServiceAccount of manifests/base bound to exactly the RBAC of
+    manifests/overlays/node, a TokenRequest token, the server's own CA."""
+    doc = rendered(source, "node")
+    node = f"image-{source}-{uuid.uuid4().hex[:6]}"
+    control_plane.install_rbac("node")
+    control_plane.create_node(node)
+    pod = pod_factory("hgx_h100", pods.Downward(namespace="gfd", node=node, pod="gfd-r8m4q"))
+    sa = pod.tmp / "serviceaccount"
+    sa.mkdir()
+    (sa / "token").write_text(control_plane.token("gfd", "gfd"))
+    (sa / "ca.crt").write_bytes(control_plane.pki.ca_cert.read_bytes())
+    (sa / "namespace").write_text("gfd")
+    pod.host.api = (control_plane.port, sa)
+    try:
+        pod.start(doc, "gfd")
+
+        def labels() -> dict[str, str]:
+            obj = control_plane.get(f"/api/v1/nodes/{node}") or {}
+            return dict(obj.get("metadata", {}).get("labels") or {})
+        wait_for(lambda: "nvidia.com/gpu.product" in labels(), timeout=60)
+        published = labels()
+        assert published["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+        assert published["nvidia.com/gpu.count"] == "8"
+        assert published["kubernetes.io/hostname"] == node, "the kubelet's labels stay"
+        managers = {f["manager"] for f in (control_plane.get(f"/api/v1/nodes/{node}") or {})
+                    ["metadata"]["managedFields"]}
+        assert "gfd" in managers, managers
+        assert pod.terminate() == 0, pod.output()
+        assert "Traceback" not in pod.output()
+    finally:
+        control_plane.delete(f"/api/v1/nodes/{node}", wait=False)
