@@ -18,6 +18,7 @@ from gfd.discovery import Discovery, GpuSource, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
+from gfd.readers.resourcemanager import ResourceManagerReader
 from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
 
@@ -94,16 +95,26 @@ def make_gpu_source(settings: Settings) -> GpuSource:
     return NvmlReader()
 
 
+def make_manager(settings: Settings) -> ResourceManagerReader:
+    """What decides the resource manager at each read (``--resource-manager``)."""
+    return ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
+
+
 def make_discovery(settings: Settings) -> Discovery:
     """The readers for these settings, composed into one snapshot per read."""
     host = HostReader(machine_type_file=settings.machine_type_file,
-                      sysfs_root=settings.sysfs_root)
-    if settings.simulate:
-        from gfd.readers.simulate import simulate
+                      sysfs_root=settings.sysfs_root, scan_vgpu=not settings.no_vgpu_labels)
+    manager = make_manager(settings)
+    if settings.simulate or settings.snapshot:
+        if settings.simulate:
+            from gfd.readers.simulate import simulate
 
-        return Discovery(None, host, fixed=simulate(settings.simulate).snapshot)
-    if settings.snapshot:
-        return Discovery(None, host, fixed=read_snapshot_file(settings.snapshot))
+            fixed = simulate(settings.simulate).snapshot
+        else:
+            fixed = read_snapshot_file(settings.snapshot)
+        if settings.no_vgpu_labels:  # as if the scan had not run there either
+            fixed = replace(fixed, vgpu=None)
+        return Discovery(None, host, fixed=fixed, manager=manager)
     smi = None
     # nvidia-smi numbers the GPUs NVML sees: none of them is a vfio GPU.
     if settings.label_set == "extended" and settings.device_discovery_strategy != "vfio":
@@ -111,7 +122,16 @@ def make_discovery(settings: Settings) -> Discovery:
 
         smi = SmiReader(settings.nvidia_smi)
     return Discovery(make_gpu_source(settings), host, smi=smi,
-                     fail_on_init_error=settings.fail_on_init_error)
+                     fail_on_init_error=settings.fail_on_init_error, manager=manager)
+
+
+def share_features_lock(old: Sink, new: Sink) -> None:
+    """A reload moving the feature file within its directory: the new sink shares the old
+    one's lock on it (one gfd per directory; this is still the one)."""
+    from gfd.sinks.featurefile import FeatureFileSink
+
+    if isinstance(old, FeatureFileSink) and isinstance(new, FeatureFileSink):
+        new.share_lock(old)
 
 
 def make_kube(settings: Settings, *, on_request: OnRequest | None = None) -> Kube:
@@ -230,6 +250,7 @@ class Factory:
         if Part.SINK in parts:
             try:
                 sink, events = self._publishing(settings)
+                share_features_lock(current.sink, sink)
             except BaseException:
                 if discovery is not current.discovery:
                     discovery.close()

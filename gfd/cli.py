@@ -21,7 +21,7 @@ import click
 from gfd import __version__
 from gfd.config import BY_NAME, Bool, Entry, Group, Settings, ValueProblem, entries
 from gfd.errors import ConfigError, GfdError
-from gfd.labelers.catalog import describe
+from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 from gfd.labelers.options import LABEL_SETS
 
 if TYPE_CHECKING:
@@ -152,14 +152,17 @@ def cli() -> None:
               help="text: sorted key=value lines; json: one object.")
 @click.pass_context
 def labels_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Print the labels this node would get, sorted (no side effects)."""
+    """Print the labels this node would get, sorted (no side effects); the resource manager
+    they are for, and why, on stderr."""
     from gfd.app import label_once
     from gfd.sinks.featurefile import render
 
     settings, _ = build_settings(params)
     _configure_logging(settings.log_level if settings.log_level != "info" else "warning",
                        settings.log_format)
-    _, labelling = label_once(settings, int(time.time()))
+    snapshot, labelling = label_once(settings, int(time.time()))
+    manager = snapshot.resource_manager
+    click.echo(f"resource manager: {manager.name} ({manager.evidence})", err=True)
     if params["output_format"] == "json":
         click.echo(json.dumps(labelling.labels, indent=2, sort_keys=True))
     else:
@@ -176,6 +179,35 @@ def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
     settings, _ = build_settings(params)
     _configure_logging("warning", settings.log_format)
     click.echo(read_once(settings).to_json(), nl=False)
+
+
+@cli.command("devices")
+@options(Group.DISCOVERY)
+@click.option("--format", "output_format", type=click.Choice(["yaml", "json"]), default="yaml",
+              help="yaml (default) or json.")
+@click.pass_context
+def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
+    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it (driver
+    gpu.nvidia.com): device names, attributes with their types, capacities; what to write
+    CEL selectors against. A device the snapshot cannot describe fully lists what is missing.
+    Exit 1 when any device is incomplete."""
+    import yaml
+
+    from gfd.app import read_once
+    from gfd.devices import document
+
+    settings, _ = build_settings(params)
+    _configure_logging("warning", settings.log_format)
+    doc = document(read_once(settings))
+    if params["output_format"] == "json":
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+    incomplete = [d for d in doc["devices"] if "missing" in d]
+    if incomplete:
+        click.echo(f"{len(incomplete)} device(s) cannot be described fully: see 'missing'",
+                   err=True)
+        sys.exit(Exit.FAILURE)
 
 
 @cli.command("diff")
@@ -245,7 +277,8 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
 
     settings, _ = build_settings(params)
     _configure_logging("error", settings.log_format)
-    _, labelling = label_once(settings, int(time.time()))
+    snapshot, labelling = label_once(settings, int(time.time()))
+    manager = snapshot.resource_manager
     full = key if "/" in key else f"nvidia.com/{key}"
     label = labelling.explained.get(full)
     if label is None:
@@ -253,6 +286,9 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         doc = describe(full)
         why = f"; it is present when: {doc.when}" if doc else ""
+        if EXCLUDED_KEYS[manager.name].fullmatch(full):
+            why = (f"; it is not published under resource manager {manager.name} "
+                   f"({manager.evidence})")
         raise LabelNotFound(f"{full} is not a label on this machine{why}{hint}")
     rejected = {r.key: r for r in labelling.rejected}
     click.echo(f"{full}={label.value}")
@@ -265,6 +301,12 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
     if doc:
         where = " or ".join(f"gfd/labelers/{m.strip()}.py" for m in doc.module.split("/"))
         click.echo(f"  set:    {doc.set} (computed in {where})")
+        if manager.name == "dra" and doc.dra:
+            click.echo(f"  under dra: {doc.dra}")
+    if manager.name == "dra" and full.startswith("nvidia.com/gpu."):
+        click.echo("  per device: `gfd devices` (each GPU and MIG device as DRA claims select "
+                   "it: attributes, capacities)")
+    click.echo(f"  resource manager: {manager.name} ({manager.evidence})")
     if full in rejected:
         click.echo(f"  NOT PUBLISHED: {rejected[full].message}")
 
@@ -281,16 +323,30 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
               help="compat: use only GFD's labels (for clusters labelled by GFD).")
 @click.option("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
               help="auto: a nodeSelector when exact values suffice, else node affinity.")
+@click.option("--dra", is_flag=True, default=False,
+              help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
+                   "attributes) and the pod's node affinity over the labels of "
+                   "--resource-manager dra.")
+@click.option("--count", type=int, default=1, help="--dra: how many devices to claim.")
+@click.option("--name", default="", help="--dra: the ResourceClaimTemplate's name.")
 def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool | None,
-                 family: str, min_compute: str, label_set: str, form: str) -> None:
-    """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec."""
+                 family: str, min_compute: str, label_set: str, form: str, dra: bool,
+                 count: int, name: str) -> None:
+    """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec; with --dra, a
+    ResourceClaimTemplate and the pod spec fragment (node affinity, resourceClaims) using it."""
     import yaml
 
-    from gfd.selector import Constraints, stanza
+    from gfd.selector import Constraints, claim, stanza
 
     constraints = Constraints(product=product, min_memory=min_memory, mig_profile=mig_profile,
                               shared=shared, family=family, min_compute=min_compute,
                               label_set=label_set)
+    if dra:
+        click.echo(yaml.safe_dump_all(claim(constraints, count=count, name=name),
+                                      sort_keys=False), nl=False)
+        return
+    if count != 1 or name:
+        raise ConfigError("--count and --name go with --dra (a ResourceClaimTemplate)")
     click.echo(yaml.safe_dump(stanza(constraints, form=form), sort_keys=False), nl=False)
 
 

@@ -34,6 +34,8 @@ SINKS = ("file", "nodefeature", "node")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra", "vfio")
+RESOURCE_MANAGERS = ("auto", "device-plugin", "dra")
+DEFAULT_PLUGINS_REGISTRY = "/var/lib/kubelet/plugins_registry"
 
 
 class Part(enum.Enum):
@@ -410,6 +412,11 @@ class Settings:
         "/sys", kind=PathKind(), flags=("--sysfs-root",), env=("GFD_SYSFS_ROOT",),
         part=Part.DISCOVERY, group=_DISCOVERY,
         help="Root of sysfs, for PCI class and vGPU detection and the vfio back end.")
+    no_vgpu_labels: bool = setting(
+        False, kind=Bool(), flags=("--no-vgpu-labels",), env=("GFD_NO_VGPU_LABELS",),
+        part=Part.DISCOVERY, group=_DISCOVERY,
+        help="Skip the vGPU scan of PCI config space and its vgpu.* labels: gfd then needs "
+             "no capability (reading all of config space needs CAP_SYS_ADMIN).")
     nvidia_smi: str = setting(
         "nvidia-smi", kind=Text(), flags=("--nvidia-smi",), env=("GFD_NVIDIA_SMI",),
         part=Part.DISCOVERY, group=_DISCOVERY,
@@ -432,6 +439,21 @@ class Settings:
         help="How GPUs are read: nvml; tegra (the CUDA driver API, for Jetson/IGX); vfio "
              "(GPUs bound to vfio-pci, from sysfs and the PCI IDs database); auto: GFD's "
              "rule (tegra on a Tegra SoC without NVML, else nvml; never vfio).")
+    resource_manager: str = setting(
+        "auto", kind=Choice(RESOURCE_MANAGERS), flags=("--resource-manager",),
+        env=("GFD_RESOURCE_MANAGER",), file="flags.gfd.resourceManager", part=Part.DISCOVERY,
+        group=_DISCOVERY,
+        help="What hands out this node's GPUs, which decides the labels: device-plugin (GFD's "
+             "labels); dra (hardware truth and gpu.present, no device-plugin resource labels, "
+             "sharing ignored); auto: dra while the NVIDIA DRA kubelet plugin is registered "
+             "(its socket in --plugins-registry) or, with an API sink, the node has "
+             "gpu.nvidia.com ResourceSlices, else device-plugin. gpu-feature-discovery: "
+             "device-plugin.")
+    plugins_registry: str = setting(
+        DEFAULT_PLUGINS_REGISTRY, kind=PathKind(), flags=("--plugins-registry",),
+        env=("GFD_PLUGINS_REGISTRY",), part=Part.DISCOVERY, group=_DISCOVERY,
+        help="The kubelet's plugin registration directory (mounted read-only), where "
+             "--resource-manager auto looks for the DRA driver's gpu.nvidia.com-reg.sock.")
     driver_root_ctr_path: str = setting(
         "/driver-root", kind=PathKind(),
         flags=("--driver-root-ctr-path", "--container-driver-root"),

@@ -12,6 +12,7 @@ from gfd.hostfile import FileProblem, read_bytes, shown
 from gfd.logs import Once
 from gfd.readers.gpuevents import EventSource, GpuEventWatch
 from gfd.readers.host import HostReader
+from gfd.readers.resourcemanager import ResourceManagerReader
 from gfd.snapshot import Snapshot, Vgpu, load_snapshot
 from gfd.triggers import Fire
 
@@ -45,6 +46,8 @@ class Discovery:
     fixed: Snapshot | None = None
     """A complete snapshot (simulation or recorded file) returned as is."""
     fail_on_init_error: bool = True
+    manager: ResourceManagerReader | None = None
+    """Decides the snapshot's resource manager at each read (None: the snapshot's own)."""
     _init_errors: Once = field(default_factory=lambda: Once(log), init=False)
     _slow: tuple[dict[int, str] | None, Vgpu | None] | None = field(default=None, init=False)
     _slow_key: tuple[str, ...] = field(default=(), init=False)
@@ -58,6 +61,8 @@ class Discovery:
         read at start, when the set of GPUs changes, and when the loop's host-refresh duty
         (``--host-refresh-interval``) or a SIGHUP calls this -- not every cycle."""
         self._slow = None
+        if self.manager is not None:
+            self.manager.refresh()
 
     def watch(self, fire: Fire) -> None:
         """Start the GPU back end's event watcher, if it has one (NVML events)."""
@@ -73,6 +78,12 @@ class Discovery:
             self._unusable.setdefault(uuid, reason)
 
     def read(self) -> Snapshot:
+        snap = self._read()
+        if self.manager is None:
+            return snap
+        return replace(snap, resource_manager=self.manager.read())
+
+    def _read(self) -> Snapshot:
         if self.fixed is not None:
             return self.fixed
         assert self.gpus is not None
@@ -107,6 +118,8 @@ class Discovery:
             replace(
                 g,
                 pci_class=self.host.pci_class(g.pci_bus_id) if g.error is None else None,
+                numa_node=self.host.numa_node(g.pci_bus_id) if g.error is None else None,
+                pcie_root=self.host.pcie_root(g.pci_bus_id) if g.error is None else None,
                 timeslice=(timeslices or {}).get(g.index),
             )
             for g in snap.gpus

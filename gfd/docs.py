@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gfd.labelers.catalog import LABELS
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import compute_labels
 from gfd.readers.simulate import SIMULATIONS, simulate
+from gfd.snapshot import RESOURCE_MANAGERS, ResourceManager
 
 HEADER = """# gfd label reference
 
@@ -15,7 +18,26 @@ the code emits a label this page does not describe. Every key is under `nvidia.c
 `mig-<profile>` (MIG devices under `--mig-strategy mixed`, e.g. `mig-1g.10gb`).
 **compat** labels are NVIDIA GFD's, with GFD's value rules; **extended** labels are gfd's
 own and are left out with `--label-set compat`.
+
+**Resource managers** (`--resource-manager`): with `device-plugin` (GFD's world, the default
+of `gpu-feature-discovery`) gfd publishes GFD's labels. With `dra` (the NVIDIA DRA driver
+hands out the GPUs, so no device plugin runs) gfd publishes the hardware truth only: the
+labels that describe device-plugin resources (`<R>.replicas`, `<R>.sharing-strategy`,
+`mig.strategy`, `mps.capable`, every `mig-<profile>.*` resource label and the `-SHARED`
+suffix) are left out, the sharing config is ignored (one warning) and so is
+`--mig-strategy` (`gpu.*` then always describe full GPUs), and `gpu.present=true` is
+added: the NVIDIA DRA driver's own DaemonSet is placed by it. `auto` (the default of
+`gfd run`) picks `dra` while the DRA kubelet plugin is registered on the node or the node
+has ResourceSlices of driver `gpu.nvidia.com`, else `device-plugin`. The column
+*resource managers* says under which each label is published, and what it means under
+`dra` where that differs.
 """
+
+
+def _managers(managers: tuple[str, ...], dra: str) -> str:
+    if set(managers) == set(RESOURCE_MANAGERS):
+        return "both" + (f"; under dra: {_cell(dra)}" if dra else "")
+    return " / ".join(managers) + " only"
 
 
 def _cell(text: str) -> str:
@@ -24,13 +46,15 @@ def _cell(text: str) -> str:
 
 def render() -> str:
     lines = [HEADER, "## All labels", "",
-             "| key | value | example | source | present when | set | computed in |",
-             "|---|---|---|---|---|---|---|"]
+             "| key | value | example | source | present when | set | resource managers | "
+             "computed in |",
+             "|---|---|---|---|---|---|---|---|"]
     for doc in LABELS:
         modules = " / ".join(f"`labelers/{m.strip()}.py`" for m in doc.module.split("/"))
         lines.append(
             f"| `{doc.key}` | {_cell(doc.value)} | `{doc.example}` | {_cell(doc.source)} | "
-            f"{_cell(doc.when)} | {doc.set} | {modules} |")
+            f"{_cell(doc.when)} | {doc.set} | {_managers(doc.managers, doc.dra)} | "
+            f"{modules} |")
     lines += ["", "## Example label sets", "",
               "What `gfd labels --simulate <machine> --no-timestamp` prints for each built-in "
               "machine (MIG machines with `--mig-strategy mixed`). Use them to write and test "
@@ -45,6 +69,19 @@ def render() -> str:
                                      else ""), "", "```"]
         lines += [f"{k}={v}" for k, v in labels.items()]
         lines += ["```", ""]
+    lines += ["## Example label sets under the DRA driver", "",
+              "What `gfd labels --simulate <machine> --no-timestamp --resource-manager dra` "
+              "prints for each built-in machine (the sharing config and the MIG strategy "
+              "do not apply).", ""]
+    dra = ResourceManager(name="dra", evidence="--resource-manager dra")
+    for name in sorted(SIMULATIONS):
+        sim = simulate(name)
+        snapshot = replace(sim.snapshot, resource_manager=dra)
+        options = LabelOptions(sharing=sim.sharing or LabelOptions().sharing)
+        labels = compute_labels(snapshot, options).labels
+        lines += [f"### `{name}` (`--resource-manager dra`)", "", "```",
+                  *(f"{k}={v}" for k, v in labels.items()),
+                  "```", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

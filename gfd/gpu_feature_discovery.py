@@ -58,7 +58,7 @@ TITLE = "GPU Feature Discovery"
 _REEXEC_MARK = "GFD_PROCESS_NAME_SET"
 
 GFD_DEFAULTS = replace(Settings(), sleep_interval=60.0, use_node_feature_api=True, expiry=0.0,
-                       label_set="compat")
+                       label_set="compat", resource_manager="device-plugin")
 """GFD v0.20's defaults where they differ from ``gfd run``'s."""
 
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})

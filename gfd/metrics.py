@@ -29,6 +29,7 @@ from typing import Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gfd.errors import ConfigError
+from gfd.snapshot import RESOURCE_MANAGERS
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,13 @@ class Metrics:
         self._nvml_up: Any = Gauge(
             "gfd_nvml_up",
             "1 if NVML answered at the last discovery, 0 if it failed.",
+            registry=reg,
+        )
+        self._manager: Any = Gauge(
+            "gfd_resource_manager",
+            "1 for the resource manager the labels were computed for at the last discovery "
+            "(device-plugin or dra; --resource-manager, or what auto found), 0 for the other.",
+            ["manager"],
             registry=reg,
         )
         self._degraded: Any = Gauge(
@@ -253,6 +261,11 @@ class Metrics:
     def nvml_up(self, up: bool) -> None:
         """Record whether NVML answered at the last discovery."""
         self._nvml_up.set(1 if up else 0)
+
+    def resource_manager(self, name: str) -> None:
+        """Record the resource manager of the last discovery (one series per manager)."""
+        for manager in RESOURCE_MANAGERS:
+            self._manager.labels(manager=manager).set(1 if manager == name else 0)
 
     def degraded(self, counts: Mapping[tuple[str, str], int]) -> None:
         """Set the GPUs per (fact, state) with a degraded fact; series that cleared go away."""

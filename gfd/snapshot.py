@@ -51,6 +51,13 @@ class MigDevice:
     encoders: int = 0
     jpegs: int = 0
     ofas: int = 0
+    gi_profile_id: int | None = None
+    """The GPU instance's profile id (nvmlGpuInstanceGetInfo ``profileId``); None when not
+    read. Part of the DRA driver's device name."""
+    placement_start: int | None = None
+    """The GPU instance's placement start, in memory slices (nvmlGpuInstanceGetInfo)."""
+    placement_size: int | None = None
+    """The GPU instance's placement size, in memory slices."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,8 +73,8 @@ class Fabric:
     clique_id: int
 
 
-FACTS = ("identity", "memory", "compute_capability", "architecture", "brand", "pci",
-         "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric")
+FACTS = ("identity", "minor", "memory", "compute_capability", "architecture", "brand", "pci",
+         "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric", "power_limits")
 """What NVML is asked about each GPU, one name per query (docs/nvml-errors.md)."""
 
 
@@ -93,6 +100,9 @@ class Gpu:
 
     index: int
     uuid: str = ""
+    minor: int | None = None
+    """nvmlDeviceGetMinorNumber: the N of ``/dev/nvidiaN`` (the DRA driver names the GPU
+    ``gpu-<minor>``); None when not read."""
     name: str = ""
     """nvmlDeviceGetName, e.g. ``NVIDIA H100 80GB HBM3`` (raw, unsanitised); vfio: the PCI
     IDs database's device name, e.g. ``GA100 [A100 SXM4 40GB]``."""
@@ -108,6 +118,11 @@ class Gpu:
     """NVML's bus id, 8-digit domain: ``00000000:18:00.0``."""
     pci_class: str | None = None
     """PCI class from sysfs, e.g. ``0x030200``; None when unreadable."""
+    numa_node: int | None = None
+    """The PCI device's NUMA node from sysfs (``numa_node``); None when unreadable or -1."""
+    pcie_root: str | None = None
+    """The PCIe root complex from sysfs, e.g. ``pci0000:00`` (the first ``devices/`` component
+    of the device's link under ``bus/pci/devices``); None when unreadable."""
     mig_capable: bool = False
     mig_enabled: bool = False
     """Current MIG mode."""
@@ -121,6 +136,9 @@ class Gpu:
     """Compute timeslice policy from ``nvidia-smi compute-policy --list``
     (``default``/``short``/``medium``/``long``); None when unsupported or unknown."""
     fabric: Fabric | None = None
+    power_limits_mw: tuple[int, int] | None = None
+    """(min, max) power management limit in milliwatts that the GPU accepts
+    (nvmlDeviceGetPowerManagementLimitConstraints); None when not supported."""
     mig_devices: tuple[MigDevice, ...] = ()
     error: str | None = None
     """A fatal read error for this GPU (e.g. ``GPU is lost``): the GPU is unhealthy."""
@@ -149,6 +167,23 @@ class Vgpu:
     host_driver_branch: str = ""
 
 
+RESOURCE_MANAGERS = ("device-plugin", "dra")
+"""What hands out a node's GPUs to pods: the NVIDIA device plugin (extended resources
+``nvidia.com/gpu``, ``nvidia.com/mig-<profile>``) or the NVIDIA DRA driver (ResourceSlices
+of driver ``gpu.nvidia.com``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceManager:
+    """Which resource manager runs on the node, and the evidence it was decided from."""
+
+    name: str = "device-plugin"
+    """One of RESOURCE_MANAGERS."""
+    evidence: str = ""
+    """Why, one line: ``--resource-manager dra``, ``<dir>/gpu.nvidia.com-reg.sock is a
+    socket``, ``2 ResourceSlices of driver gpu.nvidia.com``, ``no sign of DRA ...``."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
     """Everything gfd knows about a node's GPUs at one moment."""
@@ -172,6 +207,9 @@ class Snapshot:
     backend: str = "nvml"
     """The GPU back end that read it: ``nvml``, ``tegra`` (CUDA driver API) or ``vfio``
     (PCI devices bound to vfio-pci). GFD derives a few labels differently per back end."""
+    resource_manager: ResourceManager = ResourceManager()
+    """What hands the GPUs to pods (``--resource-manager``, or what ``auto`` found on the
+    node); the pipeline keeps the labels documented for it."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict, with the schema version."""
@@ -252,18 +290,23 @@ def _convert(cls: type, name: str, value: Any, where: str) -> Any:
             or len(value) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         ):
-            raise DiscoveryError(f"{where}: expected [major, minor] integers")
+            raise DiscoveryError(f"{where}: expected {_PAIR_NAMES.get(name, '[a, b]')} integers")
         return (value[0], value[1])
     raise AssertionError(kind)  # pragma: no cover
 
 
+_PAIR_NAMES = {"compute_capability": "[major, minor]", "power_limits_mw": "[min, max]"}
+"""How a refusal names the two integers of each pair field."""
+
 _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (Snapshot, "gpus"): ("list", Gpu),
     (Snapshot, "vgpu"): ("obj?", Vgpu),
+    (Snapshot, "resource_manager"): ("obj", ResourceManager),
     (Gpu, "mig_devices"): ("list", MigDevice),
     (Gpu, "degraded"): ("list", Degraded),
     (Gpu, "fabric"): ("obj?", Fabric),
     (Gpu, "compute_capability"): ("pair?", int),
+    (Gpu, "power_limits_mw"): ("pair?", int),
 }
 
 
@@ -275,6 +318,10 @@ def validate_types(snapshot: Snapshot) -> None:
             if d.fact not in FACTS:
                 raise DiscoveryError(f"snapshot: GPU {gpu.index}: degraded fact {d.fact!r} is "
                                      f"not one of {', '.join(FACTS)}")
+    if snapshot.resource_manager.name not in RESOURCE_MANAGERS:
+        raise DiscoveryError(f"snapshot.resource_manager.name: must be one of "
+                             f"{', '.join(RESOURCE_MANAGERS)}, got "
+                             f"{snapshot.resource_manager.name!r}")
     if snapshot.backend not in BACKENDS:
         raise DiscoveryError(f"snapshot.backend: must be one of {', '.join(BACKENDS)}, got "
                              f"{snapshot.backend!r}")
@@ -324,11 +371,13 @@ __all__ = [
     "COMPUTE_MODES",
     "FABRIC_STATES",
     "FACTS",
+    "RESOURCE_MANAGERS",
     "SCHEMA_VERSION",
     "Degraded",
     "Fabric",
     "Gpu",
     "MigDevice",
+    "ResourceManager",
     "Snapshot",
     "Vgpu",
     "load_snapshot",

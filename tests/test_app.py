@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +40,9 @@ from gfd.sinks.featurefile import FeatureFileSink
 from gfd.sinks.node import NodeSink
 from gfd.sinks.nodefeature import NodeFeatureSink
 from gfd.sinks.stdout import StdoutSink
+from gfd.snapshot import ResourceManager
+
+DRA = ResourceManager(name="dra", evidence="--resource-manager dra")
 
 
 class Tracked:
@@ -227,10 +232,17 @@ def test_the_nodefeature_sink_gets_namespace_and_pod(kubeconfig: tuple[FakeApiSe
 
 
 def test_a_simulation_is_a_fixed_snapshot_without_a_gpu_source() -> None:
-    discovery = make_discovery(Settings(simulate="hgx-h100"))
+    discovery = make_discovery(Settings(simulate="hgx-h100", resource_manager="dra"))
     assert discovery.gpus is None and discovery.smi is None
     assert discovery.fixed == simulate("hgx-h100").snapshot
-    assert discovery.read() == discovery.fixed
+    assert discovery.read() == replace(discovery.fixed, resource_manager=DRA)
+
+
+def test_auto_finds_the_resource_manager_in_the_plugins_registry(tmp_path: Path) -> None:
+    settings = Settings(simulate="hgx-h100", plugins_registry=str(tmp_path))
+    assert read_once(settings).resource_manager.name == "device-plugin"
+    os.mknod(tmp_path / "gpu.nvidia.com-reg.sock", stat.S_IFSOCK | 0o600)
+    assert read_once(settings).resource_manager.name == "dra"
 
 
 def test_a_recorded_snapshot_is_a_fixed_snapshot_read_from_its_file(tmp_path: Path) -> None:
@@ -240,6 +252,25 @@ def test_a_recorded_snapshot_is_a_fixed_snapshot_read_from_its_file(tmp_path: Pa
     assert discovery.gpus is None and discovery.fixed is not None
     assert discovery.fixed.source == f"file:{path}"
     assert discovery.fixed.gpus == simulate("hgx-h100").snapshot.gpus
+
+
+@pytest.mark.parametrize("source", ["simulate", "snapshot"])
+def test_no_vgpu_labels_leaves_the_vgpu_fact_out_of_every_source(tmp_path: Path,
+                                                                source: str) -> None:
+    path = tmp_path / "snap.json"
+    path.write_text(simulate("hgx-h100").snapshot.to_json())
+    where = {"simulate": "hgx-h100"} if source == "simulate" else {"snapshot": str(path)}
+    assert make_discovery(Settings(**where)).read().vgpu is not None
+    discovery = make_discovery(Settings(**where, no_vgpu_labels=True))
+    assert discovery.read().vgpu is None and not discovery.host.scan_vgpu
+    assert discovery.read().gpus == simulate("hgx-h100").snapshot.gpus
+
+
+def test_no_vgpu_labels_turns_the_hosts_scan_off() -> None:
+    assert make_discovery(Settings(device_discovery_strategy="nvml")).host.scan_vgpu
+    discovery = make_discovery(Settings(device_discovery_strategy="nvml", no_vgpu_labels=True))
+    assert not discovery.host.scan_vgpu
+    discovery.close()
 
 
 def test_an_unreadable_recorded_snapshot_fails_when_discovery_is_built(tmp_path: Path) -> None:
@@ -434,13 +465,15 @@ def test_a_refused_file_is_one_config_error_naming_the_file(tmp_path: Path, text
 
 
 def test_read_once_reads_one_snapshot() -> None:
-    assert read_once(Settings(simulate="no-gpu")) == simulate("no-gpu").snapshot
+    assert (read_once(Settings(simulate="no-gpu", resource_manager="dra"))
+            == replace(simulate("no-gpu").snapshot, resource_manager=DRA))
 
 
 def test_label_once_labels_it_with_the_start_time_and_logs_warnings(
         caplog: pytest.LogCaptureFixture) -> None:
     snapshot, labelling = label_once(Settings(simulate="mixed-a100-a10"), 1_724_632_719)
-    assert snapshot == simulate("mixed-a100-a10").snapshot
+    assert replace(snapshot, resource_manager=ResourceManager()) == simulate(
+        "mixed-a100-a10").snapshot
     assert labelling.labels["nvidia.com/gfd.timestamp"] == "1724632719"
     assert any("several GPU models" in r.getMessage() for r in caplog.records
                if r.levelno == logging.WARNING)

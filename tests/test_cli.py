@@ -5,6 +5,8 @@ command's output, and errors mapped to exit codes (0 ok, 1 runtime, 2 usage or c
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,8 @@ sharing:
         replicas: 4
 """
 ENV_NAMES = ("GFD_MIG_STRATEGY", "MIG_STRATEGY", "GFD_NO_TIMESTAMP", "GFD_CONFIG_FILE",
-             "CONFIG_FILE", "GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR", "GFD_ONESHOT",
+             "CONFIG_FILE", "GFD_RESOURCE_MANAGER", "GFD_PLUGINS_REGISTRY",
+             "GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR", "GFD_ONESHOT",
              "GFD_SLEEP_INTERVAL", "GFD_OUTPUT_FILE", "GFD_LABEL_SET")
 
 
@@ -211,7 +214,8 @@ def test_snapshot_prints_json_that_labels_reproduce(tmp_path: Path) -> None:
 
 
 def test_explain_prints_value_source_raw_rules_and_set() -> None:
-    result = invoke("explain", "gpu.product", "--simulate", "hgx-h100")
+    result = invoke("explain", "gpu.product", "--simulate", "hgx-h100",
+                    "--resource-manager", "device-plugin")
     assert result.exit_code == 0
     assert result.stdout.splitlines() == [
         "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",
@@ -219,7 +223,41 @@ def test_explain_prints_value_source_raw_rules_and_set() -> None:
         "  raw:    NVIDIA H100 80GB HBM3",
         "  rule 1: sanitise: keep [A-Za-z0-9-_. ], join words with '-'",
         "  set:    compat (computed in gfd/labelers/gpu.py or gfd/labelers/mig.py)",
+        "  resource manager: device-plugin (--resource-manager device-plugin)",
     ]
+
+
+def test_explain_under_dra_says_what_the_label_means_there_and_what_it_leaves_out() -> None:
+    result = invoke("explain", "gpu.product", "--simulate", "t4-time-sliced",
+                    "--resource-manager", "dra")
+    assert result.stdout.splitlines()[0] == "nvidia.com/gpu.product=Tesla-T4"
+    assert "  under dra: the primary model's name: never `-SHARED` or `-MIG-...` (`gpu` only)" \
+        in result.stdout.splitlines()
+    assert result.stdout.splitlines()[-2:] == [
+        "  per device: `gfd devices` (each GPU and MIG device as DRA claims select it: "
+        "attributes, capacities)",
+        "  resource manager: dra (--resource-manager dra)"]
+    driver = invoke("explain", "cuda.driver.major", "--simulate", "t4-time-sliced",
+                    "--resource-manager", "dra")
+    assert driver.exit_code == 0 and "gfd devices" not in driver.stdout
+    gone = invoke("explain", "gpu.replicas", "--simulate", "t4-time-sliced",
+                  "--resource-manager", "dra")
+    assert gone.exit_code == 1
+    assert ("gpu.replicas is not a label on this machine; it is not published under resource "
+            "manager dra (--resource-manager dra)") in gone.stderr
+
+
+def test_labels_says_on_stderr_which_resource_manager_they_are_for(tmp_path: Path) -> None:
+    code, labels, err = run("labels", "--simulate", "hgx-h100",
+                            "--plugins-registry", str(tmp_path))
+    assert code == 0 and "nvidia.com/gpu.present" not in labels
+    assert err == f"resource manager: device-plugin (no sign of DRA: no {tmp_path}/" \
+                  "gpu.nvidia.com-reg.sock)\n"
+    os.mknod(tmp_path / "gpu.nvidia.com-reg.sock", stat.S_IFSOCK | 0o600)
+    code, labels, err = run("labels", "--simulate", "hgx-h100", env={
+        "GFD_PLUGINS_REGISTRY": str(tmp_path)})
+    assert code == 0 and labels["nvidia.com/gpu.present"] == "true"
+    assert err.startswith("resource manager: dra (the NVIDIA DRA kubelet plugin is registered")
 
 
 def test_explain_of_an_unknown_key_suggests_close_ones_and_exits_1() -> None:
@@ -345,3 +383,38 @@ def test_the_settings_summary_is_one_json_line_with_the_sharing_flattened() -> N
     data = json.loads(line)
     assert data["mig_strategy"] == "none" and data["sleep_interval"] == 60.0
     assert data["sharing"] == {"strategy": "time-slicing", "resources": {"nvidia.com/gpu": 4}}
+
+
+def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
+    import yaml as _yaml
+    from click.testing import CliRunner as _Runner
+
+    from gfd.cli import cli as _cli
+
+    runner = _Runner()
+    out = runner.invoke(_cli, ["devices", "--simulate", "mixed-a100-a10"])
+    assert out.exit_code == 0, out.output
+    doc = _yaml.safe_load(out.output)
+    assert doc["driver"] == "gpu.nvidia.com"
+    assert [d["name"] for d in doc["devices"]] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert doc["devices"][2]["attributes"]["productName"] == {"string": "NVIDIA A10"}
+    as_json = runner.invoke(_cli, ["devices", "--simulate", "mixed-a100-a10",
+                                   "--format", "json"])
+    assert as_json.exit_code == 0 and json.loads(as_json.output) == doc
+
+
+def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
+    import yaml as _yaml
+    from click.testing import CliRunner as _Runner
+
+    from gfd.cli import cli as _cli
+
+    out = _Runner().invoke(_cli, ["selector", "--dra", "--product", "A10", "--count", "2",
+                                  "--name", "a10"])
+    assert out.exit_code == 0, out.output
+    template, pod = list(_yaml.safe_load_all(out.output))
+    assert template["kind"] == "ResourceClaimTemplate"
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+    assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
+    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--count", "2"])
+    assert bad.exit_code == 2 and "--dra" in bad.output

@@ -449,6 +449,7 @@ def test_a_published_cycle_is_reported_to_the_observer_and_health(tmp_path) -> N
     assert changes == {"added": count, "changed": 0, "removed": 0, "when": 1_790_000_000.0}
     assert observer.named("gpus") == [({"NVIDIA H100 80GB HBM3": 8},)]
     assert observer.named("nvml_up") == [(True,)]
+    assert observer.named("resource_manager") == [("device-plugin",)]
     assert observer.named("error") == []
 
 
@@ -574,17 +575,21 @@ class Candidates:
 
 
 def test_a_new_sink_takes_the_labels_and_the_old_one_is_pruned_and_closed(tmp_path) -> None:
-    old = Closable(FeatureFileSink(str(tmp_path / "old"), expiry=0))
-    new = FeatureFileSink(str(tmp_path / "new"), expiry=0)
+    # two directories: a sink in the old one's directory shares its lock only when the
+    # factory builds it (test_app.py)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old = Closable(FeatureFileSink(str(tmp_path / "a" / "old"), expiry=0))
+    new = FeatureFileSink(str(tmp_path / "b" / "new"), expiry=0)
     reloader = Candidates()
     agent = make_agent(Source(H100), old, LabelOptions(), reloader=reloader)
     agent.cycle()
-    assert (tmp_path / "old").exists()
+    assert (tmp_path / "a" / "old").exists()
     reloader.candidate = lambda current: replace(current, sink=new, changes=("--sink: a -> b",))
     assert agent.cycle()
     assert agent.parts.sink is new
     assert old.pruned and old.closed
-    assert not (tmp_path / "old").exists() and (tmp_path / "new").exists()
+    assert not (tmp_path / "a" / "old").exists() and (tmp_path / "b" / "new").exists()
 
 
 def test_a_candidate_whose_new_back_end_fails_is_refused_and_closed(tmp_path, caplog) -> None:

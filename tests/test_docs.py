@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import compute_labels
 from gfd.readers.simulate import SIMULATIONS, simulate
 from gfd.sharing import SharedResource, Sharing
+from gfd.snapshot import ResourceManager
 
 DOC = Path(__file__).parent.parent / "docs" / "labels.md"
 
@@ -79,7 +81,28 @@ def test_a_row_names_the_modules_and_escapes_pipes_in_cells() -> None:
     row = next(line for line in render().splitlines() if line.startswith("| `<R>.product`"))
     assert "`labelers/gpu.py` / `labelers/mig.py`" in row
     cells = row.strip("|").split(" | ")
-    assert len(cells) == 7, "no unescaped '|' inside a cell"
+    assert len(cells) == 8, "no unescaped '|' inside a cell"
+
+
+def test_each_row_says_under_which_resource_managers_the_label_is_published() -> None:
+    rows = {line.split("`")[1]: line for line in render().splitlines()
+            if line.startswith("| `")}
+    assert "| dra only |" in rows["gpu.present"]
+    assert "| device-plugin only |" in rows["<R>.replicas"]
+    assert "| device-plugin only |" in rows["mig.strategy"]
+    assert "| both; under dra: the primary model's name" in rows["<R>.product"]
+    assert "| both |" in rows["gpu.family"]
+
+
+@pytest.mark.parametrize("machine", sorted(SIMULATIONS))
+def test_every_simulated_machine_has_its_example_labels_under_dra(machine: str) -> None:
+    heading = f"### `{machine}` (`--resource-manager dra`)\n"
+    block = render().split(heading, 1)[1].split("```")[1]
+    sim = simulate(machine)
+    snapshot = replace(sim.snapshot, resource_manager=ResourceManager(name="dra"))
+    labels = compute_labels(snapshot, LabelOptions(sharing=sim.sharing or Sharing())).labels
+    assert block.strip().splitlines() == [f"{k}={v}" for k, v in labels.items()]
+    assert ("nvidia.com/gpu.present=true" in block) == (machine != "no-gpu")
 
 
 @pytest.mark.parametrize("machine", sorted(SIMULATIONS))

@@ -18,6 +18,7 @@ from helpers.machines import node
 from helpers.paths import DATA
 from helpers.process import config_manager_lookup, wait_for
 
+from gfd.config import Settings
 from gfd.errors import ConfigError
 from gfd.gpu_feature_discovery import GFD_DEFAULTS, NAME, Command, flags, parse
 from gfd.sinks.featurefile import parse as parse_file
@@ -154,6 +155,14 @@ def test_gfds_defaults() -> None:
     assert GFD_DEFAULTS.sleep_interval == 60.0 and GFD_DEFAULTS.use_node_feature_api
     assert GFD_DEFAULTS.expiry == 0 and GFD_DEFAULTS.label_set == "compat"
     assert GFD_DEFAULTS.fail_on_init_error and GFD_DEFAULTS.mig_strategy == "none"
+
+
+def test_gfds_contract_is_the_device_plugin_unless_told_otherwise() -> None:
+    assert GFD_DEFAULTS.resource_manager == "device-plugin"
+    assert Settings().resource_manager == "auto"
+    command = parse(["--resource-manager=dra"], {})
+    assert command.explicit["resource_manager"] == "dra"
+    assert parse([], {"GFD_RESOURCE_MANAGER": "auto"}).explicit["resource_manager"] == "auto"
 
 
 # ----------------------------------------------------------------------------- processes

@@ -140,6 +140,16 @@ def test_gpus_removes_models_no_longer_present() -> None:
     assert not [key for key in samples(m) if key[0] == "gfd_gpus"]
 
 
+def test_the_resource_manager_is_one_series_per_manager_with_one_set() -> None:
+    m = Metrics(version="test")
+    m.resource_manager("dra")
+    assert value(m, "gfd_resource_manager", manager="dra") == 1.0
+    assert value(m, "gfd_resource_manager", manager="device-plugin") == 0.0
+    m.resource_manager("device-plugin")
+    assert value(m, "gfd_resource_manager", manager="dra") == 0.0
+    assert value(m, "gfd_resource_manager", manager="device-plugin") == 1.0
+
+
 def test_nvml_up_is_one_or_zero() -> None:
     m = Metrics(version="x")
     m.nvml_up(True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gfd.labelers.options import LabelOptions
-from gfd.snapshot import Snapshot
+from gfd.snapshot import RESOURCE_MANAGERS, Snapshot
 
 PREFIX = "nvidia.com/"
 
@@ -47,6 +47,13 @@ class LabelDoc:
     when: str
     set: str
     """``compat`` (GFD's label, same rule) or ``extended`` (gfd's own)."""
+    managers: tuple[str, ...] = RESOURCE_MANAGERS
+    """The resource managers under which it is published (``device-plugin``, ``dra``): a
+    label that describes a device-plugin resource (replicas, sharing, MIG strategy) is not
+    published where the DRA driver hands out the GPUs. Under ``dra``, ``<R>`` is ``gpu``
+    only: ``mig-<profile>`` resources exist only with the device plugin."""
+    dra: str = ""
+    """What the label means under ``dra`` where that differs from its ``value`` column."""
     module: str = ""
     """The labeler module(s) that compute it, short names joined with `` / ``
     (``gfd/labelers/<module>.py``). Left blank where declared: the catalogue fills it in

@@ -4,7 +4,8 @@ Each module under ``gfd/labelers/`` declares the labels it computes in a ``LABEL
 of LabelDoc, next to the code. This module only gathers them, in a fixed order, and names
 each entry's module after the module(s) listing it. ``docs/labels.md`` is generated from
 the result (``gfd docs``), ``gfd explain`` looks keys up in it, the pipeline's compat
-filter drops its ``extended`` keys, and a test checks that every label the labelers
+filter drops its ``extended`` keys and its resource-manager filter the keys documented
+for another manager, and a test checks that every label the labelers
 produce on every simulated machine is described here.
 """
 
@@ -18,6 +19,7 @@ from gfd.labelers import (
     accelerator,
     clique,
     compute_mode,
+    devices,
     family,
     gpu,
     inventory,
@@ -26,6 +28,7 @@ from gfd.labelers import (
     mode,
     mps,
     nvlink,
+    power,
     resource,
     timeslice,
     timestamp,
@@ -34,10 +37,11 @@ from gfd.labelers import (
     vgpu,
 )
 from gfd.labelers.base import LabelDoc
+from gfd.snapshot import RESOURCE_MANAGERS
 
 MODULES: tuple[ModuleType, ...] = (
     timestamp, machine, versions, gpu, resource, family, mig, mps, mode, clique, vgpu,
-    inventory, accelerator, compute_mode, nvlink, timeslice, unhealthy,
+    devices, inventory, accelerator, compute_mode, nvlink, power, timeslice, unhealthy,
 )
 """Every module that declares ``LABELS``, in the order the reference lists them."""
 
@@ -64,9 +68,11 @@ def gather(modules: tuple[ModuleType, ...]) -> tuple[LabelDoc, ...]:
 
 LABELS: tuple[LabelDoc, ...] = gather(MODULES)
 
-# In a key pattern ``<R>`` stands for any resource and ``<model>`` for any model part, so a
-# key the code builds from odd NVML names still finds its entry (and its set).
-_PLACEHOLDERS = ((re.escape("<R>"), r"(?:gpu|mig-.+)"), (re.escape("<model>"), r".*"))
+# In a key pattern ``<R>`` stands for any resource, ``<model>`` for any model part and
+# ``<profile>`` for any MIG profile, so a key the code builds from odd NVML names still finds
+# its entry (and its set).
+_PLACEHOLDERS = ((re.escape("<R>"), r"(?:gpu|mig-.+)"), (re.escape("<model>"), r".*"),
+                 (re.escape("<profile>"), r".+"))
 
 
 def _pattern(doc_key: str) -> str:
@@ -88,6 +94,18 @@ EXTENDED_KEY: re.Pattern[str] = re.compile(
     "|".join(_pattern(doc.key) for doc in LABELS if doc.set == "extended"), re.DOTALL)
 """Matches (``fullmatch``) every full key of the extended set: one regular expression, so
 the compat filter costs one match per label."""
+
+
+def _excluded(manager: str) -> re.Pattern[str]:
+    parts = [_pattern(doc.key) for doc in LABELS if manager not in doc.managers]
+    if manager == "dra":  # <R> is gpu only: mig-<profile> is a device-plugin resource
+        parts += [_pattern(doc.key.replace("<R>", "mig-<model>"))
+                  for doc in LABELS if "<R>" in doc.key]
+    return re.compile("|".join(parts) or "(?!)", re.DOTALL)
+
+
+EXCLUDED_KEYS: dict[str, re.Pattern[str]] = {m: _excluded(m) for m in RESOURCE_MANAGERS}
+"""Per resource manager: matches (``fullmatch``) every full key not published under it."""
 
 
 def describe(key: str) -> LabelDoc | None:

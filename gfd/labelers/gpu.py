@@ -26,13 +26,16 @@ PRODUCT = LabelDoc(
           "`-MIG-INVALID` for an invalid single layout; at most 63 characters",
     example="NVIDIA-H100-80GB-HBM3",
     source="nvmlDeviceGetName; vfio: the PCI IDs database's device name",
-    when="GPUs present (MIG: per profile)", set="compat")
+    when="GPUs present (MIG: per profile)", set="compat",
+    dra="the primary model's name: never `-SHARED` or `-MIG-...` (`gpu` only)")
 COUNT = LabelDoc(key="<R>.count", value="integer", example="8", source="device enumeration",
-                 when="GPUs present", set="compat")
+                 when="GPUs present", set="compat",
+                 dra="GPUs of the primary model, MIG-enabled ones included (`gpu` only)")
 MEMORY = LabelDoc(key="<R>.memory", value="MiB", example="81559",
                   source="nvmlDeviceGetMemoryInfo (MIG: memorySizeMB; vfio: 64-bit BAR "
                          "total, rounded up to a power of two)",
-                  when="memory known", set="compat")
+                  when="memory known", set="compat",
+                  dra="the primary model's full-GPU memory (`gpu` only)")
 
 LABELS: tuple[LabelDoc, ...] = (PRODUCT, COUNT, MEMORY)
 

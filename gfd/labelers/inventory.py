@@ -1,5 +1,6 @@
 """Which GPUs count, how they group by model, the deterministic primary model, and the
-node's model inventory: ``gpu.heterogeneous``, ``gpu.product.<model>``, ``gpu.memory.min``."""
+node's model inventory: ``gpu.present`` (DRA nodes), ``gpu.heterogeneous``,
+``gpu.product.<model>``, ``gpu.memory.min``."""
 
 from __future__ import annotations
 
@@ -70,6 +71,11 @@ PRIMARY_RULE = "primary model: most GPUs, then most memory, then name"
 _PRODUCT_KEY = "gpu.product."
 
 LABELS: tuple[LabelDoc, ...] = (
+    LabelDoc(key="gpu.present", value="`true`", example="true",
+             source="device enumeration",
+             when="GPUs present, under `--resource-manager dra` only (in both label sets: not "
+                  "GFD's label; on device-plugin nodes the GPU Operator's NFD rule writes it)",
+             set="compat", managers=("dra",)),
     LabelDoc(key="gpu.heterogeneous", value="`true` / `false`", example="false",
              source="nvmlDeviceGetName", when="GPUs present", set="extended"),
     LabelDoc(key="gpu.product.<model>", value="GPU count of that model", example="8",
@@ -77,6 +83,15 @@ LABELS: tuple[LabelDoc, ...] = (
     LabelDoc(key="gpu.memory.min", value="MiB", example="22731",
              source="nvmlDeviceGetMemoryInfo", when="GPUs present", set="extended"),
 )
+
+
+def present(snapshot: Snapshot, options: LabelOptions, /) -> Result:
+    """``gpu.present=true``: the node has GPUs (the pipeline runs this only when it does, and
+    publishes it only where its doc's resource managers say: under ``dra``)."""
+    return Result({key("gpu.present"): Label(
+        value="true", source="device enumeration",
+        raw=f"{len(counted(snapshot))} GPU(s)",
+        rules=("true when the GPU back end works and finds at least one GPU",))})
 
 
 def models(snapshot: Snapshot, options: LabelOptions, /) -> Result:

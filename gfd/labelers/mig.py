@@ -19,12 +19,12 @@ LABELS: tuple[LabelDoc, ...] = (
              source="nvmlDeviceGetMigMode", when="GPUs present", set="compat"),
     LabelDoc(key="mig.strategy", value="`single` / `mixed`", example="mixed",
              source="--mig-strategy", when="GPUs present and strategy is not none",
-             set="compat"),
+             set="compat", managers=("device-plugin",)),
     PRODUCT, COUNT, MEMORY,
     *(LabelDoc(key=f"<R>.{a}", value="integer", example=e,
                source="nvmlDeviceGetAttributes on the MIG device",
                when="MIG devices under single (R = gpu) or mixed (R = mig-<profile>)",
-               set="compat")
+               set="compat", managers=("device-plugin",))
       for a, e in (("multiprocessors", "14"), ("slices.gi", "1"), ("slices.ci", "1"),
                    ("engines.copy", "1"), ("engines.decoder", "0"), ("engines.encoder", "0"),
                    ("engines.jpeg", "0"), ("engines.ofa", "0"))),

@@ -15,7 +15,8 @@ MPS_WITH_MIG = (
 
 LABELS: tuple[LabelDoc, ...] = (
     LabelDoc(key="mps.capable", value="`true` / `false`", example="false",
-             source="config: sharing.mps", when="GPUs present", set="compat"),
+             source="config: sharing.mps", when="GPUs present", set="compat",
+             managers=("device-plugin",)),
 )
 
 

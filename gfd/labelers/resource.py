@@ -11,12 +11,15 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 LABELS: tuple[LabelDoc, ...] = (
     LabelDoc(key="<R>.replicas", value="integer (0 for MIG-enabled full GPUs)", example="1",
-             source="config: sharing", when="GPUs present", set="compat"),
+             source="config: sharing", when="GPUs present", set="compat",
+             managers=("device-plugin",)),
     LabelDoc(key="<R>.sharing-strategy",
              value="`none` / `time-slicing` / `mps` (empty when INVALID)", example="none",
-             source="config: sharing", when="GPUs present", set="compat"),
+             source="config: sharing", when="GPUs present", set="compat",
+             managers=("device-plugin",)),
     LabelDoc(key="<R>.memory.per-replica", value="MiB (memory // replicas)", example="3840",
-             source="<R>.memory and config: sharing", when="replicas > 1", set="extended"),
+             source="<R>.memory and config: sharing", when="replicas > 1", set="extended",
+             managers=("device-plugin",)),
 )
 
 

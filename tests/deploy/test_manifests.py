@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -203,7 +205,13 @@ def containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
 
 
+FEATURES_D_INIT = "features-d-owner"
+"""The file mode's init container: the gfd image, but a shell, not gfd."""
+
+
 def is_gfd(container: dict[str, Any]) -> bool:
+    if container.get("name") == FEATURES_D_INIT:
+        return False
     image = container.get("image")
     return image.split(":")[0].split("@")[0] == IMAGE if image else container.get("name") == "gfd"
 
@@ -805,3 +813,64 @@ def test_no_shell_true_in_gfd() -> None:
     assert files
     offenders = [hit for f in files for hit in shell_true_calls(f)]
     assert not offenders, f"shell=True (or a non-literal shell=) at {offenders}"
+
+
+# --------------------------------------------------------------------------- features.d
+
+
+def init_containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c for doc in docs for c in (pod_spec(doc) or {}).get("initContainers") or []
+            if isinstance(doc, dict) and pod_spec(doc)]
+
+
+@pytest.mark.parametrize("directory", BUILDABLE, ids=BUILDABLE_IDS)
+def test_only_the_file_overlays_give_features_d_to_gfds_group(directory: Path) -> None:
+    docs = list(render(directory))
+    inits = init_containers(docs)
+    if rel(directory) not in ("overlays/file", "overlays/mig"):
+        assert inits == [], rel(directory)
+        return
+    (init,) = inits
+    assert init["name"] == FEATURES_D_INIT
+    sc = init["securityContext"]
+    assert (sc["runAsUser"], sc["runAsNonRoot"], sc["capabilities"]) == (
+        0, False, {"drop": ["ALL"], "add": ["CHOWN"]})
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert [m["mountPath"] for m in init["volumeMounts"]] == [FEATURES_D]
+    script = init["command"][-1]
+    assert "chgrp 65532 ." in script and "chmod 1775 ." in script
+    (_, _, gfd) = next(gfd_containers(docs))
+    sc = gfd["securityContext"]
+    if rel(directory) == "overlays/file":  # the mig overlay's gfd is root for SYS_ADMIN
+        assert (sc["runAsUser"], sc["runAsGroup"], sc["runAsNonRoot"]) == (65532, 65532, True)
+
+
+def test_the_init_container_hands_features_d_to_group_65532_with_only_chown(
+        tmp_path: Path) -> None:
+    """Its script, run as uid 0 holding CHOWN alone, on a features.d a root gfd used."""
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv")
+    (init,) = init_containers(list(render(MANIFESTS / "overlays/file")))
+    directory = tmp_path / "features.d"
+    directory.mkdir()
+    for name in ("gfd", ".gfd.lock", ".gfd-x1y2", "nfd-local"):
+        (directory / name).write_text("x\n")
+    script = init["command"][-1].replace(FEATURES_D, str(directory))
+    result = subprocess.run(
+        ["setpriv", "--bounding-set=-all,+chown", "--inh-caps=-all", "--no-new-privs", "--",
+         *init["command"][:-1], script], capture_output=True, text=True, timeout=30,
+        check=False)
+    assert result.returncode == 0, result.stderr
+    st = directory.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 65532, 0o1775)
+    assert sorted(p.name for p in directory.iterdir()) == ["gfd", "nfd-local"]
+    assert (directory / "gfd").stat().st_uid == 65532, "gfd may replace its own file"
+    assert (directory / "nfd-local").stat().st_uid == 0, "nobody else's file is touched"
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    without_chown = subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--", *init["command"][:-1],
+         init["command"][-1].replace(FEATURES_D, str(fresh))], capture_output=True, text=True,
+        timeout=30, check=False)
+    assert without_chown.returncode != 0, "CHOWN is what it needs, not a spare"
+    assert fresh.stat().st_gid == 0

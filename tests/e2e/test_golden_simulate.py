@@ -2,7 +2,10 @@
 
 Each file under ``tests/data/golden/simulate/`` is named
 ``<machine>__<mig-strategy>__<label-set>.labels`` and holds the sorted ``key=value``
-lines that ``gfd labels --simulate <machine> --no-timestamp`` must print. The lines
+lines that ``gfd labels --simulate <machine> --no-timestamp`` must print under
+``--resource-manager device-plugin``; a ``__dra`` suffix names the files for
+``--resource-manager dra``, written by applying the dra rule (docs/labels.md) to the
+machine's hand-derived device-plugin files. The lines
 were derived by hand from the machine's inputs (``gfd/readers/simulate.py``) and the
 rules (``docs/gfd-compatibility.md`` and gfd's own extended labels, ``docs/labels.md``),
 never copied from the program's output. Lines starting with ``#`` are comments (each file names
@@ -13,6 +16,7 @@ A single changed, added or removed label fails the test with a line-by-line diff
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,7 @@ from click.testing import CliRunner
 from helpers.paths import DATA
 
 from gfd.cli import cli
+from gfd.readers.simulate import SIMULATIONS
 
 GOLDEN_DIR = DATA / "golden" / "simulate"
 GOLDEN_FILES = sorted(GOLDEN_DIR.glob("*.labels"))
@@ -33,6 +38,7 @@ _ENV_NAMES = (
     "GFD_RESYNC_INTERVAL", "GFD_SIMULATE", "GFD_SINK", "GFD_SLEEP_INTERVAL", "GFD_SNAPSHOT",
     "GFD_SYSFS_ROOT", "DEVICE_DISCOVERY_STRATEGY", "DRIVER_ROOT_CTR_PATH",
     "CONTAINER_DRIVER_ROOT", "GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API",
+    "GFD_RESOURCE_MANAGER", "GFD_PLUGINS_REGISTRY",
 )
 
 
@@ -44,9 +50,9 @@ def _expected_lines(path: Path) -> list[str]:
     ]
 
 
-def _parse_name(path: Path) -> tuple[str, str, str]:
-    machine, strategy, label_set = path.stem.split("__")
-    return machine, strategy, label_set
+def _parse_name(path: Path) -> tuple[str, str, str, str]:
+    machine, strategy, label_set, *manager = path.stem.split("__")
+    return machine, strategy, label_set, (manager or ["device-plugin"])[0]
 
 
 def test_golden_files_exist() -> None:
@@ -68,13 +74,14 @@ def test_golden_file_is_well_formed(path: Path) -> None:
 
 @pytest.mark.parametrize("path", GOLDEN_FILES, ids=[p.name for p in GOLDEN_FILES])
 def test_simulated_machine_matches_golden_labels(path: Path) -> None:
-    machine, strategy, label_set = _parse_name(path)
+    machine, strategy, label_set, manager = _parse_name(path)
     runner = CliRunner(env=dict.fromkeys(_ENV_NAMES))
     result = runner.invoke(
         cli,
         [
             "labels", "--simulate", machine, "--no-timestamp",
             "--mig-strategy", strategy, "--label-set", label_set,
+            "--resource-manager", manager,
         ],
         catch_exceptions=False,
     )
@@ -82,3 +89,26 @@ def test_simulated_machine_matches_golden_labels(path: Path) -> None:
     actual = [line for line in result.stdout.splitlines() if line.strip()]
     expected = _expected_lines(path)
     assert actual == expected
+
+
+DEVICE_PLUGIN_KEYS = re.compile(
+    r"nvidia\.com/(gpu\.replicas|gpu\.sharing-strategy|gpu\.memory\.per-replica|mig\.strategy"
+    r"|mps\.capable|mig-.+)")
+"""The labels that describe device-plugin resources (issue 19): never published under dra."""
+
+
+def test_every_simulated_machine_has_a_dra_golden_file() -> None:
+    covered = {_parse_name(p)[0] for p in GOLDEN_FILES if _parse_name(p)[3] == "dra"}
+    assert covered == set(SIMULATIONS)
+
+
+@pytest.mark.parametrize("path", [p for p in GOLDEN_FILES if _parse_name(p)[3] == "dra"],
+                         ids=lambda p: p.name)
+def test_dra_golden_file_has_gpu_present_and_no_device_plugin_label(path: Path) -> None:
+    labels = dict(line.split("=", 1) for line in _expected_lines(path))
+    assert not [k for k in labels if DEVICE_PLUGIN_KEYS.fullmatch(k)]
+    assert not labels.get("nvidia.com/gpu.product", "").endswith("-SHARED")
+    if _parse_name(path)[0] == "no-gpu":
+        assert "nvidia.com/gpu.present" not in labels
+    else:
+        assert labels["nvidia.com/gpu.present"] == "true"

@@ -3,13 +3,16 @@ config reload, signals, and the metrics/probe endpoints."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 from fakes import profiles
+from fakes.fakenvml import subprocess_env
 from helpers.process import Agent, free_port, http, metric, wait_for
 
 from gfd.sinks.featurefile import parse
@@ -200,3 +203,58 @@ def test_a_metrics_address_that_is_not_an_ip_address_is_exit_2() -> None:
     assert "must be an IP address such as 0.0.0.0, :: or 127.0.0.1, got 'localhost'" in (
         result.stderr)
     assert "Traceback" not in result.stderr
+
+
+def test_after_gpu_feature_discovery_oneshot_features_d_holds_only_the_feature_file(
+        tmp_path: Path, fake_nvml_lib: Path) -> None:
+    features_d = tmp_path / "features.d"
+    features_d.mkdir()
+    profile = profiles.t4x4().write(tmp_path / "profile.txt")
+    binary = Path(sys.executable).parent / "gpu-feature-discovery"
+    result = subprocess.run(
+        [str(binary), "-oneshot", "-output-file", str(features_d / "gfd"),
+         "--sysfs-root", str(tmp_path), "--nvidia-smi=/nonexistent"],
+        env=subprocess_env(fake_nvml_lib, profile), capture_output=True, text=True, timeout=30,
+        check=False)
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in features_d.iterdir()] == ["gfd"], "no lock file, no temporary"
+    assert parse((features_d / "gfd").read_text())[0]["nvidia.com/gpu.count"] == "4"
+
+
+def test_after_a_daemons_sigterm_features_d_holds_only_the_feature_file(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--sleep-interval", "100ms")
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "4")
+    assert [p.name for p in agent.out.parent.iterdir()] == ["gfd"], "none while it runs"
+    assert agent.stop(signal.SIGTERM) == 0
+    assert [p.name for p in agent.out.parent.iterdir()] == ["gfd"]
+    assert agent.labels()["nvidia.com/gpu.count"] == "4", "the labels stay"
+
+
+def test_auto_follows_the_dra_plugin_registering_and_leaving_while_running(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    registry = tmp_path / "plugins_registry"
+    registry.mkdir()
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "200ms",
+                  "--plugins-registry", str(registry), "--metrics-port", str(port))
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "1")
+    assert "nvidia.com/gpu.present" not in agent.labels()
+    dra = 'gfd_resource_manager{manager="dra"}'
+    assert metric(http(port, "/metrics")[1], dra) == 0.0
+    sock = registry / "gpu.nvidia.com-reg.sock"
+    os.mknod(sock, stat.S_IFSOCK | 0o600)  # the DRA kubelet plugin registers
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.present") == "true", timeout=5)
+    labels = agent.labels()
+    assert "nvidia.com/gpu.replicas" not in labels and "nvidia.com/mig.strategy" not in labels
+    assert labels["nvidia.com/gpu.count"] == "8"
+    assert metric(http(port, "/metrics")[1], dra) == 1.0
+    sock.unlink()  # and goes away: the device plugin's labels come back
+    wait_for(lambda: "nvidia.com/gpu.present" not in agent.labels(), timeout=5)
+    assert agent.labels()["nvidia.com/gpu.replicas"] == "1"
+    logs = agent.logs()
+    assert agent.stop() == 0
+    assert logs.count("resource manager changed from device-plugin to dra") == 1
+    assert logs.count("resource manager changed from dra to device-plugin") == 1

@@ -1,4 +1,5 @@
-"""The pipeline applies the GPU-presence guard and the compat/extended filter, once."""
+"""The pipeline applies the GPU-presence guard, the compat/extended filter and the resource
+manager's label set, once."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from helpers.builders import (
     A10,
     A10_BYTES,
+    A100_1G5,
     A100_40,
     A100_40_BYTES,
     A100_80,
@@ -19,17 +21,19 @@ from helpers.builders import (
     is_extended_key,
     labelling,
     labels,
+    mig_gpu,
+    migs,
     snapshot,
     time_slicing,
 )
 
 from gfd.labelers.base import Label, Labeler, Result
 from gfd.labelers.catalog import describe
-from gfd.labelers.options import LabelOptions
+from gfd.labelers.options import MIG_STRATEGIES, LabelOptions
 from gfd.labelers.pipeline import LABELERS, Step, compute_labels
 from gfd.readers.simulate import SIMULATIONS, simulate
 from gfd.sharing import SharedResource, Sharing
-from gfd.snapshot import Gpu, Snapshot, Vgpu
+from gfd.snapshot import Gpu, ResourceManager, Snapshot, Vgpu
 
 NO_GPU = {
     "no-gpu": snapshot(),
@@ -473,3 +477,55 @@ def test_tegra_compat_labels_follow_gfd_rules() -> None:
         "mps.capable": "false",
         "vgpu.present": "false",
     }
+
+
+# --- the resource manager: which labels each one gets (data in the catalogue) -----------
+
+DRA = ResourceManager(name="dra", evidence="--resource-manager dra")
+DEVICE_PLUGIN_ONLY = ("gpu.replicas", "gpu.sharing-strategy", "mig.strategy", "mps.capable")
+
+
+def test_dra_publishes_gpu_present_and_no_device_plugin_label() -> None:
+    snap = snapshot(gpu(0), gpu(1), resource_manager=DRA)
+    got = labels(snap, strategy="single", label_set="extended")
+    assert got["gpu.present"] == "true"
+    assert got["gpu.count"] == "2" and got["gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+    assert not [k for k in DEVICE_PLUGIN_ONLY if k in got]
+
+
+def test_device_plugin_keeps_gfds_labels_and_no_gpu_present() -> None:
+    got = labels(snapshot(gpu(0)), strategy="single")
+    assert "gpu.present" not in got
+    assert [k for k in DEVICE_PLUGIN_ONLY if k in got] == list(DEVICE_PLUGIN_ONLY)
+
+
+def test_dra_ignores_the_sharing_config_with_one_warning() -> None:
+    snap = snapshot(gpu(0), resource_manager=DRA)
+    result = labelling(snap, sharing=time_slicing(4), label_set="extended")
+    assert result.labels[P + "gpu.product"] == "NVIDIA-A100-SXM4-40GB"  # no -SHARED
+    assert P + "gpu.memory.per-replica" not in result.labels
+    ignored = [w for w in result.warnings if "sharing config" in w]
+    assert len(ignored) == 1 and "resource manager dra" in ignored[0]
+
+
+def test_dra_labels_full_gpus_whatever_the_mig_strategy() -> None:
+    gpus = (mig_gpu(0, migs(7, **A100_1G5)), mig_gpu(1, migs(7, **A100_1G5)))
+    for strategy in MIG_STRATEGIES:
+        got = labels(snapshot(*gpus, resource_manager=DRA), strategy=strategy)
+        assert not [k for k in got if k.startswith("mig-")], strategy
+        assert got["gpu.product"] == "NVIDIA-A100-SXM4-40GB", strategy
+        assert got["gpu.count"] == "2" and got["mig.capable"] == "true"
+
+
+def test_dra_on_a_node_without_gpus_publishes_no_gpu_present() -> None:
+    got = labels(snapshot(resource_manager=DRA), label_set="extended")
+    assert "gpu.present" not in got and got == labels(snapshot(), label_set="extended")
+
+
+def test_a_mixed_node_under_dra_counts_each_model() -> None:
+    snap = snapshot(gpu(0, A100_80, A100_80_BYTES), gpu(1, A100_80, A100_80_BYTES),
+                    gpu(2, A10, A10_BYTES), resource_manager=DRA)
+    got = labels(snap, label_set="extended")
+    assert got["gpu.product.NVIDIA-A100-80GB-PCIe"] == "2"
+    assert got["gpu.product.NVIDIA-A10"] == "1"
+    assert got["gpu.present"] == "true"

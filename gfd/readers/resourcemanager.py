@@ -1,0 +1,112 @@
+"""Which resource manager hands out this node's GPUs: the NVIDIA device plugin or the NVIDIA
+DRA driver (``--resource-manager``; ``auto`` finds it on the node).
+
+Evidence of DRA, cheapest first: the DRA kubelet plugin's registration socket
+``gpu.nvidia.com-reg.sock`` in the kubelet's plugin registry (one ``stat`` per cycle), and,
+where gfd talks to the API server, the node's ResourceSlices of driver ``gpu.nvidia.com``
+(one field-selected LIST at start and on each host refresh, through a callable the wiring
+passes in: this module imports no Kubernetes client). No evidence means ``device-plugin``,
+what GFD assumes. A decision is logged once with its evidence, and again when it changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gfd.errors import GfdError
+from gfd.snapshot import ResourceManager
+
+log = logging.getLogger(__name__)
+
+DRA_DRIVER = "gpu.nvidia.com"
+"""The NVIDIA DRA driver's name (its ResourceSlices' ``spec.driver``)."""
+REGISTRATION_SOCKET = f"{DRA_DRIVER}-reg.sock"
+"""The socket the DRA kubelet plugin registers with the kubelet through."""
+
+SliceCount = Callable[[], int]
+"""How many ResourceSlices of driver ``gpu.nvidia.com`` this node has (raises GfdError)."""
+
+
+@dataclass(slots=True)
+class ResourceManagerReader:
+    """Decides the resource manager for each read: fixed by the setting, or found (auto)."""
+
+    setting: str
+    """``auto``, ``device-plugin`` or ``dra``."""
+    plugins_registry: str
+    slices: SliceCount | None = None
+    """Counts this node's gpu.nvidia.com ResourceSlices; None without an API sink."""
+    _last: ResourceManager | None = field(default=None, init=False)
+    _slices: int | None = field(default=None, init=False)
+    """The last ResourceSlice count (None: the API did not answer)."""
+    _asked: bool = field(default=False, init=False)
+    """Whether the API was asked since the last refresh."""
+    _slice_error: str = field(default="", init=False)
+
+    def refresh(self) -> None:
+        """Ask the API server again at the next read (the host-refresh duty, SIGHUP)."""
+        self._asked = False
+
+    def read(self) -> ResourceManager:
+        if self.setting != "auto":
+            found = ResourceManager(name=self.setting,
+                                    evidence=f"--resource-manager {self.setting}")
+        else:
+            found = self._detect()
+        if self._last is None or self._last.name != found.name:
+            if self._last is None:
+                log.info("resource manager: %s (%s)", found.name, found.evidence)
+            else:
+                log.info("resource manager changed from %s to %s (%s)", self._last.name,
+                         found.name, found.evidence)
+        self._last = found
+        return found
+
+    def _detect(self) -> ResourceManager:
+        path = os.path.join(self.plugins_registry, REGISTRATION_SOCKET)
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            socket = f"no {path}"
+        except OSError as exc:
+            socket = f"{path} unreadable: {exc.strerror or exc}"
+        else:
+            if stat.S_ISSOCK(mode):
+                return ResourceManager(
+                    name="dra", evidence=f"the NVIDIA DRA kubelet plugin is registered: "
+                                         f"{path} is a socket")
+            socket = f"{path} is not a socket"
+        if self.slices is None:
+            return ResourceManager(name="device-plugin", evidence=f"no sign of DRA: {socket}")
+        count = self._slice_count()
+        if count is None:  # the API did not answer: keep what was decided, say why
+            if self._last is not None and self._last.name == "dra":
+                return ResourceManager(name="dra", evidence=(
+                    f"kept: {socket}; ResourceSlices unreadable ({self._slice_error})"))
+            return ResourceManager(name="device-plugin", evidence=(
+                f"no sign of DRA: {socket}; ResourceSlices unreadable ({self._slice_error})"))
+        if count:
+            return ResourceManager(name="dra", evidence=(
+                f"{count} ResourceSlice(s) of driver {DRA_DRIVER} for this node"))
+        return ResourceManager(name="device-plugin", evidence=(
+            f"no sign of DRA: {socket}; no ResourceSlice of driver {DRA_DRIVER} for this node"))
+
+    def _slice_count(self) -> int | None:
+        if not self._asked and self.slices is not None:
+            self._asked = True
+            try:
+                self._slices = self.slices()
+            except GfdError as exc:
+                if str(exc) != self._slice_error:
+                    log.warning("resource manager: cannot list this node's ResourceSlices: "
+                                "%s (grant list on resourceslices.resource.k8s.io, or set "
+                                "--resource-manager)", exc)
+                self._slice_error = str(exc)
+                self._slices = None
+            else:
+                self._slice_error = ""
+        return self._slices

@@ -1,0 +1,119 @@
+"""The resource manager: fixed by the setting, or found on the node (auto) from the DRA
+kubelet plugin's registration socket and the node's ResourceSlices; logged once per change."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from gfd.errors import ApiError
+from gfd.readers.resourcemanager import REGISTRATION_SOCKET, ResourceManagerReader
+
+
+def register(registry: Path) -> Path:
+    """What the DRA kubelet plugin leaves in the kubelet's plugin registry: a socket."""
+    path = registry / REGISTRATION_SOCKET
+    os.mknod(path, stat.S_IFSOCK | 0o600)
+    return path
+
+
+@pytest.mark.parametrize("setting", ["device-plugin", "dra"])
+def test_a_fixed_setting_is_taken_as_is(tmp_path: Path, setting: str) -> None:
+    register(tmp_path)
+    found = ResourceManagerReader(setting, str(tmp_path)).read()
+    assert (found.name, found.evidence) == (setting, f"--resource-manager {setting}")
+
+
+def test_auto_picks_dra_where_the_plugin_is_registered(tmp_path: Path) -> None:
+    path = register(tmp_path)
+    found = ResourceManagerReader("auto", str(tmp_path)).read()
+    assert found.name == "dra" and str(path) in found.evidence
+
+
+def test_auto_without_evidence_is_device_plugin(tmp_path: Path) -> None:
+    found = ResourceManagerReader("auto", str(tmp_path / "missing")).read()
+    assert found.name == "device-plugin" and found.evidence.startswith("no sign of DRA")
+
+
+def test_a_regular_file_under_the_socket_name_is_no_evidence(tmp_path: Path) -> None:
+    (tmp_path / REGISTRATION_SOCKET).write_text("")
+    found = ResourceManagerReader("auto", str(tmp_path)).read()
+    assert found.name == "device-plugin" and "is not a socket" in found.evidence
+
+
+def test_auto_follows_the_plugin_coming_and_going(tmp_path: Path,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    reader = ResourceManagerReader("auto", str(tmp_path))
+    caplog.set_level(logging.INFO, "gfd.readers.resourcemanager")
+    assert reader.read().name == "device-plugin"
+    assert reader.read().name == "device-plugin"
+    path = register(tmp_path)
+    assert reader.read().name == "dra"
+    path.unlink()
+    assert reader.read().name == "device-plugin"
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 3, said  # once at first, once per change: not every read
+    assert said[1].startswith("resource manager changed from device-plugin to dra")
+
+
+class Slices:
+    """The node's ResourceSlices of gpu.nvidia.com as the API answers (an int or an error)."""
+
+    def __init__(self, *answers: int | ApiError) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    def __call__(self) -> int:
+        self.calls += 1
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, ApiError):
+            raise answer
+        return answer
+
+
+def test_auto_picks_dra_from_the_nodes_resource_slices(tmp_path: Path) -> None:
+    slices = Slices(2)
+    found = ResourceManagerReader("auto", str(tmp_path), slices=slices).read()
+    assert found.name == "dra" and "2 ResourceSlice(s) of driver gpu.nvidia.com" in found.evidence
+
+
+def test_the_api_is_asked_once_per_refresh_not_every_read(tmp_path: Path) -> None:
+    slices = Slices(0, 1)
+    reader = ResourceManagerReader("auto", str(tmp_path), slices=slices)
+    assert [reader.read().name for _ in range(3)] == ["device-plugin"] * 3
+    assert slices.calls == 1
+    reader.refresh()
+    assert reader.read().name == "dra" and slices.calls == 2
+
+
+def test_the_socket_spares_the_api_call(tmp_path: Path) -> None:
+    register(tmp_path)
+    slices = Slices(0)
+    assert ResourceManagerReader("auto", str(tmp_path), slices=slices).read().name == "dra"
+    assert slices.calls == 0
+
+
+def test_an_unreadable_api_keeps_the_last_decision(tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    forbidden = ApiError("list resourceslices: forbidden", status=403)
+    slices = Slices(3, forbidden)
+    reader = ResourceManagerReader("auto", str(tmp_path), slices=slices)
+    assert reader.read().name == "dra"
+    reader.refresh()
+    with caplog.at_level(logging.WARNING, "gfd.readers.resourcemanager"):
+        kept = reader.read()
+        reader.refresh()
+        reader.read()
+    assert kept.name == "dra" and kept.evidence.startswith("kept:")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "resourceslices" in warnings[0]
+
+
+def test_an_unreadable_api_at_start_means_device_plugin(tmp_path: Path) -> None:
+    slices = Slices(ApiError("list resourceslices: forbidden", status=403))
+    found = ResourceManagerReader("auto", str(tmp_path), slices=slices).read()
+    assert found.name == "device-plugin" and "unreadable" in found.evidence
