@@ -78,10 +78,21 @@ def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def container(doc: dict[str, Any], name: str) -> dict[str, Any]:
-    for c in pod_spec(doc)["containers"]:
+    """The container (or init container) ``name`` of the workload's pod spec."""
+    spec = pod_spec(doc)
+    for c in [*spec["containers"], *(spec.get("initContainers") or [])]:
         if c["name"] == name:
             return dict(c)
     raise KeyError(name)
+
+
+def init_containers_of_image(doc: dict[str, Any], name: str) -> list[str]:
+    """The init containers that run the same image as container ``name``, in order: gfd's
+    own (the kubelet runs each to completion first). Others, from other images (the GPU
+    Operator's config-manager), are the test's to stand in for."""
+    image = container(doc, name).get("image")
+    return [c["name"] for c in pod_spec(doc).get("initContainers") or []
+            if c.get("image") == image]
 
 
 def dockerfile_final_stage() -> list[tuple[str, str]]:

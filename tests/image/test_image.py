@@ -17,6 +17,7 @@ installed set is exactly the lock's and ``pip check`` clean.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -112,6 +113,17 @@ class Pod:
 
     def start(self, doc: dict[str, Any], container: str,
               extra_env: dict[str, str] | None = None) -> list[str]:
+        """Run the pod's init containers of this image to completion, then start
+        ``container``; returns its ``podman run`` command."""
+        for init in pods.init_containers_of_image(doc, container):
+            argv = pods.podman_run(doc, init, image=self.image, host=self.host,
+                                   downward=self.downward, nvml_lib=self.nvml_lib,
+                                   nvml_profile=self.profile,
+                                   container_name=f"{self.name}-{init}")
+            argv.insert(argv.index("run") + 1, "--rm")
+            done = subprocess.run(argv,
+                                  capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 0, f"init container {init}: {done.stdout}{done.stderr}"
         argv = pods.podman_run(doc, container, image=self.image, host=self.host,
                                downward=self.downward, nvml_lib=self.nvml_lib,
                                nvml_profile=self.profile, container_name=self.name,
@@ -208,6 +220,22 @@ def test_the_image_holds_exactly_the_locked_wheels_and_pip_check_is_clean(image:
                                                            "platform_system": "Linux"}):
                 locked[canonicalize_name(pin.name)] = str(pin.specifier).removeprefix("==")
     assert installed == locked
+
+
+def test_the_image_runs_this_checkouts_gfd(image: str) -> None:
+    """Every module of gfd/ is in the image byte for byte (a stale GFD_IMAGE, or a builder
+    that reused a cached layer, fails here)."""
+    listing = in_image(image, "python3", "-c",
+                       "import gfd, hashlib, pathlib; root = pathlib.Path(gfd.__file__).parent; "
+                       "print('\\n'.join(f'{p.relative_to(root)} '"
+                       "f'{hashlib.sha256(p.read_bytes()).hexdigest()}' "
+                       "for p in sorted(root.rglob('*.py'))))")
+    assert listing.returncode == 0, listing.stderr
+    installed = dict(line.split() for line in listing.stdout.splitlines())
+    source = ROOT / "gfd"
+    expected = {str(p.relative_to(source)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(source.rglob("*.py")) if "__pycache__" not in p.parts}
+    assert installed == expected
 
 
 # ----------------------------------------------------------------------- GFD's static files
@@ -343,8 +371,12 @@ SOURCES = ["kustomize", "chart"]
 @pytest.mark.parametrize("source", SOURCES)
 def test_gfds_file_mode_runs_read_only_without_capabilities(pod_factory: Any,
                                                             source: str) -> None:
+    """The init container (uid 0, CHOWN alone) hands the host's root-owned features.d to
+    gfd's group; gfd writes the feature file as whatever user the spec says, with no
+    capability and a read-only root."""
     doc = rendered(source, "file")
     pod = pod_factory("hgx_h100", pods.Downward(namespace="gfd"))
+    pod.features_d.chmod(0o755)
     argv = pod.start(doc, "gfd")
     assert "--read-only" in argv and ["--cap-drop", "ALL"] == argv[argv.index("--cap-drop"):
                                                                  argv.index("--cap-drop") + 2]
@@ -355,6 +387,13 @@ def test_gfds_file_mode_runs_read_only_without_capabilities(pod_factory: Any,
     pid = pod.main_pid()
     status = Path(f"/proc/{pid}/status").read_text()
     assert "CapEff:\t0000000000000000" in status, "every capability dropped"
+    ctx = pods.container(doc, "gfd")["securityContext"]
+    uid = next(x for x in status.splitlines() if x.startswith("Uid:")).split()[1]
+    assert int(uid) == ctx["runAsUser"]
+    assert pod.feature_file.stat().st_uid == ctx["runAsUser"]
+    if ctx["runAsUser"] != 0:  # handed over by the init container
+        assert pod.features_d.stat().st_gid == ctx["runAsGroup"]
+        assert pod.features_d.stat().st_mode & 0o7777 == 0o1775
     assert pod.inspect("{{.HostConfig.ReadonlyRootfs}}") == "true"
     assert pod.terminate() == 0, pod.output()
 
