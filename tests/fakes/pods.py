@@ -14,6 +14,9 @@ What stands in for what:
 * hostPath, emptyDir and configMap volumes are directories under the test's tmp_path;
 * in-cluster API credentials: the kubelet's ``KUBERNETES_SERVICE_HOST``/``PORT`` and a
   service-account volume for a fake API server serving HTTPS.
+
+``podman_run`` turns the same pod spec, through the same parsing, into the ``podman run``
+that starts it from the real image (tests/image/), with the securityContext applied.
 """
 
 from __future__ import annotations
@@ -75,10 +78,21 @@ def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def container(doc: dict[str, Any], name: str) -> dict[str, Any]:
-    for c in pod_spec(doc)["containers"]:
+    """The container (or init container) ``name`` of the workload's pod spec."""
+    spec = pod_spec(doc)
+    for c in [*spec["containers"], *(spec.get("initContainers") or [])]:
         if c["name"] == name:
             return dict(c)
     raise KeyError(name)
+
+
+def init_containers_of_image(doc: dict[str, Any], name: str) -> list[str]:
+    """The init containers that run the same image as container ``name``, in order: gfd's
+    own (the kubelet runs each to completion first). Others, from other images (the GPU
+    Operator's config-manager), are the test's to stand in for."""
+    image = container(doc, name).get("image")
+    return [c["name"] for c in pod_spec(doc).get("initContainers") or []
+            if c.get("image") == image]
 
 
 def dockerfile_final_stage() -> list[tuple[str, str]]:
@@ -185,3 +199,72 @@ def start(doc: dict[str, Any], name: str, *, host: Host, downward: Downward,
             ["unshare", "--mount", "--propagation", "private", "--", sys.executable,
              str(POD_INIT), str(plan_file)], stdout=out, stderr=subprocess.STDOUT,
             env={"PATH": os.environ.get("PATH", DEBIAN_PATH)})
+
+
+# ------------------------------------------------------------- the real image, with podman
+
+NVML_IN_IMAGE = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+"""Where the NVIDIA container toolkit bind-mounts the host's NVML in a Debian-based image."""
+FAKE_NVML_PROFILE = "/run/fake-nvml/profile.txt"
+PODMAN = ("podman", "--runtime", "runc")
+"""runc: crun fails on hybrid cgroups (TESTING.md, "The image, built and run")."""
+RLIMITS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096")
+"""Within the host's: root here lacks CAP_SYS_RESOURCE to raise them."""
+
+
+def security(doc: dict[str, Any], c: dict[str, Any]) -> list[str]:
+    """The securityContext as container-runtime options: the container's fields over the
+    pod's (user, group), then capabilities, privilege escalation and a read-only root. A
+    read-only root gets no tmpfs of podman's own (the kubelet adds none)."""
+    pod = pod_spec(doc).get("securityContext") or {}
+    ctx = c.get("securityContext") or {}
+    out: list[str] = []
+    user = ctx.get("runAsUser", pod.get("runAsUser"))
+    group = ctx.get("runAsGroup", pod.get("runAsGroup"))
+    if user is not None:
+        out += ["--user", f"{user}:{group if group is not None else 0}"]
+    supplemental = pod.get("supplementalGroups") or []
+    if pod.get("fsGroup") is not None:
+        supplemental = [*supplemental, pod["fsGroup"]]
+    out += [arg for g in supplemental for arg in ("--group-add", str(g))]
+    caps = ctx.get("capabilities") or {}
+    out += [arg for cap in caps.get("drop") or [] for arg in ("--cap-drop", cap)]
+    out += [arg for cap in caps.get("add") or [] for arg in ("--cap-add", cap)]
+    if ctx.get("privileged"):
+        out.append("--privileged")
+    if ctx.get("allowPrivilegeEscalation") is False:
+        out += ["--security-opt", "no-new-privileges"]
+    if ctx.get("readOnlyRootFilesystem"):
+        out += ["--read-only", "--read-only-tmpfs=false"]
+    return out
+
+
+def podman_run(doc: dict[str, Any], name: str, *, image: str, host: Host, downward: Downward,
+               nvml_lib: Path, nvml_profile: Path, container_name: str,
+               extra_env: dict[str, str] | None = None) -> list[str]:
+    """``podman run`` for container ``name`` of workload ``doc``, derived from its pod spec as
+    the kubelet would start it: command as the entrypoint and args after the image (or the
+    image's own entrypoint), env with the downward API resolved, volumes, securityContext,
+    the pod's name as hostname, the node's network (so the API server on the host's
+    loopback is reachable); plus NVML as the NVIDIA container toolkit injects it (the fake
+    library bind-mounted into the image's library directory, and its machine description)."""
+    c = container(doc, name)
+    argv = [*PODMAN, "run", "--name", container_name, *RLIMITS, "--network", "host",
+            "--hostname", downward.pod, *security(doc, c)]
+    if c.get("command"):
+        argv += ["--entrypoint", json.dumps(c["command"])]
+    env = {**container_env(c, downward), "FAKE_NVML_PROFILE": FAKE_NVML_PROFILE,
+           **(extra_env or {})}
+    if host.api is not None:
+        env |= {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(host.api[0])}
+    argv += [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
+    volumes = [*mounts(doc, c, host),
+               {"source": str(nvml_lib / "libnvidia-ml.so.1"), "target": NVML_IN_IMAGE,
+                "read_only": True},
+               {"source": str(nvml_profile), "target": FAKE_NVML_PROFILE, "read_only": True}]
+    for v in volumes:
+        if v["target"] == "/sys":  # where the runtime mounts the container's cgroup tree
+            (Path(v["source"]) / "fs" / "cgroup").mkdir(parents=True, exist_ok=True)
+        argv += ["--volume", f"{v['source']}:{v['target']}:{'ro' if v['read_only'] else 'rw'}"]
+    return [*argv, image, *(c.get("args") or [])]
