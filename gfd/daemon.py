@@ -461,9 +461,14 @@ class Agent:
         schedule = Schedule()
         schedule.set(self.parts.duties, self.clock())
         next_cycle: float | None = self.clock()
+        # The sink's watch starts after the first cycle, so that its first read sees what
+        # that cycle published: started before, it can read the object as it was before
+        # gfd's first write and take that for drift (a real API server answers the watch's
+        # LIST while the first write is in flight).
+        sink_unwatched = not self.parts.settings.oneshot
         if not self.parts.settings.oneshot:
             self._fire = signals.fire
-            self._watch(discovery=self.parts.discovery, sink=self.parts.sink)
+            self._watch(discovery=self.parts.discovery)
         try:
             while True:
                 now = self.clock()
@@ -479,6 +484,10 @@ class Agent:
                     ok = self.cycle(force_reload=force, reload_config=reload_config)
                     if self.parts.settings.oneshot:
                         return 0 if ok else 1
+                    if sink_unwatched:
+                        sink_unwatched = False
+                        if self.parts.sink is before.sink:  # else _apply started the new one's
+                            self._watch(sink=self.parts.sink)
                     self._handled(triggers, ok)
                     if signals.stop:
                         return 0

@@ -42,14 +42,9 @@ def command(tmp: Path, server: FakeApiServer, lib: Path, *args: str) -> tuple[li
     return argv, env
 
 
-STARTUP_RACE = pytest.mark.xfail(reason=(
-    "on the real server the watch's first LIST can predate gfd's first apply and is taken for "
-    "drift: one more GET and apply after start-up (gfd/sinks/node.py _seen)"), strict=False)
-
-
 @pytest.mark.parametrize(("server", "sink"), [
     ("fake", "node"), ("fake", "nodefeature"),
-    pytest.param("real:node", "node", marks=STARTUP_RACE),
+    ("real:node", "node"),
     ("real:nodefeature", "nodefeature")], indirect=["server"])
 def test_steady_state_is_free_and_a_change_is_one_write(sink: str, tmp_path: Path,
                                                         server: FakeApiServer,
