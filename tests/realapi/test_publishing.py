@@ -145,3 +145,18 @@ def test_bookmarks_keep_the_watch_current_without_events_on_its_object(
     finally:
         watch.close()
         control_plane.delete(f"/api/v1/nodes/{node_name}-other", wait=False)
+
+
+def test_the_node_sink_owns_exactly_its_keys_in_managed_fields(
+        kube_as: Callable[[str | None], tuple[RealApiServer, Kube]], node_name: str) -> None:
+    server, kube = kube_as("node")
+    server.set_label(node_name, "team", "ml")
+    NodeSink(kube, node_name, retry=Retry(sleep=no_sleep)).publish(LABELS)
+    entries = server.node(node_name)["metadata"]["managedFields"]
+    [gfd] = [e for e in entries if e["manager"] == "gfd"]
+    assert gfd["operation"] == "Apply"
+    owned = set(gfd["fieldsV1"]["f:metadata"]["f:labels"])
+    assert owned == {f"f:{k}" for k in LABELS}, "gfd's field manager owns its keys, no other"
+    [other] = [e for e in entries if e["manager"] == "other-actor"]
+    assert set(other["fieldsV1"]["f:metadata"]["f:labels"]) == {"f:team"}
+    assert "f:spec" not in gfd["fieldsV1"] and "f:status" not in gfd["fieldsV1"]
