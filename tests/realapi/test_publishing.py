@@ -1,6 +1,7 @@
 """What only a real kube-apiserver can show about gfd's publishing (the paths both servers
-run are in e2e/test_api_sinks.py, test_run_api.py and test_drift.py): RBAC refusals of the
-manifests' own RBAC are one clear line; the admission guard of manifests/node-label-guard
+run are in e2e/test_api_sinks.py, test_run_api.py and test_drift.py): the Node's
+managedFields give gfd's field manager exactly its keys; RBAC refusals of the manifests' own
+RBAC are one clear line; the admission guard of manifests/node-label-guard
 lets gfd write its nvidia.com/ labels and refuses anything else; a real server's watch
 bookmarks keep gfd's watch current without any event on its object."""
 
