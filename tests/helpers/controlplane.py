@@ -31,17 +31,17 @@ import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import urllib3
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from helpers.paths import ROOT
 from helpers.process import free_port
+
+if TYPE_CHECKING:  # imported where used: a checkout without the tier needs no cryptography
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 JSON = dict[str, Any]
 
@@ -134,6 +134,8 @@ class Pki:
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
@@ -142,6 +144,9 @@ def _certificate(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x5
                  issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool,
                  usage: list[x509.ObjectIdentifier], sans: list[x509.GeneralName],
                  ) -> x509.Certificate:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
     now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -167,6 +172,11 @@ def _certificate(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x5
 def make_pki(folder: Path) -> Pki:
     """A CA, a serving certificate for 127.0.0.1 (and the in-cluster names), an RSA
     service-account signing key pair and an admin client certificate in system:masters."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     folder.mkdir(parents=True, exist_ok=True)
     curve = ec.SECP256R1()
     ca_key = ec.generate_private_key(curve)
