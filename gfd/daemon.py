@@ -618,6 +618,8 @@ class Agent:
         held = _Held()
         if not self.parts.settings.oneshot:
             self._fire = signals.fire
+            # The API sinks open their watch only after their first publish, so that its
+            # first read sees what gfd published and is not taken for drift.
             self._watch(discovery=self.parts.discovery, sink=self.parts.sink)
         try:
             while True:
