@@ -322,7 +322,7 @@ class AlwaysFailing:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
         raise self.error
 
     def watch(self, fire: Any) -> None:
@@ -428,7 +428,7 @@ class FailingSink:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
         self.publishes += 1
         if self.error is not None and self.publishes > 1:
             raise self.error
@@ -496,7 +496,7 @@ class RejectingSink:
 
     name = "node"
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
         return PublishResult(written=True, rejected=("nvidia.com/a", "nvidia.com/b"))
 
     def close(self) -> None:

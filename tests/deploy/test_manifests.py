@@ -262,7 +262,27 @@ def k8s_versions() -> list[str]:
     return sorted({MIN_K8S, kubernetes_validate.latest_version()})
 
 
+NFD_CRDS = ROOT / "tests" / "data" / "crds" / "nfd-api-crds.yaml"
+"""NFD's CRDs (node-feature-discovery's deployment/base/nfd-crds, as shipped with
+NFD v0.18+): the schema of the NodeFeatureRule examples."""
+
+
+@cache
+def nfd_schemas() -> dict[str, dict[str, Any]]:
+    return {crd["spec"]["names"]["kind"]: crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            for crd in load(NFD_CRDS)}
+
+
 def validate(doc: dict[str, Any], version: str, what: str) -> None:
+    if str(doc.get("apiVersion", "")).startswith("nfd.k8s-sigs.io/"):
+        import jsonschema
+
+        try:
+            jsonschema.validate(doc, nfd_schemas()[doc["kind"]])
+        except jsonschema.ValidationError as exc:
+            raise AssertionError(f"{what} (NFD's CRD): {exc.message} at "
+                                 f"{'/'.join(map(str, exc.path))}") from None
+        return
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     try:
         kubernetes_validate.validate(doc, version, strict=True)
@@ -590,7 +610,7 @@ def check_container_security(what: str, where: str, c: dict[str, Any],
 @pytest.mark.parametrize("directory", BUILDABLE, ids=BUILDABLE_IDS)
 def test_rendered_gfd_containers_are_locked_down(directory: Path) -> None:
     found = list(gfd_containers(render(directory)))
-    if rel(directory) == "node-label-guard":
+    if rel(directory) in ("node-label-guard", "nodefeaturerules"):  # no container: policies
         assert not found
         return
     assert found, f"{rel(directory)} runs no gfd container"
@@ -634,7 +654,7 @@ def test_one_image_reference_everywhere() -> None:
         if "image" in c:
             assert c["image"] == expected, f"{rel(path)}: {c['image']} != {expected}"
     for directory in BUILDABLE:
-        if rel(directory) == "node-label-guard":
+        if rel(directory) in ("node-label-guard", "nodefeaturerules"):  # no image
             continue
         (doc,) = load(directory / "kustomization.yaml")
         chain = [*(doc.get("components") or []), *(doc.get("resources") or [])]
@@ -784,3 +804,20 @@ def test_no_shell_true_in_gfd() -> None:
     assert files
     offenders = [hit for f in files for hit in shell_true_calls(f)]
     assert not offenders, f"shell=True (or a non-literal shell=) at {offenders}"
+
+
+def test_the_example_nodefeaturerules_match_only_features_gfd_writes() -> None:
+    from gfd.features import FEATURES
+
+    documented = {(feature, element) for feature, element, _ in FEATURES}
+    rules = load(MANIFESTS / "nodefeaturerules" / "rules.yaml")
+    assert {r["metadata"]["name"] for r in rules} == {
+        "gfd-gpu-family", "gfd-gpu-min-memory", "gfd-driver-version"}
+    for rule in rules:
+        for item in rule["spec"]["rules"]:
+            for match in item["matchFeatures"]:
+                for element in match["matchExpressions"]:
+                    assert (match["feature"], element) in documented, rule["metadata"]["name"]
+    driver = next(r for r in rules if r["metadata"]["name"] == "gfd-driver-version")
+    expression = driver["spec"]["rules"][0]["matchFeatures"][0]["matchExpressions"]["version"]
+    assert expression == {"op": "Ge", "value": ["550.0.0"], "type": "version"}
