@@ -661,15 +661,26 @@ def test_rbac_and_token_per_mode_are_least_privilege(chart: Chart) -> None:
 
 
 def test_host_paths_are_sysfs_read_only_and_features_d(chart: Chart) -> None:
+    """And the kubelet's plugin registry, read-only, for --resource-manager auto."""
+    registry = "/var/lib/kubelet/plugins_registry"
     for name, _, docs in all_renders(chart):
         for doc in workloads(docs):
             host = {v["name"]: v["hostPath"]["path"].rstrip("/")
                     for v in pod_spec(doc)["volumes"] if "hostPath" in v}
             for mount in gfd_container(doc)["volumeMounts"]:
                 path = host.get(mount["name"])
-                assert path in (None, "/sys", FEATURES_D), (name, path)
-                if path == "/sys":
+                assert path in (None, "/sys", FEATURES_D, registry), (name, path)
+                if path in ("/sys", registry):
                     assert mount["readOnly"] is True, name
+
+
+def test_the_resource_manager_value_sets_the_agents_variable(chart: Chart) -> None:
+    def env(values: dict[str, Any]) -> dict[str, str]:
+        (doc,) = [d for d in chart.render(values) if d["kind"] == "DaemonSet"]
+        return {e["name"]: e.get("value", "") for e in gfd_container(doc).get("env", [])}
+
+    assert "GFD_RESOURCE_MANAGER" not in env({}), "auto is gfd run's default"
+    assert env({"resourceManager": "dra"})["GFD_RESOURCE_MANAGER"] == "dra"
 
 
 # --------------------------------------------------------------------------- the CLI

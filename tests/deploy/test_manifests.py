@@ -40,6 +40,8 @@ from helpers.paths import ROOT
 from gfd.cli import cli
 
 MANIFESTS = ROOT / "manifests"
+PLUGINS_REGISTRY = "/var/lib/kubelet/plugins_registry"
+"""The kubelet's plugin registry, mounted read-only for --resource-manager auto."""
 DOCKERFILE = ROOT / "Dockerfile"
 IMAGE = "ghcr.io/gfd-project/gfd"
 
@@ -602,9 +604,9 @@ def check_container_security(what: str, where: str, c: dict[str, Any],
         path = host_paths.get(mount["name"])
         if path is None:
             continue
-        assert path in ("/sys", FEATURES_D), f"{what}: mounts host {path}"
-        if path == "/sys":
-            assert mount.get("readOnly") is True, f"{what}: /sys must be read-only"
+        assert path in ("/sys", FEATURES_D, PLUGINS_REGISTRY), f"{what}: mounts host {path}"
+        if path in ("/sys", PLUGINS_REGISTRY):
+            assert mount.get("readOnly") is True, f"{what}: {path} must be read-only"
 
 
 @pytest.mark.parametrize("directory", BUILDABLE, ids=BUILDABLE_IDS)
