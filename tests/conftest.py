@@ -1,16 +1,18 @@
 """Shared fixtures: the fake libnvidia-ml.so.1 (and an event FIFO for it) and the fake
 libcuda.so.1 (Tegra back end), each built once per session (tests/fakes), and ``agents``,
-which reaps every `gfd run` process a test starts (tests/helpers/process.py)."""
+which reaps every `gfd run` process a test starts (tests/helpers/process.py); and the real
+control plane of the realapi tier (``control_plane``, once per session, tests/realapi)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 from fakes import fakecuda
 from fakes.fakecuda import CudaMachine, FakeCuda
 from fakes.fakenvml import EVENTS_ENV, EventPipe, FakeNvml, Machine, build_library, load_in_process
+from helpers.controlplane import ASSETS_ENV, ENABLE_HINT, ControlPlane, assets_from_env
 from helpers.process import Agent
 
 # ----------------------------------------------------------------------------- fake NVML
@@ -131,3 +133,41 @@ def agents() -> Iterator[list[Agent]]:
             agent.proc.wait()
         if not agent.log.closed:
             agent.log.close()
+
+
+# ----------------------------------------------------------------------------- real API server
+# tests/realapi/conftest.py has the rest; these two are here so an e2e test can run on both
+# servers (``server`` parametrised "fake"/"real:<mode>", helpers/realserver.py).
+
+SKIP_REASON = f"real API server tier off: {ASSETS_ENV} is unset; to run it: {ENABLE_HINT}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Every skip for want of assets is reported at this file, so ``-rs`` folds them into
+    one line instead of one per test."""
+    report: pytest.TestReport = yield
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and longrepr[2].endswith(SKIP_REASON):
+        report.longrepr = (__file__, 1, longrepr[2])
+    return report
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd and kube-apiserver, running for the whole session, NFD's CRDs served."""
+    assets = assets_from_env()
+    if assets is None:
+        pytest.skip(SKIP_REASON)
+    plane = ControlPlane.start(assets, tmp_path_factory.mktemp("controlplane"))
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def admin_kubeconfig(control_plane: ControlPlane) -> Path:
+    """A kubeconfig for the cluster admin (client certificate in system:masters)."""
+    return control_plane.admin_kubeconfig

@@ -1,6 +1,9 @@
 """The NodeFeature and Node sinks with the real kubernetes client against the local fake API
 server: startup cost, zero requests in steady state, one write per change, conflicts, faults,
-other owners' labels untouched, drift healed on resync, prune."""
+other owners' labels untouched, drift healed on resync, prune. Every test that does not
+inject a fault runs on the real kube-apiserver too (tests/realapi), as the ServiceAccount
+with the RBAC of manifests/overlays/node or nodefeature, its requests read from the audit
+log."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fakes.apiserver import FakeApiServer
+from helpers.realserver import api_server, on_both
 
 from gfd.errors import ApiError, PublishError
 from gfd.kube import Kube
@@ -36,8 +40,8 @@ class Sleeps(list[float]):
 
 
 @pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as srv:
+def server(request: pytest.FixtureRequest) -> Iterator[FakeApiServer]:
+    with api_server(request) as srv:
         srv.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
         srv.add_pod(NS, "gfd-abcde", owner_daemonset="gfd", node_name=NODE)
         yield srv
@@ -70,6 +74,7 @@ def nf_labels(server: FakeApiServer) -> dict[str, str]:
 # ----------------------------------------------------------------------------- Node sink
 
 
+@on_both("node")
 def test_node_sink_steady_state_makes_no_request(server: FakeApiServer, kube: Kube) -> None:
     clock = Clock()
     sink = node_sink(kube, clock)
@@ -83,6 +88,7 @@ def test_node_sink_steady_state_makes_no_request(server: FakeApiServer, kube: Ku
     assert server.requests == [] or server.count() == 0
 
 
+@on_both("node")
 def test_node_sink_one_write_per_change(server: FakeApiServer, kube: Kube) -> None:
     clock = Clock()
     sink = node_sink(kube, clock)
@@ -94,6 +100,7 @@ def test_node_sink_one_write_per_change(server: FakeApiServer, kube: Kube) -> No
     assert server.labels(NODE)["nvidia.com/gpu.count"] == "7"
 
 
+@on_both("node")
 def test_node_sink_removes_only_its_own_dropped_labels(server: FakeApiServer,
                                                        kube: Kube) -> None:
     clock = Clock()
@@ -109,6 +116,7 @@ def test_node_sink_removes_only_its_own_dropped_labels(server: FakeApiServer,
     assert labels["team"] == "ml" and labels["kubernetes.io/hostname"] == NODE
 
 
+@on_both("node")
 def test_node_sink_heals_drift_at_resync(server: FakeApiServer, kube: Kube) -> None:
     clock = Clock()
     sink = NodeSink(kube, NODE, retry=Retry(sleep=Sleeps()))
@@ -176,6 +184,7 @@ def test_node_sink_422_drops_only_the_named_label(server: FakeApiServer, kube: K
     assert labels["nvidia.com/gpu.count"] == "8" and bad not in labels
 
 
+@on_both("node")
 def test_node_prune_removes_gfds_labels_only(server: FakeApiServer, kube: Kube) -> None:
     sink = node_sink(kube, Clock())
     sink.publish(LABELS)
@@ -185,6 +194,7 @@ def test_node_prune_removes_gfds_labels_only(server: FakeApiServer, kube: Kube) 
     assert server.labels(NODE) == {"kubernetes.io/hostname": NODE, "team": "ml"}
 
 
+@on_both("node")
 def test_node_sink_restart_reports_no_change_and_writes_once(server: FakeApiServer,
                                                              kube: Kube) -> None:
     node_sink(kube, Clock()).publish(LABELS)
@@ -194,6 +204,7 @@ def test_node_sink_restart_reports_no_change_and_writes_once(server: FakeApiServ
     assert server.count() == 2  # startup: read own labels, apply once
 
 
+@on_both("node")
 def test_node_sink_never_creates_a_deleted_node(server: FakeApiServer, kube: Kube) -> None:
     """Regression: where RBAC allowed ``create``, the apply after a Node was deleted created it
     again. Every apply now names the Node's uid, a precondition the API server checks."""
@@ -210,6 +221,7 @@ def test_node_sink_never_creates_a_deleted_node(server: FakeApiServer, kube: Kub
     assert apply.json()["metadata"]["uid"], "the apply named the uid"
 
 
+@on_both("node")
 def test_node_sink_labels_a_node_created_again_under_the_same_name(server: FakeApiServer,
                                                                    kube: Kube) -> None:
     sink = node_sink(kube, Clock())
@@ -224,6 +236,7 @@ def test_node_sink_labels_a_node_created_again_under_the_same_name(server: FakeA
     assert server.labels(NODE) == {"kubernetes.io/hostname": NODE, **LABELS}
 
 
+@on_both("node")
 def test_node_sink_reports_a_key_it_drops_but_another_manager_keeps_as_kept(
         server: FakeApiServer, kube: Kube) -> None:
     sink = node_sink(kube, Clock())
@@ -259,6 +272,7 @@ def test_node_sink_keeps_a_rejected_labels_value_and_tries_it_later(server: Fake
 # ----------------------------------------------------------------------------- NodeFeature
 
 
+@on_both("nodefeature")
 def test_nodefeature_created_owned_by_the_daemonset(server: FakeApiServer, kube: Kube) -> None:
     nf_sink(kube, Clock()).publish(LABELS)
     obj = server.nodefeature(NS, object_name(NODE))
@@ -271,6 +285,7 @@ def test_nodefeature_created_owned_by_the_daemonset(server: FakeApiServer, kube:
     assert owners[0]["controller"] is True and owners[0]["blockOwnerDeletion"] is False
 
 
+@on_both("nodefeature")
 def test_nodefeature_steady_state_is_free_and_a_change_is_one_put(server: FakeApiServer,
                                                                   kube: Kube) -> None:
     clock = Clock()
@@ -286,6 +301,7 @@ def test_nodefeature_steady_state_is_free_and_a_change_is_one_put(server: FakeAp
     assert nf_labels(server)["nvidia.com/gpu.count"] == "4"
 
 
+@on_both("nodefeature")
 def test_nodefeature_restart_keeps_owner_references_byte_identical(server: FakeApiServer,
                                                                    kube: Kube) -> None:
     nf_sink(kube, Clock()).publish(LABELS)
@@ -307,6 +323,7 @@ def test_nodefeature_conflict_is_reread_and_retried(server: FakeApiServer, kube:
     assert nf_labels(server)["nvidia.com/gpu.count"] == "4"
 
 
+@on_both("nodefeature")
 def test_nodefeature_concurrent_edit_is_overwritten_safely(server: FakeApiServer,
                                                            kube: Kube) -> None:
     clock = Clock()
@@ -328,11 +345,13 @@ def test_nodefeature_crd_missing_is_one_clear_error(server: FakeApiServer, kube:
     assert "Node Feature Discovery" in str(err.value) and "\n" not in str(err.value)
 
 
+@on_both("nodefeature")
 def test_nodefeature_without_pod_name_has_no_owner(server: FakeApiServer, kube: Kube) -> None:
     nf_sink(kube, Clock(), pod="").publish(LABELS)
     assert "ownerReferences" not in server.nodefeature(NS, object_name(NODE))["metadata"]
 
 
+@on_both("nodefeature")
 def test_nodefeature_prune_deletes_the_object(server: FakeApiServer, kube: Kube) -> None:
     nf_sink(kube, Clock()).publish(LABELS)
     result = nf_sink(kube, Clock()).prune()
@@ -340,6 +359,7 @@ def test_nodefeature_prune_deletes_the_object(server: FakeApiServer, kube: Kube)
     assert server.nodefeature(NS, object_name(NODE)) is None
 
 
+@on_both("nodefeature")
 def test_nodefeature_deleted_under_a_running_sink_is_created_again(server: FakeApiServer,
                                                                     kube: Kube) -> None:
     sink = nf_sink(kube, Clock())
@@ -351,6 +371,7 @@ def test_nodefeature_deleted_under_a_running_sink_is_created_again(server: FakeA
     assert [o["kind"] for o in owners] == ["DaemonSet"]
 
 
+@on_both("nodefeature")
 def test_nodefeature_write_keeps_what_others_put_on_the_object(server: FakeApiServer,
                                                               kube: Kube) -> None:
     sink = nf_sink(kube, Clock())
@@ -376,6 +397,7 @@ def test_nodefeature_write_keeps_what_others_put_on_the_object(server: FakeApiSe
         "a read-modify-write: the last object read, with its preconditions")
 
 
+@on_both("nodefeature")
 def test_nodefeature_of_nvidias_gfd_is_left_alone_by_publish_and_prune(
         server: FakeApiServer, kube: Kube) -> None:
     ds = server.daemonset(NS, "gfd")
@@ -400,6 +422,7 @@ def test_nodefeature_of_nvidias_gfd_is_left_alone_by_publish_and_prune(
     assert server.count("PUT") == server.count("DELETE") == 0
 
 
+@on_both("nodefeature")
 def test_nodefeature_prune_deletes_exactly_the_object_it_read(server: FakeApiServer,
                                                               kube: Kube) -> None:
     nf_sink(kube, Clock()).publish(LABELS)

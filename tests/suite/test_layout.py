@@ -17,7 +17,7 @@ GFD = ROOT / "gfd"
 NO_TEST_MODULE = {"__init__.py", "__main__.py"}
 """Modules that need no test module of their own: package markers and ``python -m gfd``."""
 
-SUITES = {"cluster", "deploy", "e2e", "fakes", "faults", "fuzz", "suite"}
+SUITES = {"cluster", "deploy", "e2e", "fakes", "faults", "fuzz", "realapi", "suite"}
 """The suites by kind (tests/README.md): they test behaviour across modules."""
 
 SUPPORT = {"helpers", "data"}
