@@ -18,7 +18,7 @@ from gfd.discovery import Discovery, GpuSource, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
-from gfd.readers.resourcemanager import ResourceManagerReader
+from gfd.readers.resourcemanager import DRA_DRIVER, ResourceManagerReader
 from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
 
@@ -93,16 +93,43 @@ def make_gpu_source(settings: Settings) -> GpuSource:
     return NvmlReader()
 
 
-def make_manager(settings: Settings) -> ResourceManagerReader:
-    """What decides the resource manager at each read (``--resource-manager``)."""
-    return ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
+def make_manager(settings: Settings, *, api: bool = False,
+                 on_request: OnRequest | None = None) -> ResourceManagerReader:
+    """What decides the resource manager at each read (``--resource-manager``). With ``api``
+    (a running agent whose sink talks to the API server) ``auto`` also asks the API server
+    for this node's ResourceSlices of the DRA driver, through a client of its own: one LIST
+    at start and at each host refresh, never per cycle."""
+    reader = ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
+    if (not api or settings.resource_manager != "auto" or not settings.node_name
+            or settings.effective_sink not in ("node", "nodefeature")):
+        return reader
+    from gfd.kube import Kube
+
+    kube = Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
+                burst=settings.kube_api_burst, on_request=on_request,
+                timeout=_api_timeout(settings))
+    node = settings.node_name
+    reader.slices = lambda: kube.count_resourceslices(node, DRA_DRIVER)
+    reader.release = kube.close
+    return reader
 
 
-def make_discovery(settings: Settings) -> Discovery:
-    """The readers for these settings, composed into one snapshot per read."""
+def make_discovery(settings: Settings, *, api: bool = False,
+                   on_request: OnRequest | None = None) -> Discovery:
+    """The readers for these settings, composed into one snapshot per read (``api``: see
+    :func:`make_manager`)."""
     host = HostReader(machine_type_file=settings.machine_type_file,
                       sysfs_root=settings.sysfs_root)
-    manager = make_manager(settings)
+    manager = make_manager(settings, api=api, on_request=on_request)
+    try:
+        return _discovery(settings, host, manager)
+    except BaseException:
+        manager.close()
+        raise
+
+
+def _discovery(settings: Settings, host: HostReader,
+               manager: ResourceManagerReader) -> Discovery:
     if settings.simulate:
         from gfd.readers.simulate import simulate
 
@@ -137,13 +164,11 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
         raise ConfigError(
             "--node-name / NODE_NAME is required with the NodeFeature and Node sinks "
             "(set it from the downward API: fieldRef spec.nodeName)")
-    from gfd.kube import DEADLINE, Kube
+    from gfd.kube import Kube
 
-    # A request's deadline stays well under --stuck-after: a cycle of a few slow requests,
-    # each retried once, must not make /healthz fail over an API problem.
     kube = Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
                 burst=settings.kube_api_burst, on_request=on_request,
-                timeout=min(DEADLINE, settings.stuck_after / 4))
+                timeout=_api_timeout(settings))
     watch_api = kube if settings.watch else None
     if kind == "node":
         from gfd.sinks.node import NodeSink
@@ -154,6 +179,14 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
     return NodeFeatureSink(kube, settings.node_name, namespace=settings.namespace,
                            pod_name=settings.pod_name, watch_api=watch_api,
                            on_reconnect=on_reconnect)
+
+
+def _api_timeout(settings: Settings) -> float:
+    """A request's deadline, well under --stuck-after: a cycle of a few slow requests, each
+    retried once, must not make /healthz fail over an API problem."""
+    from gfd.kube import DEADLINE
+
+    return min(DEADLINE, settings.stuck_after / 4)
 
 
 def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[Duty, ...]:
@@ -178,7 +211,7 @@ class Factory:
     on_reconnect: OnReconnect | None = None
 
     def parts(self, settings: Settings) -> Parts:
-        discovery = make_discovery(settings)
+        discovery = make_discovery(settings, api=True, on_request=self.on_request)
         try:
             sink = make_sink(settings, write=self.write, on_request=self.on_request,
                              on_reconnect=self.on_reconnect)
@@ -197,7 +230,7 @@ class Factory:
             raise ConfigError(f"{names} cannot change while gfd runs (restart gfd to apply it)")
         discovery = current.discovery
         if Part.DISCOVERY in parts:
-            discovery = make_discovery(settings)
+            discovery = make_discovery(settings, api=True, on_request=self.on_request)
         sink = current.sink
         if Part.SINK in parts:
             try:

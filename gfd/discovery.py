@@ -131,6 +131,8 @@ class Discovery:
             self._events = None
         if self.gpus is not None:
             self.gpus.close()
+        if self.manager is not None:
+            self.manager.close()
 
 
 SNAPSHOT_MAX_BYTES = 16 * 2**20

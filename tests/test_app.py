@@ -244,6 +244,57 @@ def test_auto_finds_the_resource_manager_in_the_plugins_registry(tmp_path: Path)
     assert read_once(settings).resource_manager.name == "dra"
 
 
+@pytest.mark.parametrize("sink", ["node", "nodefeature"])
+def test_auto_with_an_api_sink_asks_for_the_nodes_resource_slices(
+        kubeconfig: tuple[FakeApiServer, str], tmp_path: Path, sink: str) -> None:
+    server, path = kubeconfig
+    requests: list[tuple[str, str]] = []
+    settings = Settings(simulate="hgx-h100", plugins_registry=str(tmp_path), sink=sink,
+                        node_name="n1", kubeconfig=path)
+    discovery = make_discovery(settings, api=True,
+                               on_request=lambda verb, code: requests.append((verb, code)))
+    try:
+        assert discovery.read().resource_manager.name == "device-plugin"
+        server.add_resourceslice("n1", "gpu.nvidia.com")
+        assert discovery.read().resource_manager.name == "device-plugin"  # not asked again
+        discovery.refresh()  # the host-refresh duty
+        found = discovery.read().resource_manager
+        assert found.name == "dra" and "ResourceSlice" in found.evidence
+    finally:
+        discovery.close()
+    assert requests == [("list", "200")] * 2
+    assert [r.query["fieldSelector"] for r in server.requests] == [
+        "spec.nodeName=n1,spec.driver=gpu.nvidia.com"] * 2
+
+
+@pytest.mark.parametrize("changes", [
+    {"sink": "file"}, {"resource_manager": "device-plugin"}, {"resource_manager": "dra"},
+], ids=["file-sink", "device-plugin", "dra"])
+def test_the_api_is_asked_only_for_auto_with_an_api_sink(
+        kubeconfig: tuple[FakeApiServer, str], tmp_path: Path, changes: dict[str, str]) -> None:
+    server, path = kubeconfig
+    server.add_resourceslice("n1", "gpu.nvidia.com")
+    settings = replace(Settings(simulate="hgx-h100", plugins_registry=str(tmp_path),
+                                sink="node", node_name="n1", kubeconfig=path), **changes)
+    discovery = make_discovery(settings, api=True)
+    try:
+        assert discovery.manager is not None and discovery.manager.slices is None
+        discovery.read()
+    finally:
+        discovery.close()
+    assert server.requests == []
+
+
+def test_one_shot_reads_never_ask_the_api(kubeconfig: tuple[FakeApiServer, str],
+                                          tmp_path: Path) -> None:
+    server, path = kubeconfig
+    server.add_resourceslice("n1", "gpu.nvidia.com")
+    settings = Settings(simulate="hgx-h100", plugins_registry=str(tmp_path), sink="node",
+                        node_name="n1", kubeconfig=path)
+    assert read_once(settings).resource_manager.name == "device-plugin"
+    assert server.requests == []
+
+
 def test_a_recorded_snapshot_is_a_fixed_snapshot_read_from_its_file(tmp_path: Path) -> None:
     path = tmp_path / "snap.json"
     path.write_text(simulate("hgx-h100").snapshot.to_json())
@@ -329,7 +380,7 @@ def test_parts_are_built_from_the_settings_with_the_start_time(tmp_path: Path) -
 def test_parts_close_the_new_discovery_when_the_sink_cannot_be_built(
         monkeypatch: pytest.MonkeyPatch) -> None:
     built = Tracked()
-    monkeypatch.setattr(app, "make_discovery", lambda settings: built)
+    monkeypatch.setattr(app, "make_discovery", lambda settings, **_: built)
     with pytest.raises(ConfigError, match="NODE_NAME"):
         Factory(started=1, write=lambda text: None).parts(Settings(sink="node"))
     assert built.closed
@@ -340,7 +391,7 @@ def test_rebuild_closes_the_new_discovery_when_the_new_sink_cannot_be_built(
     factory, settings = running(tmp_path)
     current = factory.parts(settings)
     built = Tracked()
-    monkeypatch.setattr(app, "make_discovery", lambda settings: built)
+    monkeypatch.setattr(app, "make_discovery", lambda settings, **_: built)
     with pytest.raises(ConfigError, match="NODE_NAME"):
         factory.rebuild(current, replace(settings, machine_type_file="/x", sink="node"))
     assert built.closed

@@ -40,6 +40,8 @@ class ResourceManagerReader:
     plugins_registry: str
     slices: SliceCount | None = None
     """Counts this node's gpu.nvidia.com ResourceSlices; None without an API sink."""
+    release: Callable[[], None] | None = None
+    """Frees what ``slices`` holds (its API client), called by ``close()``."""
     _last: ResourceManager | None = field(default=None, init=False)
     _slices: int | None = field(default=None, init=False)
     """The last ResourceSlice count (None: the API did not answer)."""
@@ -50,6 +52,11 @@ class ResourceManagerReader:
     def refresh(self) -> None:
         """Ask the API server again at the next read (the host-refresh duty, SIGHUP)."""
         self._asked = False
+
+    def close(self) -> None:
+        if self.release is not None:
+            self.release()
+            self.release = None
 
     def read(self) -> ResourceManager:
         if self.setting != "auto":

@@ -398,6 +398,8 @@ RENDER_CASES = {
     "node+everything": merged(EVERYTHING, {"mode": "node"}, MIG, CONFIG),
     "no-test": {"test": {"enabled": False}},
     "fullname-override": {"fullnameOverride": "labeller", "mode": "nodefeature"},
+    "nodefeature+dra": {"mode": "nodefeature", "resourceManager": "dra"},
+    "node+device-plugin": {"mode": "node", "resourceManager": "device-plugin"},
 }
 SIDECAR_CASES = {
     "nfd-sidecar": SIDECAR,
@@ -644,12 +646,20 @@ def test_every_gfd_container_states_its_user_and_is_locked_down(chart: Chart) ->
 
 
 def test_rbac_and_token_per_mode_are_least_privilege(chart: Chart) -> None:
-    expected = {"file": [], "nfd-sidecar": [], "nodefeature": ["Role", "RoleBinding"],
+    expected = {"file": [], "nfd-sidecar": [],
+                "nodefeature": ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"],
                 "node": ["ClusterRole", "ClusterRoleBinding"]}
+    slices = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+              "verbs": ["list"]}
     for name, values, docs in all_renders(chart):
         mode = values.get("mode", "file")
-        assert sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS) == expected[mode], (
-            name)
+        auto = values.get("resourceManager", "auto") == "auto"
+        kinds = [k for k in expected[mode] if auto or mode != "nodefeature"
+                 or not k.startswith("Cluster")]
+        assert sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS) == kinds, name
+        # list on ResourceSlices only where gfd asks for them: an API sink under auto
+        granted = [d for d in docs if d["kind"] == "ClusterRole" and slices in d["rules"]]
+        assert len(granted) == (1 if auto and mode in ("node", "nodefeature") else 0), name
         for doc in workloads(docs):
             spec = pod_spec(doc)
             if doc["metadata"]["name"] == "nfd-worker":  # NFD keeps its token, gfd masks it

@@ -68,7 +68,9 @@ RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
 NODEFEATURE_RULES = {("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "update", "delete",
                                                            "list", "watch"},
                      ("", "pods"): {"get"}}
-NODE_RULES = {("", "nodes"): {"get", "patch", "list", "watch"}}
+# --resource-manager auto (the default) lists the node's ResourceSlices: cluster-scoped.
+RESOURCESLICE_RULES = {("resource.k8s.io", "resourceslices"): {"list"}}
+NODE_RULES = {("", "nodes"): {"get", "patch", "list", "watch"}, **RESOURCESLICE_RULES}
 
 FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
 WORKLOAD_KINDS = {"DaemonSet", "Job", "Deployment", "StatefulSet", "Pod"}
@@ -536,14 +538,17 @@ def test_rendered_modes_without_api_access_mount_no_token(directory: str) -> Non
         assert doc["kind"] not in RBAC_KINDS, f"{directory} renders {doc['kind']}"
 
 
-def test_nodefeature_mode_grants_exactly_its_namespaced_role() -> None:
+def test_nodefeature_mode_grants_its_namespaced_role_and_resourceslice_list() -> None:
     rbac = rbac_of("overlays/nodefeature")
-    assert not rbac["ClusterRole"] and not rbac["ClusterRoleBinding"], "nothing cluster-wide"
     (role,) = rbac["Role"]
     assert role["metadata"]["namespace"] == "gfd"
     assert rbac_rules(role) == NODEFEATURE_RULES
     (binding,) = rbac["RoleBinding"]
     assert binding["metadata"]["namespace"] == "gfd" and binds_gfd(binding, role)
+    (cluster_role,) = rbac["ClusterRole"]  # the only cluster-wide grant
+    assert rbac_rules(cluster_role) == RESOURCESLICE_RULES
+    (cluster_binding,) = rbac["ClusterRoleBinding"]
+    assert binds_gfd(cluster_binding, cluster_role)
 
 
 def test_node_mode_grants_exactly_get_and_patch_on_nodes() -> None:
@@ -573,9 +578,12 @@ def test_no_rbac_rule_is_a_wildcard_or_an_escalation() -> None:
         for (group, resource), verbs in rbac_rules(doc).items():
             assert "*" not in (group, resource) and "*" not in verbs, doc["metadata"]["name"]
             assert not verbs & {"escalate", "bind", "impersonate"}, verbs
-            # list/watch only on what gfd publishes to (its watch on its own object)
+            # list/watch only on what gfd publishes to (its watch on its own object), and
+            # list on ResourceSlices (--resource-manager auto)
             if verbs & {"list", "watch"}:
-                assert resource in ("nodes", "nodefeatures"), (resource, verbs)
+                assert resource in ("nodes", "nodefeatures") or (
+                    (group, resource, verbs) == ("resource.k8s.io", "resourceslices",
+                                                 {"list"})), (resource, verbs)
 
 
 def check_container_security(what: str, where: str, c: dict[str, Any],

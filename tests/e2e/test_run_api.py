@@ -53,8 +53,12 @@ def test_steady_state_is_free_and_a_change_is_one_write(sink: str, tmp_path: Pat
         wait_for(lambda: http(port, "/readyz")[0] == 200)
         wait_for(lambda: server.open_watches == 1)  # the watch on what gfd publishes
         requests = server.requests
-        assert len([r for r in requests if not r.watch]) <= 4, [(r.method, r.path)
-                                                                for r in requests]
+        # --resource-manager auto: one LIST of the node's gpu.nvidia.com ResourceSlices
+        slices = [r for r in requests if r.path.endswith("/resourceslices")]
+        assert [r.query["fieldSelector"] for r in slices] == [
+            f"spec.nodeName={NODE},spec.driver=gpu.nvidia.com"]
+        assert len([r for r in requests if not r.watch and r not in slices]) <= 4, [
+            (r.method, r.path) for r in requests]
         assert len([r for r in requests if r.watch]) == 1
         server.clear_log()
         wait_for(lambda: metric(http(port, "/metrics")[1],
