@@ -35,6 +35,7 @@ from typing import Any
 import click
 import pytest
 import yaml
+from helpers.controlplane import shared_dir
 from helpers.paths import ROOT
 
 from gfd.cli import cli
@@ -266,15 +267,25 @@ def k8s_versions() -> list[str]:
     return sorted({MIN_K8S, kubernetes_validate.latest_version()})
 
 
-NFD_CRDS = ROOT / "tests" / "data" / "crds" / "nfd-api-crds.yaml"
-"""NFD's CRDs (node-feature-discovery's deployment/base/nfd-crds, as shipped with
-NFD v0.18+): the schema of the NodeFeatureRule examples."""
+def nfd_crds() -> Path | None:
+    """NFD's CRDs, one source for every suite: ``../shared/k8s-assets/nfd-api-crds.yaml``
+    (node-feature-discovery's deployment/base/nfd-crds at 76e6cc8c), the file the real-API
+    tier installs; None in a checkout without it."""
+    shared = shared_dir()
+    path = shared / "k8s-assets" / "nfd-api-crds.yaml" if shared else None
+    return path if path is not None and path.is_file() else None
 
 
 @cache
 def nfd_schemas() -> dict[str, dict[str, Any]]:
+    """The NodeFeatureRule examples' schema, offline; tests/realapi also creates them on a
+    real API server with these CRDs, which validates them the same way and more."""
+    path = nfd_crds()
+    if path is None:
+        pytest.skip("NFD's CRDs are in ../shared/k8s-assets, absent here; "
+                    "tests/realapi/test_nodefeature_features.py checks the rules on a real server")
     return {crd["spec"]["names"]["kind"]: crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-            for crd in load(NFD_CRDS)}
+            for crd in load(path)}
 
 
 def validate(doc: dict[str, Any], version: str, what: str) -> None:
