@@ -460,6 +460,9 @@ TWINS = {
                                ("overlays/node",)),
     "nodefeature+rules": Twin({"mode": "nodefeature", "nodeFeatureRules": {"enabled": True}},
                               ("overlays/nodefeature", "nodefeaturerules")),
+    # Beside the GPU Operator's DRA mode: the values file the chart ships for it.
+    "gpucluster": Twin(yaml.safe_load((CHART / "values-gpucluster.yaml").read_text()),
+                       ("overlays/dra",)),
 }
 
 

@@ -582,6 +582,28 @@ def test_api_modes_get_a_token_and_their_sink(directory: str, sink: str) -> None
     assert {"name": "GFD_SINK", "value": sink} in c["env"]
 
 
+def test_dra_overlay_runs_beside_the_gpu_operators_dra_mode() -> None:
+    """overlays/dra: the NodeFeature sink with --resource-manager dra, placed by NFD's PCI
+    vendor label only, the plugin registry read-only, and no ResourceSlice permission (a
+    fixed resource manager lists none)."""
+    docs = render(MANIFESTS / "overlays" / "dra")
+    ((_, spec, c),) = gfd_containers(docs)
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert (env["GFD_SINK"], env["GFD_RESOURCE_MANAGER"]) == ("nodefeature", "dra")
+    terms = spec["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{
+        "key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In",
+        "values": ["true"]}]}]
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["plugins-registry"]["readOnly"] is True
+    assert mounts["plugins-registry"]["mountPath"] == "/var/lib/kubelet/plugins_registry"
+    rbac = {d["kind"]: d for d in docs if d["kind"] in RBAC_KINDS}
+    assert sorted(rbac) == ["Role", "RoleBinding"]
+    assert rbac_rules(rbac["Role"]) == NODEFEATURE_RULES
+    assert spec["automountServiceAccountToken"] is True
+
+
 def test_no_rbac_rule_is_a_wildcard_or_an_escalation() -> None:
     for _, _, doc in full_object_docs():
         if doc.get("kind") not in ("Role", "ClusterRole"):
@@ -679,7 +701,8 @@ def test_one_image_reference_everywhere() -> None:
             continue
         (doc,) = load(directory / "kustomization.yaml")
         chain = [*(doc.get("components") or []), *(doc.get("resources") or [])]
-        assert any("components/image" in r or r.endswith(("/base", "/file")) for r in chain), (
+        assert any("components/image" in r or r.endswith(("/base", "/file", "/nodefeature"))
+                   for r in chain), (
             f"{rel(directory)} does not take its image tag from components/image")
 
 
