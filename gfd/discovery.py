@@ -65,7 +65,10 @@ class Discovery:
             self.manager.refresh()
 
     def watch(self, fire: Fire) -> None:
-        """Start the GPU back end's event watcher, if it has one (NVML events)."""
+        """Start the GPU back end's event watcher, if it has one (NVML events), and the
+        resource manager's watch on the kubelet's plugin registry (``auto``)."""
+        if self.manager is not None:
+            self.manager.watch(fire)
         if self.gpus is None or self._events is not None:
             return
         source = self.gpus.events()

@@ -145,8 +145,9 @@ class Metrics:
         self._degraded_series: set[tuple[str, str]] = set()
         self._events: Any = Counter(
             "gfd_events",
-            "Changes watchers saw, by source (nvml, config, output, api) and kind "
-            "(mig-config-change, xid, gpu-unavailable, changed, drift, deleted, ...).",
+            "Changes watchers saw, by source (nvml, config, output, api, registry) and kind "
+            "(mig-config-change, xid, gpu-unavailable, changed, drift, deleted, "
+            "registration, ...).",
             ["source", "kind"],
             registry=reg,
         )

@@ -7,6 +7,10 @@ where gfd talks to the API server, the node's ResourceSlices of driver ``gpu.nvi
 (one field-selected LIST at start and on each host refresh, through a callable the wiring
 passes in: this module imports no Kubernetes client). No evidence means ``device-plugin``,
 what GFD assumes. A decision is logged once with its evidence, and again when it changes.
+
+A running agent also watches the plugin registry (inotify, ``watch()``): the plugin
+registering or leaving fires a ``registry`` trigger, so the switch is published at once, not
+at the next cycle. Without inotify the per-cycle ``stat`` still sees it.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gfd.errors import GfdError
+from gfd.fswatch import DirWatch, open_watch
 from gfd.snapshot import ResourceManager
+from gfd.triggers import Fire, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +55,42 @@ class ResourceManagerReader:
     _asked: bool = field(default=False, init=False)
     """Whether the API was asked since the last refresh."""
     _slice_error: str = field(default="", init=False)
+    _watch: DirWatch | None = field(default=None, init=False)
 
     def refresh(self) -> None:
         """Ask the API server again at the next read (the host-refresh duty, SIGHUP)."""
         self._asked = False
 
+    def watch(self, fire: Fire) -> None:
+        """Under ``auto``, fire a ``registry`` trigger whenever the DRA kubelet plugin's
+        socket appears in or leaves the plugin registry (idempotent). Where inotify or the
+        directory cannot be watched, say so once at debug level: each cycle's ``stat``
+        still sees the change, one ``--sleep-interval`` later."""
+        if self.setting != "auto" or self._watch is not None:
+            return
+        registry = self.plugins_registry
+
+        def changed(directory: str, name: str) -> None:
+            if name in (REGISTRATION_SOCKET, ""):
+                fire(Trigger(source="registry", kind="registration", at=time.monotonic(),
+                             detail=os.path.join(directory, name)))
+
+        opened = open_watch(changed, name="registry-watch")
+        if isinstance(opened, str):
+            log.debug("resource manager: %s; the plugin registry is checked each cycle", opened)
+            return
+        problems = opened.watch([registry])
+        if problems:
+            log.debug("resource manager: %s; the plugin registry is checked each cycle",
+                      "; ".join(problems))
+            opened.close()
+            return
+        self._watch = opened.start()
+
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
         if self.release is not None:
             self.release()
             self.release = None
