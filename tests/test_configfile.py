@@ -244,7 +244,7 @@ UNKNOWN_FIELDS = [
      "nvidiaDriverRoot, plugin, restartOnDeviceUnhealthy, useNodeFeatureAPI)"),
     ("unknown-gfd-flag", "flags:\n  gfd:\n    sleepIntervall: 1s", "flags.gfd: unknown field "
      "ignored: sleepIntervall (did you mean sleepInterval?) (known: machineTypeFile, "
-     "noTimestamp, oneshot, outputFile, sleepInterval)"),
+     "noTimestamp, oneshot, outputFile, resourceManager, sleepInterval)"),
     ("resources-unknown", "resources: {gpu: []}", "resources: unknown field ignored: gpu (did "
      "you mean gpus?) (known: gpus, mig)"),
     ("sharing-unknown", "sharing: {timeslicing: {}}", "sharing: unknown field ignored: "
