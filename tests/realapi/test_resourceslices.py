@@ -8,12 +8,16 @@ ResourceSlices are written by the admin the way a DRA kubelet plugin publishes t
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fakes.apiserver import FakeApiServer
 from helpers.controlplane import ApiStatus, ControlPlane
+from helpers.process import ENV_PREFIXES
 from helpers.realserver import RealApiServer
 
 from gfd.app import make_discovery
@@ -151,3 +155,30 @@ def test_without_the_permission_a_403_is_one_warning_and_no_evidence(
     assert "HTTP 403" in found.evidence
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "cannot list this node's ResourceSlices" in warnings[0]
+
+
+def test_gfd_run_labels_a_node_with_gpu_resourceslices_for_dra(
+        server: RealApiServer, slices: Callable[[str, str], str], node_name: str,
+        tmp_path: Path) -> None:
+    """The whole agent (a process, --oneshot, Node sink, the ServiceAccount with the node
+    overlay's RBAC): the node's gpu.nvidia.com ResourceSlice makes auto pick dra, and the
+    Node gets gpu.present and no device-plugin label; a node without one keeps GFD's set."""
+    plain = f"{node_name}-plain"
+    server.add_node(plain)
+    slices(node_name, DRA_DRIVER)
+    slices(plain, "compute-domain.nvidia.com")  # another driver is no evidence
+    kubeconfig = server.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    for node in (node_name, plain):
+        done = subprocess.run(
+            [sys.executable, "-m", "gfd", "run", "--oneshot", "--simulate", "hgx-h100",
+             "--sink", "node", "--plugins-registry", str(tmp_path / "registry"),
+             "--machine-type-file", str(tmp_path / "dmi")],
+            env=base | {"NODE_NAME": node, "KUBECONFIG": str(kubeconfig)},
+            capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr[-2000:]
+    dra, device_plugin = server.labels(node_name), server.labels(plain)
+    assert dra["nvidia.com/gpu.present"] == "true" and dra["nvidia.com/gpu.count"] == "8"
+    assert not {"nvidia.com/gpu.replicas", "nvidia.com/mig.strategy"} & dra.keys()
+    assert "nvidia.com/gpu.present" not in device_plugin
+    assert device_plugin["nvidia.com/gpu.replicas"] == "1"
