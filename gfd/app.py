@@ -18,7 +18,7 @@ from gfd.discovery import Discovery, GpuSource, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
-from gfd.readers.resourcemanager import DRA_DRIVER, ResourceManagerReader
+from gfd.readers.resourcemanager import DRA_DRIVER, SLICE_RECHECK, ResourceManagerReader
 from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
 
@@ -98,7 +98,7 @@ def make_manager(settings: Settings, *, api: bool = False,
     """What decides the resource manager at each read (``--resource-manager``). With ``api``
     (a running agent whose sink talks to the API server) ``auto`` also asks the API server
     for this node's ResourceSlices of the DRA driver, through a client of its own: one LIST
-    at start and at each host refresh, never per cycle."""
+    at start and once a day (``SLICE_RECHECK``, a duty of the loop), never per cycle."""
     reader = ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
     if (not api or settings.resource_manager != "auto" or not settings.node_name
             or settings.effective_sink not in ("node", "nodefeature")):
@@ -192,6 +192,9 @@ def _api_timeout(settings: Settings) -> float:
 def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[Duty, ...]:
     """The periodic duties besides the label cycle, each with its interval from a setting."""
     duties = [Duty("host refresh", settings.host_refresh_interval, discovery.refresh)]
+    if discovery.manager is not None and discovery.manager.slices is not None:
+        duties.append(Duty("resourceslice check", SLICE_RECHECK,
+                           discovery.recheck_resource_manager))
     kind = settings.effective_sink
     if kind in ("node", "nodefeature"):
         duties.append(Duty("resync", settings.resync_interval, sink.refresh))

@@ -61,6 +61,10 @@ class Discovery:
         read at start, when the set of GPUs changes, and when the loop's host-refresh duty
         (``--host-refresh-interval``) or a SIGHUP calls this -- not every cycle."""
         self._slow = None
+
+    def recheck_resource_manager(self) -> None:
+        """Ask the API server for the node's ResourceSlices again at the next read (the
+        loop's duty, every ``SLICE_RECHECK``; only where ``auto`` asks the API at all)."""
         if self.manager is not None:
             self.manager.refresh()
 

@@ -49,6 +49,7 @@ class Tracked:
 
     fail_on_init_error = True
     name = "tracked"
+    manager = None
 
     def __init__(self) -> None:
         self.closed = False
@@ -257,7 +258,7 @@ def test_auto_with_an_api_sink_asks_for_the_nodes_resource_slices(
         assert discovery.read().resource_manager.name == "device-plugin"
         server.add_resourceslice("n1", "gpu.nvidia.com")
         assert discovery.read().resource_manager.name == "device-plugin"  # not asked again
-        discovery.refresh()  # the host-refresh duty
+        discovery.recheck_resource_manager()  # the loop's daily duty
         found = discovery.read().resource_manager
         assert found.name == "dra" and "ResourceSlice" in found.evidence
     finally:
@@ -362,6 +363,30 @@ def test_the_host_refresh_refreshes_discovery_and_the_others_the_sink() -> None:
         for duty in duties:
             duty.action()
         assert (discovery.refreshed, sink.refreshed) == (1, 1)
+
+
+def test_the_resourceslice_check_is_a_daily_duty_only_where_the_api_is_asked(
+        kubeconfig: tuple[FakeApiServer, str], tmp_path: Path) -> None:
+    server, path = kubeconfig
+    settings = Settings(simulate="hgx-h100", plugins_registry=str(tmp_path), sink="node",
+                        node_name="n1", kubeconfig=path)
+    for api, fixed in ((True, "auto"), (False, "auto"), (True, "dra")):
+        discovery = make_discovery(replace(settings, resource_manager=fixed), api=api)
+        try:
+            duties = {d.name: d for d in make_duties(settings, discovery, Tracked())}  # type: ignore[arg-type]
+            assert ("resourceslice check" in duties) is (api and fixed == "auto")
+            if "resourceslice check" not in duties:
+                continue
+            assert duties["resourceslice check"].every == 86400.0  # SPEC §4: <= 1/node-hour
+            discovery.read()
+            discovery.refresh()  # the 5-minute host refresh asks the API nothing
+            discovery.read()
+            assert server.count(path_contains="resourceslices") == 1
+            duties["resourceslice check"].action()
+            discovery.read()
+            assert server.count(path_contains="resourceslices") == 2
+        finally:
+            discovery.close()
 
 
 # ----------------------------------------------------------------------------- Factory.parts

@@ -4,9 +4,10 @@ DRA driver (``--resource-manager``; ``auto`` finds it on the node).
 Evidence of DRA, cheapest first: the DRA kubelet plugin's registration socket
 ``gpu.nvidia.com-reg.sock`` in the kubelet's plugin registry (one ``stat`` per cycle), and,
 where gfd talks to the API server, the node's ResourceSlices of driver ``gpu.nvidia.com``
-(one field-selected LIST at start and on each host refresh, through a callable the wiring
-passes in: this module imports no Kubernetes client). No evidence means ``device-plugin``,
-what GFD assumes. A decision is logged once with its evidence, and again when it changes.
+(one field-selected LIST at start and then once a day, ``SLICE_RECHECK``, through a callable
+the wiring passes in: this module imports no Kubernetes client). No evidence means
+``device-plugin``, what GFD assumes. A decision is logged once with its evidence, and
+again when it changes.
 
 A running agent also watches the plugin registry (inotify, ``watch()``): the plugin
 registering or leaving fires a ``registry`` trigger, so the switch is published at once, not
@@ -34,6 +35,12 @@ DRA_DRIVER = "gpu.nvidia.com"
 REGISTRATION_SOCKET = f"{DRA_DRIVER}-reg.sock"
 """The socket the DRA kubelet plugin registers with the kubelet through."""
 
+SLICE_RECHECK = 86400.0
+"""Seconds between two ResourceSlice LISTs of a running agent (the loop's duty). Rare on
+purpose: SPEC §4 allows an API sink at most one request per node-hour in steady state, and
+this is the fallback evidence -- a plugin that registers or leaves is seen at once through
+the plugin registry, at no API cost; a resource manager changes with a driver reinstall."""
+
 SliceCount = Callable[[], int]
 """How many ResourceSlices of driver ``gpu.nvidia.com`` this node has (raises GfdError)."""
 
@@ -58,7 +65,7 @@ class ResourceManagerReader:
     _watch: DirWatch | None = field(default=None, init=False)
 
     def refresh(self) -> None:
-        """Ask the API server again at the next read (the host-refresh duty, SIGHUP)."""
+        """Ask the API server again at the next read (the loop's ResourceSlice duty)."""
         self._asked = False
 
     def watch(self, fire: Fire) -> None:

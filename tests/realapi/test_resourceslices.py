@@ -1,7 +1,7 @@
 """--resource-manager auto against a real kube-apiserver (v1.36): the node's ResourceSlices
 of driver gpu.nvidia.com, listed with the field selector the server supports, as the
 ServiceAccount of manifests/ with exactly one mode's RBAC; the decision follows the slices
-at each host refresh; without the permission a 403 is one warning and no evidence.
+at the loop's daily check; without the permission a 403 is one warning and no evidence.
 
 ResourceSlices are written by the admin the way a DRA kubelet plugin publishes them."""
 
@@ -125,12 +125,12 @@ def test_auto_follows_the_nodes_slices_at_each_host_refresh(
         assert discovery.read().resource_manager.name == "device-plugin"
         name = slices(node_name, DRA_DRIVER)
         assert discovery.read().resource_manager.name == "device-plugin"  # not asked again
-        discovery.refresh()  # the host-refresh duty
+        discovery.recheck_resource_manager()  # the loop's daily duty
         found = discovery.read().resource_manager
         assert found.name == "dra", found
         assert found.evidence == f"1 ResourceSlice(s) of driver {DRA_DRIVER} for this node"
         control_plane.delete(f"{SLICES}/{name}")
-        discovery.refresh()
+        discovery.recheck_resource_manager()
         assert discovery.read().resource_manager.name == "device-plugin"
     finally:
         discovery.close()
@@ -147,7 +147,7 @@ def test_without_the_permission_a_403_is_one_warning_and_no_evidence(
         try:
             with caplog.at_level(logging.WARNING, "gfd.readers.resourcemanager"):
                 found = discovery.read().resource_manager
-                discovery.refresh()
+                discovery.recheck_resource_manager()
                 discovery.read()
         finally:
             discovery.close()
