@@ -80,7 +80,8 @@ WARM_IMPORTS = ("gfd.cli", "gfd.daemon", "gfd.discovery", "gfd.logs", "gfd.metri
                 "gfd.sinks.nodefeature", "gfd.kube", "kubernetes.client.api.core_v1_api",
                 "kubernetes.client.api.custom_objects_api")
 """Modules compiled into the children's bytecode cache before anything is measured."""
-TARGET_ORDER = ("cycle-cpu", "rss-file", "rss-api", "api-load", "api-watch", "drift", "latency",
+TARGET_ORDER = ("cycle-cpu", "rss-file", "rss-api", "api-load", "api-watch", "api-real", "drift",
+                "latency",
                 "latency-events", "lost-gpu-events", "latency-polling", "idle-cpu", "idle-nvml",
                 "start")
 

@@ -31,6 +31,11 @@ happens; the resync guards against a watch that silently missed something)."""
 WATCH_TIMEOUT = 3600.0
 """Seconds a watch request lasts before it is renewed (one request per object per hour)."""
 
+FORBIDDEN_AFTER_ALLOWED = 3
+"""Consecutive failures (a 403 among them) on a watch the server allowed before that are
+retried with backoff before gfd waits FORBIDDEN_RETRY: a kube-apiserver that has just
+restarted serves requests before its RBAC caches are filled and answers 403 for a moment."""
+
 OWN_VERSIONS = 16
 """resourceVersions of its own writes a sink remembers, to know their echo from the watch."""
 FORBIDDEN_RETRY = 3600.0
@@ -116,6 +121,7 @@ class ObjectWatch:
         self._stream: Stream | None = None
         self._thread: threading.Thread | None = None
         self._healthy = False
+        self._allowed = False
         self._rv = ""
         self._once = Once(log)
         self.target = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
@@ -180,7 +186,7 @@ class ObjectWatch:
                 if not self._adopt(stream):
                     break
                 opened_at = self._clock()
-                self._healthy = True
+                self._healthy = self._allowed = True
                 if self._once.reset():
                     log.info("watch on %s re-established", self.target)
                 for event in stream:
@@ -211,7 +217,8 @@ class ObjectWatch:
             if (reason == "timeout" and productive) or (reason == "expired" and failures == 0):
                 delay = 0.0
                 failures = 1 if reason == "expired" else 0
-            elif failure is not None and failure.status == 403:
+            elif failure is not None and failure.status == 403 and (
+                    not self._allowed or failures >= FORBIDDEN_AFTER_ALLOWED):
                 delay = FORBIDDEN_RETRY
                 self._once.warning("cannot watch %s: %s; grant gfd list and watch on it to "
                                    "repair drift at once (until then it is repaired at the "
@@ -223,7 +230,7 @@ class ObjectWatch:
             if failure is not None:
                 self._once.warning("watch on %s failed: %s (retrying with backoff)",
                                    self.target, failure, key=str(failure))
-            elif delay:
+            elif delay and reason == "timeout":
                 self._once.warning("watch on %s ended at once with nothing (retrying with "
                                    "backoff)", self.target)
             log.debug("watch on %s: reconnecting (%s) in %.2fs", self.target, reason, delay)

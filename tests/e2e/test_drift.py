@@ -19,6 +19,7 @@ import pytest
 from fakes import profiles
 from fakes.apiserver import FakeApiServer
 from helpers.process import Agent, free_port, http, metric, wait_for
+from helpers.realserver import api_server, on_both
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -28,8 +29,8 @@ FEATURE = f"nvidia-features-for-{NODE}"
 
 
 @pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as srv:
+def server(request: pytest.FixtureRequest) -> Iterator[FakeApiServer]:
+    with api_server(request) as srv:
         srv.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
         srv.add_pod(NS, POD, owner_daemonset="gfd", node_name=NODE)
         yield srv
@@ -59,7 +60,9 @@ def published(server: FakeApiServer, sink: str) -> dict[str, str]:
     return {} if obj is None else dict(obj["spec"]["labels"])
 
 
-@pytest.mark.parametrize("sink", ["node", "nodefeature"])
+@pytest.mark.parametrize(("server", "sink"), [
+    ("fake", "node"), ("fake", "nodefeature"), ("real:node", "node"),
+    ("real:nodefeature", "nodefeature")], indirect=["server"])
 def test_a_watched_object_is_repaired_at_once_after_each_kind_of_drift(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent], server: FakeApiServer,
         sink: str) -> None:
@@ -81,6 +84,7 @@ def test_a_watched_object_is_repaired_at_once_after_each_kind_of_drift(
     assert agent.stop() == 0
 
 
+@on_both("node")
 def test_a_deleted_node_is_not_recreated_and_its_successor_is_labelled(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent],
         server: FakeApiServer) -> None:
@@ -96,6 +100,7 @@ def test_a_deleted_node_is_not_recreated_and_its_successor_is_labelled(
     assert agent.stop() == 0
 
 
+@on_both("node")
 def test_a_dropped_watch_reconnects_and_still_sees_drift(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent],
         server: FakeApiServer) -> None:
@@ -104,9 +109,10 @@ def test_a_dropped_watch_reconnects_and_still_sees_drift(
     wait_for(lambda: server.labels(NODE).get(COUNT) == "8")
     assert server.drop_watches() == 1
     wait_for(lambda: metric(metrics(port), 'gfd_watch_reconnects_total{reason="dropped"}') == 1)
-    wait_for(lambda: server.open_watches == 1, timeout=10)
+    # the real server is back in seconds, and its first watches may end at once: backoff
+    wait_for(lambda: server.open_watches == 1, timeout=30)
     server.set_label(NODE, COUNT, "1")
-    wait_for(lambda: server.labels(NODE).get(COUNT) == "8", timeout=5)
+    wait_for(lambda: server.labels(NODE).get(COUNT) == "8", timeout=15)
     assert agent.stop() == 0
 
 
@@ -123,6 +129,7 @@ def test_a_forbidden_watch_falls_back_to_the_resync_at_one_request_an_hour(
     assert agent.stop() == 0
 
 
+@on_both("node")
 def test_no_watch_is_opened_with_watch_false(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent],
         server: FakeApiServer) -> None:
@@ -132,6 +139,7 @@ def test_no_watch_is_opened_with_watch_false(
     assert agent.stop() == 0
 
 
+@on_both("node")
 def test_a_watch_whose_version_expired_reads_the_node_again_and_goes_on(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent],
         server: FakeApiServer) -> None:
@@ -140,10 +148,10 @@ def test_a_watch_whose_version_expired_reads_the_node_again_and_goes_on(
     wait_for(lambda: server.labels(NODE).get(COUNT) == "8")
     server.set_label(NODE, "team", "ml")  # history moves on ...
     server.compact()  # ... and is forgotten: the watch's version is too old now
-    server.drop_watches()
+    server.drop_watches()  # (the real server restarts: its watch cache forgets it too)
     wait_for(lambda: metric(metrics(port), 'gfd_watch_reconnects_total{reason="expired"}') >= 1,
-             timeout=10)
-    wait_for(lambda: server.open_watches == 1, timeout=10)
+             timeout=30)
+    wait_for(lambda: server.open_watches == 1, timeout=30)
     server.set_label(NODE, COUNT, "3")
-    wait_for(lambda: server.labels(NODE).get(COUNT) == "8", timeout=5)
+    wait_for(lambda: server.labels(NODE).get(COUNT) == "8", timeout=15)
     assert agent.stop() == 0

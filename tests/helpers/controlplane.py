@@ -228,7 +228,7 @@ class Process:
 
     @classmethod
     def start(cls, name: str, argv: list[str], log: Path) -> Process:
-        with log.open("wb") as out:
+        with log.open("ab") as out:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                      stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         return cls(name, popen, log)
@@ -246,6 +246,14 @@ class Process:
         except OSError:
             return ""
         return "\n".join(text[-lines:])
+
+    def restart(self) -> None:
+        """Kill it and start it again with the same command line, logging to the same log
+        (a crash, or a node's reboot: a graceful stop of kube-apiserver waits out its open
+        watches, seconds on end)."""
+        self.popen.kill()
+        self.popen.wait(10)
+        self.popen = Process.start(self.name, list(self.popen.args), self.log).popen  # type: ignore[arg-type]
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.popen.poll() is None:
@@ -400,6 +408,7 @@ class ControlPlane:
     extra: list[Process] = field(default_factory=list)
     _http: urllib3.PoolManager | None = None
     _markers: int = 0
+    _restarted_at: int = 0
 
     @property
     def audit_log(self) -> Path:
@@ -592,9 +601,10 @@ class ControlPlane:
 
         _poll(logged, "the audit log to catch up", timeout)
 
-    def audit_events(self, since: int = 0) -> list[JSON]:
+    def audit_events(self, since: int = 0, first_only: bool = True) -> list[JSON]:
         """AUDITED_USER's requests from byte ``since`` of the audit log, one event each (a
-        watch when its stream starts, anything else when it is answered), in order."""
+        watch when its stream starts, anything else when it is answered), in order;
+        ``first_only=False``: every event (a watch's end too)."""
         self.sync_audit()
         with self.audit_log.open("rb") as log:
             log.seek(since)
@@ -603,11 +613,34 @@ class ControlPlane:
         seen: set[str] = set()
         for line in lines:
             event = json.loads(line)
-            if event["user"]["username"] != AUDITED_USER or event["auditID"] in seen:
+            if event["user"]["username"] != AUDITED_USER or (
+                    first_only and event["auditID"] in seen):
                 continue
             seen.add(event["auditID"])
             events.append(event)
         return events
+
+    def restart_apiserver(self) -> None:
+        """Kill and restart kube-apiserver on the same port: every watch is cut, and its
+        watch cache starts again from etcd's current revision."""
+        self._restarted_at = self.audit_offset() if self.audit_log.is_file() else 0
+        self.apiserver.restart()
+        if self._http is not None:
+            self._http.clear()
+        _poll(lambda: self.request("GET", "/readyz", expect=None)[0] == 200,
+              "kube-apiserver's /readyz after a restart", START_TIMEOUT,
+              [self.etcd, self.apiserver])
+
+    def open_watches(self) -> int:
+        """AUDITED_USER's watches now open: started since the API server last started, not
+        yet ended (audit log)."""
+        started: set[str] = set()
+        ended: set[str] = set()
+        for event in self.audit_events(self._restarted_at, first_only=False):
+            if event["verb"] == "watch":
+                (started if event["stage"] == "ResponseStarted" else ended).add(
+                    event["auditID"])
+        return len(started - ended)
 
     def metrics(self) -> str:
         return str(self.request("GET", "/metrics")[1])

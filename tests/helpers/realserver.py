@@ -13,6 +13,7 @@ logged."""
 from __future__ import annotations
 
 import contextlib
+import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -84,6 +85,7 @@ class RealApiServer:
         and the Nodes it added."""
         ns = self.namespace
         for path in (f"{NFD_PATH}/namespaces/{ns}/nodefeatures",
+                     f"/api/v1/namespaces/{ns}/configmaps",
                      f"/apis/apps/v1/namespaces/{ns}/daemonsets",
                      f"/api/v1/namespaces/{ns}/pods"):
             self.plane.request("DELETE", path, query={"gracePeriodSeconds": "0"},
@@ -193,6 +195,30 @@ class RealApiServer:
 
     def clear_log(self) -> None:
         self._since = self.plane.audit_offset()
+
+    @property
+    def open_watches(self) -> int:
+        return self.plane.open_watches()
+
+    @property
+    def watch_requests(self) -> int:
+        return sum(1 for r in self.requests if r.watch)
+
+    def compact(self) -> str:
+        """Move etcd's revision past every watched object's (an unrelated ConfigMap is
+        written), then compact its history up to there: a watch resuming from what it saw
+        is too old once the API server's watch cache starts again (``drop_watches``)."""
+        self.plane.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": "realapi-history", "namespace": self.namespace},
+                          "data": {"written": str(time.time())}})
+        return str(self.plane.compact())
+
+    def drop_watches(self) -> int:
+        """Cut every watch as a real control plane does: the API server restarts (its watch
+        cache then starts from etcd's current revision). Returns the watches it cut."""
+        cut = self.open_watches
+        self.plane.restart_apiserver()
+        return cut
 
     def count(self, method: str | None = None, path_contains: str | None = None) -> int:
         return sum(1 for r in self.requests

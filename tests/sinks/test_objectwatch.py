@@ -19,7 +19,7 @@ from helpers.process import wait_for
 
 from gfd.kube import Kube
 from gfd.sinks.nodefeature import build, object_name
-from gfd.sinks.objectwatch import FORBIDDEN_RETRY, ObjectWatch, Reason
+from gfd.sinks.objectwatch import FORBIDDEN_AFTER_ALLOWED, FORBIDDEN_RETRY, ObjectWatch, Reason
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -262,6 +262,27 @@ def test_a_forbidden_watch_waits_an_hour_between_tries_and_says_why_once(
     assert "grant gfd list and watch" in said[0].getMessage()
     assert [r.getMessage() for r in caplog.records if "re-established" in r.getMessage()] == [
         f"watch on node {NODE} re-established"]
+
+
+def test_a_403_where_the_watch_was_allowed_is_retried_with_backoff_before_the_hour(
+        server: FakeApiServer, seen: Seen, watch: Callable[..., ObjectWatch]) -> None:
+    # a kube-apiserver just restarted answers 403 until its RBAC caches fill (tests/realapi)
+    delays = Recorded()
+    w = watch(backoff_start=0.05, backoff_cap=0.4, sleep=delays)
+    wait_for(lambda: w.healthy)
+    server.forbid("watch", "nodes")
+    server.drop_watches()
+    wait_for(lambda: FORBIDDEN_RETRY in delays)
+    # the drop, then 403s: backoff for FORBIDDEN_AFTER_ALLOWED failures in a row, then an hour
+    first = delays.index(FORBIDDEN_RETRY)
+    assert first == FORBIDDEN_AFTER_ALLOWED and all(d < 1 for d in delays[:first])
+    server.allow_all()
+    wait_for(lambda: w.healthy, timeout=2.0)
+    delays.clear()
+    server.forbid("watch", "nodes")
+    server.drop_watches()
+    wait_for(lambda: len(delays) >= 2)
+    assert delays[0] < 1, "allowed again: a 403 is first taken for a restart again"
 
 
 def test_a_failing_watch_backs_off_and_is_logged_once(
