@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gfd.config import Part, Settings, changed, resolve
-from gfd.daemon import Duty, Parts
-from gfd.discovery import Discovery, GpuSource, read_snapshot_file
+from gfd.daemon import Duty, EventRecorder, Parts
+from gfd.discovery import Discovery, GpuSource, UnusableGpus, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
@@ -24,6 +24,7 @@ from gfd.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from gfd.configfile import ConfigWatch, FileConfig
+    from gfd.kube import Kube
     from gfd.triggers import Fire
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 Write = Callable[[str], None]
 OnRequest = Callable[[str, str], None]
 OnReconnect = Callable[[str], None]
+OnEvent = Callable[[str, str], None]
 
 
 # --------------------------------------------------------------------------- settings
@@ -103,41 +105,40 @@ def make_manager(settings: Settings, *, api: bool = False,
     if (not api or settings.resource_manager != "auto" or not settings.node_name
             or settings.effective_sink not in ("node", "nodefeature")):
         return reader
-    from gfd.kube import Kube
-
-    kube = Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
-                burst=settings.kube_api_burst, on_request=on_request,
-                timeout=_api_timeout(settings))
+    kube = make_kube(settings, on_request=on_request)
     node = settings.node_name
     reader.slices = lambda: kube.count_resourceslices(node, DRA_DRIVER)
     reader.release = kube.close
     return reader
 
 
-def make_discovery(settings: Settings, *, api: bool = False,
-                   on_request: OnRequest | None = None) -> Discovery:
-    """The readers for these settings, composed into one snapshot per read (``api``: see
-    :func:`make_manager`)."""
-    host = HostReader(machine_type_file=settings.machine_type_file,
-                      sysfs_root=settings.sysfs_root)
+def make_discovery(settings: Settings, unusable: UnusableGpus | None = None, *,
+                   api: bool = False, on_request: OnRequest | None = None) -> Discovery:
+    """The readers for these settings, composed into one snapshot per read. ``unusable``:
+    the agent's marks of GPUs an event made unusable (kept across reloads); ``api``: see
+    :func:`make_manager`."""
     manager = make_manager(settings, api=api, on_request=on_request)
     try:
-        return _discovery(settings, host, manager)
+        return _discovery(settings, unusable, manager)
     except BaseException:
         manager.close()
         raise
 
 
-def _discovery(settings: Settings, host: HostReader,
+def _discovery(settings: Settings, unusable: UnusableGpus | None,
                manager: ResourceManagerReader) -> Discovery:
-    if settings.simulate:
-        from gfd.readers.simulate import simulate
+    host = HostReader(machine_type_file=settings.machine_type_file,
+                      sysfs_root=settings.sysfs_root, scan_vgpu=not settings.no_vgpu_labels)
+    if settings.simulate or settings.snapshot:
+        if settings.simulate:
+            from gfd.readers.simulate import simulate
 
-        return Discovery(None, host, fixed=simulate(settings.simulate).snapshot,
-                         manager=manager)
-    if settings.snapshot:
-        return Discovery(None, host, fixed=read_snapshot_file(settings.snapshot),
-                         manager=manager)
+            fixed = simulate(settings.simulate).snapshot
+        else:
+            fixed = read_snapshot_file(settings.snapshot)
+        if settings.no_vgpu_labels:  # as if the scan had not run there either
+            fixed = replace(fixed, vgpu=None)
+        return Discovery(None, host, fixed=fixed, manager=manager)
     smi = None
     # nvidia-smi numbers the GPUs NVML sees: none of them is a vfio GPU.
     if settings.label_set == "extended" and settings.device_discovery_strategy != "vfio":
@@ -145,12 +146,52 @@ def _discovery(settings: Settings, host: HostReader,
 
         smi = SmiReader(settings.nvidia_smi)
     return Discovery(make_gpu_source(settings), host, smi=smi,
-                     fail_on_init_error=settings.fail_on_init_error, manager=manager)
+                     fail_on_init_error=settings.fail_on_init_error, manager=manager,
+                     unusable=unusable if unusable is not None else UnusableGpus())
+
+
+def share_features_lock(old: Sink, new: Sink) -> None:
+    """A reload moving the feature file within its directory: the new sink shares the old
+    one's lock on it (one gfd per directory; this is still the one)."""
+    from gfd.sinks.featurefile import FeatureFileSink
+
+    if isinstance(old, FeatureFileSink) and isinstance(new, FeatureFileSink):
+        new.share_lock(old)
+
+
+def make_kube(settings: Settings, *, on_request: OnRequest | None = None) -> Kube:
+    """The Kubernetes client for these settings (imported only here, when needed)."""
+    from gfd.kube import DEADLINE, Kube
+
+    # A request's deadline stays well under --stuck-after: a cycle of a few slow requests,
+    # each retried once, must not make /healthz fail over an API problem.
+    return Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
+                burst=settings.kube_api_burst, on_request=on_request,
+                timeout=min(DEADLINE, settings.stuck_after / 4))
+
+
+def wants_events(settings: Settings) -> bool:
+    """Events on the Node: an API sink, or the file sink given a kubeconfig and node name."""
+    if not settings.events or settings.oneshot:
+        return False
+    if settings.effective_sink in ("node", "nodefeature"):
+        return True
+    return bool(settings.kubeconfig and settings.node_name and settings.output_file != "-")
+
+
+def make_events(settings: Settings, kube: Kube, *,
+                on_event: OnEvent | None = None) -> EventRecorder:
+    """Events on the Node, sent on their own thread through ``kube``."""
+    from gfd.events import NodeEvents, Recorder, Sender
+
+    return NodeEvents(Recorder(settings.node_name),
+                      Sender(kube, settings.node_name, report=on_event), report=on_event)
 
 
 def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None,
-              on_reconnect: OnReconnect | None = None) -> Sink:
-    """The sink the settings select; the Kubernetes client is imported only for API sinks."""
+              on_reconnect: OnReconnect | None = None, kube: Kube | None = None) -> Sink:
+    """The sink the settings select; the Kubernetes client is imported only for API sinks
+    (``kube``: the client to use, else one is made)."""
     kind = settings.effective_sink
     if kind == "file":
         if settings.output_file == "-":
@@ -164,11 +205,8 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
         raise ConfigError(
             "--node-name / NODE_NAME is required with the NodeFeature and Node sinks "
             "(set it from the downward API: fieldRef spec.nodeName)")
-    from gfd.kube import Kube
-
-    kube = Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
-                burst=settings.kube_api_burst, on_request=on_request,
-                timeout=_api_timeout(settings))
+    if kube is None:
+        kube = make_kube(settings, on_request=on_request)
     watch_api = kube if settings.watch else None
     if kind == "node":
         from gfd.sinks.node import NodeSink
@@ -179,14 +217,6 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
     return NodeFeatureSink(kube, settings.node_name, namespace=settings.namespace,
                            pod_name=settings.pod_name, watch_api=watch_api,
                            on_reconnect=on_reconnect)
-
-
-def _api_timeout(settings: Settings) -> float:
-    """A request's deadline, well under --stuck-after: a cycle of a few slow requests, each
-    retried once, must not make /healthz fail over an API problem."""
-    from gfd.kube import DEADLINE
-
-    return min(DEADLINE, settings.stuck_after / 4)
 
 
 def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[Duty, ...]:
@@ -212,16 +242,30 @@ class Factory:
     write: Write
     on_request: OnRequest | None = None
     on_reconnect: OnReconnect | None = None
+    unusable: UnusableGpus = field(default_factory=UnusableGpus)
+    """GPUs an event made unusable: every Discovery built here shares them, so a reload
+    that builds a new one forgets none."""
+    on_event: OnEvent | None = None
+
+    def _publishing(self, settings: Settings) -> tuple[Sink, EventRecorder | None]:
+        """The sink, and the Events on the Node (sharing the sink's client) when wanted."""
+        kube = None
+        if settings.node_name and wants_events(settings):
+            kube = make_kube(settings, on_request=self.on_request)
+        sink = make_sink(settings, write=self.write, on_request=self.on_request,
+                         on_reconnect=self.on_reconnect, kube=kube)
+        events = None if kube is None else make_events(settings, kube, on_event=self.on_event)
+        return sink, events
 
     def parts(self, settings: Settings) -> Parts:
-        discovery = make_discovery(settings, api=True, on_request=self.on_request)
+        discovery = make_discovery(settings, self.unusable, api=True,
+                                   on_request=self.on_request)
         try:
-            sink = make_sink(settings, write=self.write, on_request=self.on_request,
-                             on_reconnect=self.on_reconnect)
+            sink, events = self._publishing(settings)
         except BaseException:
             discovery.close()
             raise
-        return self._assemble(settings, discovery, sink)
+        return self._assemble(settings, discovery, sink, events)
 
     def rebuild(self, current: Parts, settings: Settings) -> Parts:
         """New parts for changed settings: what they affect is built anew, the rest reused."""
@@ -233,12 +277,13 @@ class Factory:
             raise ConfigError(f"{names} cannot change while gfd runs (restart gfd to apply it)")
         discovery = current.discovery
         if Part.DISCOVERY in parts:
-            discovery = make_discovery(settings, api=True, on_request=self.on_request)
-        sink = current.sink
+            discovery = make_discovery(settings, self.unusable, api=True,
+                                       on_request=self.on_request)
+        sink, events = current.sink, current.events
         if Part.SINK in parts:
             try:
-                sink = make_sink(settings, write=self.write, on_request=self.on_request,
-                             on_reconnect=self.on_reconnect)
+                sink, events = self._publishing(settings)
+                share_features_lock(current.sink, sink)
             except BaseException:
                 if discovery is not current.discovery:
                     discovery.close()
@@ -249,10 +294,11 @@ class Factory:
                         f"{row.spec.kind.render(getattr(settings, row.name))}" for row in rows)
         if current.settings.sharing != settings.sharing:
             changes += ("sharing",)
-        return replace(self._assemble(settings, discovery, sink), changes=changes)
+        return replace(self._assemble(settings, discovery, sink, events), changes=changes)
 
-    def _assemble(self, settings: Settings, discovery: Discovery, sink: Sink) -> Parts:
-        return Parts(settings=settings, discovery=discovery, sink=sink,
+    def _assemble(self, settings: Settings, discovery: Discovery, sink: Sink,
+                  events: EventRecorder | None = None) -> Parts:
+        return Parts(settings=settings, discovery=discovery, sink=sink, events=events,
                      options=settings.label_options(timestamp=self.started),
                      duties=make_duties(settings, discovery, sink))
 
@@ -276,7 +322,8 @@ class Reloader:
         watched (the agent then checks the file every cycle)."""
         from gfd.configfile import ConfigWatch
 
-        self._watch = ConfigWatch(self._source.path, fire)
+        self._watch = ConfigWatch(self._source.path, fire, quiet=self._source.quiet,
+                                  writers=self._source.writers)
         return self._watch.start()
 
     def close(self) -> None:

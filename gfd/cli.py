@@ -181,6 +181,35 @@ def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
     click.echo(read_once(settings).to_json(), nl=False)
 
 
+@cli.command("devices")
+@options(Group.DISCOVERY)
+@click.option("--format", "output_format", type=click.Choice(["yaml", "json"]), default="yaml",
+              help="yaml (default) or json.")
+@click.pass_context
+def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
+    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it (driver
+    gpu.nvidia.com): device names, attributes with their types, capacities; what to write
+    CEL selectors against. A device the snapshot cannot describe fully lists what is missing.
+    Exit 1 when any device is incomplete."""
+    import yaml
+
+    from gfd.app import read_once
+    from gfd.devices import document
+
+    settings, _ = build_settings(params)
+    _configure_logging("warning", settings.log_format)
+    doc = document(read_once(settings))
+    if params["output_format"] == "json":
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+    incomplete = [d for d in doc["devices"] if "missing" in d]
+    if incomplete:
+        click.echo(f"{len(incomplete)} device(s) cannot be described fully: see 'missing'",
+                   err=True)
+        sys.exit(Exit.FAILURE)
+
+
 @cli.command("diff")
 @options(Group.DISCOVERY, Group.PUBLISH)
 @click.pass_context
@@ -274,6 +303,9 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  set:    {doc.set} (computed in {where})")
         if manager.name == "dra" and doc.dra:
             click.echo(f"  under dra: {doc.dra}")
+    if manager.name == "dra" and full.startswith("nvidia.com/gpu."):
+        click.echo("  per device: `gfd devices` (each GPU and MIG device as DRA claims select "
+                   "it: attributes, capacities)")
     click.echo(f"  resource manager: {manager.name} ({manager.evidence})")
     if full in rejected:
         click.echo(f"  NOT PUBLISHED: {rejected[full].message}")
@@ -291,16 +323,30 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
               help="compat: use only GFD's labels (for clusters labelled by GFD).")
 @click.option("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
               help="auto: a nodeSelector when exact values suffice, else node affinity.")
+@click.option("--dra", is_flag=True, default=False,
+              help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
+                   "attributes) and the pod's node affinity over the labels of "
+                   "--resource-manager dra.")
+@click.option("--count", type=int, default=1, help="--dra: how many devices to claim.")
+@click.option("--name", default="", help="--dra: the ResourceClaimTemplate's name.")
 def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool | None,
-                 family: str, min_compute: str, label_set: str, form: str) -> None:
-    """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec."""
+                 family: str, min_compute: str, label_set: str, form: str, dra: bool,
+                 count: int, name: str) -> None:
+    """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec; with --dra, a
+    ResourceClaimTemplate and the pod spec fragment (node affinity, resourceClaims) using it."""
     import yaml
 
-    from gfd.selector import Constraints, stanza
+    from gfd.selector import Constraints, claim, stanza
 
     constraints = Constraints(product=product, min_memory=min_memory, mig_profile=mig_profile,
                               shared=shared, family=family, min_compute=min_compute,
                               label_set=label_set)
+    if dra:
+        click.echo(yaml.safe_dump_all(claim(constraints, count=count, name=name),
+                                      sort_keys=False), nl=False)
+        return
+    if count != 1 or name:
+        raise ConfigError("--count and --name go with --dra (a ResourceClaimTemplate)")
     click.echo(yaml.safe_dump(stanza(constraints, form=form), sort_keys=False), nl=False)
 
 
@@ -354,7 +400,8 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
 
     metrics = Metrics(version=__version__)
     factory = Factory(started=started, write=lambda text: click.echo(text, nl=False),
-                      on_request=metrics.api_request, on_reconnect=metrics.watch_reconnect)
+                      on_request=metrics.api_request, on_reconnect=metrics.watch_reconnect,
+                      on_event=metrics.kube_event)
     health = Health(stuck_after=settings.stuck_after)
     server = None
     if settings.metrics_port:
@@ -372,7 +419,10 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
         _install_signal_handlers(signals)
         if early is not None and early():  # a SIGHUP that came while starting
             signals.request_reload()
-        code = agent.run(signals)
+        try:
+            code = agent.run(signals)
+        finally:
+            signals.close()
     finally:
         if reloader is not None:
             reloader.close()
@@ -393,17 +443,17 @@ def settings_summary(settings: Settings) -> str:
 
 
 def _install_signal_handlers(signals: Any) -> None:
+    """Handlers only record the signal (no lock, no logging: they run on the loop's thread
+    between any two bytecodes, maybe inside the loop's own wait); the loop logs and acts."""
     import signal
 
     def stop(signum: int, frame: object) -> None:
-        log.info("received %s: finishing the current cycle, then exiting",
-                 signal.Signals(signum).name)
-        signals.request_stop()
+        signals.request_stop(signum)
 
     def reload(signum: int, frame: object) -> None:
-        log.info("received SIGHUP: reloading the config")
         signals.request_reload()
 
+    signals.wake.install()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
         signal.signal(sig, stop)
     signal.signal(signal.SIGHUP, reload)

@@ -19,12 +19,11 @@ import enum
 import ipaddress
 import math
 import re
-import reprlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from gfd.errors import ConfigError, one_line
+from gfd.errors import ConfigError, show
 from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
 from gfd.sharing import Sharing
 
@@ -69,20 +68,6 @@ class Group(enum.Enum):
 # --------------------------------------------------------------------------- values
 
 
-def show(value: object) -> str:
-    """A short, one-line rendering of a value from a file or the command line."""
-    shortener = reprlib.Repr()
-    shortener.maxstring = 80
-    shortener.maxother = 80
-    shortener.maxlevel = 3
-    shortener.maxlist = shortener.maxdict = shortener.maxtuple = 6
-    try:
-        shown = shortener.repr(value)
-    except (RecursionError, ValueError):
-        shown = f"<{type(value).__name__}>"
-    return one_line(shown) if "\n" in shown or "\r" in shown else shown
-
-
 def kind_of(value: object) -> str:
     """``a mapping``, ``a list``, ``a boolean``... for messages about a file's values."""
     if isinstance(value, dict):
@@ -120,10 +105,11 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float 
 
     As in Go, a string needs a unit: ``"60"`` is an error (only ``"0"`` may omit it)."""
     if isinstance(text, bool):
-        raise ConfigError(f"{what}: expected a duration such as 60s, got {text!r}")
+        raise ConfigError(f"{what}: expected a duration such as 60s, got {show(text)}")
     if isinstance(text, int | float):
         if (isinstance(text, float) and not math.isfinite(text)) or not 0 <= text <= _MAX_NANOS:
-            raise ConfigError(f"{what}: must be a non-negative number of nanoseconds, got {text!r}")
+            raise ConfigError(f"{what}: must be a non-negative number of nanoseconds, got "
+                              f"{show(text)}")
         return float(text) / 1e9
     value = text.strip()
     if value == "infinite":
@@ -131,7 +117,7 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float 
     if value == "0":
         return 0.0
     if re.fullmatch(r"[0-9]+", value):
-        raise ConfigError(f"{what}: {text!r} has no unit (write e.g. {value}s)")
+        raise ConfigError(f"{what}: {show(text)} has no unit (write e.g. {value}s)")
     pos, total = 0, 0.0
     for match in _DURATION_PART.finditer(value):
         if match.start() != pos:
@@ -140,11 +126,11 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float 
         pos = match.end()
     if pos != len(value) or pos == 0:
         raise ConfigError(
-            f"{what}: {text!r} is not a duration (use Go syntax such as 10s, 1m30s, 1h, "
+            f"{what}: {show(text)} is not a duration (use Go syntax such as 10s, 1m30s, 1h, "
             "or infinite)"
         )
     if not math.isfinite(total) or total > _MAX_NANOS / 1e9:
-        raise ConfigError(f"{what}: {text!r} is too long (Go durations end near 292 years)")
+        raise ConfigError(f"{what}: {show(text)} is too long (Go durations end near 292 years)")
     return total
 
 
@@ -412,6 +398,11 @@ class Settings:
         "/sys", kind=PathKind(), flags=("--sysfs-root",), env=("GFD_SYSFS_ROOT",),
         part=Part.DISCOVERY, group=_DISCOVERY,
         help="Root of sysfs, for PCI class and vGPU detection and the vfio back end.")
+    no_vgpu_labels: bool = setting(
+        False, kind=Bool(), flags=("--no-vgpu-labels",), env=("GFD_NO_VGPU_LABELS",),
+        part=Part.DISCOVERY, group=_DISCOVERY,
+        help="Skip the vGPU scan of PCI config space and its vgpu.* labels: gfd then needs "
+             "no capability (reading all of config space needs CAP_SYS_ADMIN).")
     nvidia_smi: str = setting(
         "nvidia-smi", kind=Text(), flags=("--nvidia-smi",), env=("GFD_NVIDIA_SMI",),
         part=Part.DISCOVERY, group=_DISCOVERY,
@@ -502,6 +493,13 @@ class Settings:
         group=_PUBLISH,
         help="API sinks: watch the published object and repair drift at once (needs list "
              "and watch on it; forbidden, gfd falls back to the resync); false: no watch.")
+    events: bool = setting(
+        True, kind=Bool(), flags=("--events",), env=("GFD_EVENTS",), part=Part.SINK,
+        group=_PUBLISH,
+        help="Record Kubernetes Events on the Node (labels changed, a GPU lost or back, MIG "
+             "reconfigured, publishing failing or recovered; needs create and patch on "
+             "events in the default namespace) with an API sink, or with --kubeconfig and "
+             "--node-name; false: none.")
     kubeconfig: str = setting(
         "", kind=PathKind(), flags=("--kubeconfig",), env=("KUBECONFIG",), part=Part.SINK,
         group=_PUBLISH, gfd=("kubeconfig",),
@@ -554,8 +552,9 @@ class Settings:
     stuck_after: float = setting(
         120.0, kind=Duration(zero=False), flags=("--stuck-after",), env=("GFD_STUCK_AFTER",),
         part=Part.RESTART, group=_RUN,
-        help="/healthz fails when a cycle runs longer than this (a hung NVML call); an API "
-             "request gets a quarter of it, at most 30s, connect included.")
+        help="/healthz fails when a cycle runs longer than this (a hung NVML call), or the "
+             "loop is this late to wake; an API request gets a quarter of it, at most 30s, "
+             "connect included.")
 
     sharing: Sharing = field(default_factory=Sharing)
     """From the config file's sharing section (no flag sets it)."""
@@ -660,14 +659,14 @@ def check_accelerator_label(label: str) -> None:
 
     problem = key_problem(label)
     if problem is not None:
-        raise ConfigError(f"accelerator-label: {label!r} is not a valid label key: {problem}")
+        raise ConfigError(f"accelerator-label: {show(label)} is not a valid label key: {problem}")
     prefix = label.rpartition("/")[0]
     if any(prefix == p or prefix.endswith("." + p) for p in RESERVED_PREFIXES):
-        raise ConfigError(f"accelerator-label: {label!r} is in the {prefix} namespace, which "
+        raise ConfigError(f"accelerator-label: {show(label)} is in the {prefix} namespace, which "
                           "Kubernetes owns; choose a key of your own (e.g. accelerator or "
                           "example.com/accelerator)")
     if prefix == "nvidia.com" and describe(label) is not None:
-        raise ConfigError(f"accelerator-label: {label!r} is a label gfd writes itself; choose "
+        raise ConfigError(f"accelerator-label: {show(label)} is a label gfd writes itself; choose "
                           "another key (e.g. accelerator)")
 
 

@@ -5,7 +5,8 @@ turns the file into ``FileConfig``: the settings it sets (keyed by ``gfd.config.
 field names, so ``gfd.config.resolve`` can apply GFD's precedence), the normalised sharing
 section, and warnings. Which ``flags`` fields exist, and how each value is checked, comes
 from the settings table (``gfd.config``); the device plugin's own fields, which gfd checks
-and ignores, are listed here. ``ConfigSource`` re-reads the file when asked.
+and ignores, are listed here. ``ConfigSource`` re-reads the file when asked and takes new
+content only once it has settled (a file rewritten in place is never taken half-written).
 
 Decisions (where GFD's Go loader is lenient, odd, or silent):
 
@@ -40,6 +41,8 @@ import json
 import logging
 import os
 import re
+import stat
+import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -47,12 +50,12 @@ from typing import Any
 
 import yaml
 
-from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of, show
-from gfd.errors import ConfigError, one_line
-from gfd.fswatch import DirWatch, open_watch
+from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of
+from gfd.errors import ConfigError, one_line, show
+from gfd.fswatch import IN_CLOSE_WRITE, IN_MODIFY, DirWatch, open_watch
 from gfd.hostfile import FileProblem, read_bytes
 from gfd.sharing import SharedResource, Sharing
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -148,39 +151,98 @@ def parse_config(text: str, *, path: str) -> FileConfig:
     return _Parser(path).parse(text, digest=digest)
 
 
+QUIET = 1.0
+"""Seconds a config file rewritten in place must stay unchanged before it is taken: a writer
+that truncates the file and then writes it (``slow-cmd > config.yaml``) is never read in its
+empty or half-written state, however valid that state is."""
+
+
+WRITER_GRACE = 10.0
+"""Seconds a file a writer modified and still holds open counts as being written; a writer
+that keeps it open longer without writing is taken to be done."""
+
+
+class Writers:
+    """Which files a writer modified and has not closed yet, as ``ConfigWatch`` sees it
+    (inotify ``IN_MODIFY`` ... ``IN_CLOSE_WRITE``), keyed by real path; thread-safe."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._open: dict[str, float] = {}
+
+    def modified(self, path: str) -> None:
+        with self._lock:
+            self._open[path] = self._clock()
+
+    def closed(self, path: str) -> None:
+        with self._lock:
+            self._open.pop(path, None)
+
+    def writing(self, path: str) -> bool:
+        """A writer modified ``path`` within ``WRITER_GRACE`` and has not closed it."""
+        with self._lock:
+            since = self._open.get(path)
+        return since is not None and self._clock() - since < WRITER_GRACE
+
+
+@dataclass(frozen=True, slots=True)
+class _Stat:
+    """What tells one state of a file from another without reading it."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    regular: bool
+
+
+def _stat(path: str) -> _Stat | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _Stat(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                 stat.S_ISREG(st.st_mode))
+
+
 class ConfigSource:
     """Watches one config file: poll() returns a new FileConfig when the content changed
     (or force=True, e.g. on SIGHUP), None when unchanged; raises ConfigError when the new
     content is invalid -- the caller keeps the last good config. A missing file after a
     good one is an error too (reported, last good kept).
 
-    A changed file is read again after ``settle`` seconds until two reads agree, so a file
-    rewritten in place (truncated, then written) is never taken in its empty or half-written
-    state."""
+    New content is taken only once it is settled, else poll() returns None and the last good
+    config stays: a file swapped in through a symlink (a ConfigMap's ``..data`` flip, the
+    config-manager re-pointing ``config.yaml``) at once; a regular file rewritten in place
+    once it has not changed for ``quiet`` seconds (its modification time, or as long as this
+    source has seen the same content), so an empty, shrinking or half-written file is never a
+    new config. ``ConfigWatch`` polls again when that time is up."""
 
-    def __init__(self, path: str, *, current: FileConfig | None = None, settle: float = 0.05,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, path: str, *, current: FileConfig | None = None, quiet: float = QUIET,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.writers = Writers(clock)
+        """Filled by a ``ConfigWatch``: a file a writer still holds open is not settled."""
         self._path = path
         self._current = current
         """The config in use (e.g. the one read at start), so an unchanged file is no news."""
-        self._settle = settle
-        self._sleep = sleep
-
-    def _settled(self, raw: bytes) -> bytes:
-        """The file's content once two reads ``settle`` apart agree (at most 20 reads)."""
-        for _ in range(20):
-            self._sleep(self._settle)
-            again = _read(self._path)
-            if again == raw:
-                return raw
-            raw = again
-        raise ConfigError(f"{_label(self._path)}: still changing after "
-                          f"{20 * self._settle:g}s; keeping the last good config until it "
-                          "settles")
+        self._quiet = quiet
+        self._clock = clock
+        self._wall = wall
+        self._real = os.path.realpath(path)
+        """Where the path led when the config in use was read."""
+        self._seen: tuple[str, _Stat] | None = None
+        self._seen_at = 0.0
 
     @property
     def path(self) -> str:
         return self._path
+
+    @property
+    def quiet(self) -> float:
+        return self._quiet
 
     @property
     def current(self) -> FileConfig | None:
@@ -188,15 +250,44 @@ class ConfigSource:
         return self._current
 
     def poll(self, *, force: bool = False) -> FileConfig | None:
+        real = os.path.realpath(self._path)
+        before = _stat(self._path)
         raw = _read(self._path)
+        after = _stat(self._path)
         digest = hashlib.sha256(raw).hexdigest()
-        if not force and self._current is not None and self._current.digest == digest:
+        unchanged = self._current is not None and self._current.digest == digest
+        if unchanged:
+            self._seen = None
+            if not force:
+                return None
+        elif not self._settled(digest, before, after, real):
             return None
-        raw = self._settled(raw)
-        digest = hashlib.sha256(raw).hexdigest()
         config = _parse_bytes(raw, path=self._path, digest=digest)
-        self._current = config
+        self._current, self._real, self._seen = config, real, None
         return config
+
+    def _settled(self, digest: str, before: _Stat | None, after: _Stat | None,
+                 real: str) -> bool:
+        """Whether content just read may replace the config in use (see the class)."""
+        if before is None or after is None or before != after:
+            self._seen = None
+            return False  # changed while read: being written
+        if self._current is None or not after.regular or real != self._real:
+            return True  # nothing to keep; /dev/null; or swapped in through a link
+        if self.writers.writing(real):
+            log.debug("%s: a writer has it open; keeping the last good config",
+                      _label(self._path))
+            return False
+        coarse = 1.0 if after.mtime_ns % 1_000_000_000 == 0 else 0.0  # whole-second mtimes
+        if self._wall() - after.mtime_ns / 1e9 >= self._quiet + coarse:
+            return True  # not modified for the quiet period
+        now = self._clock()
+        if self._seen != (digest, after):
+            self._seen, self._seen_at = (digest, after), now
+            log.debug("%s is changing; keeping the last good config until it has been "
+                      "quiet for %gs", _label(self._path), self._quiet)
+            return False
+        return now - self._seen_at >= self._quiet
 
 
 def watched_directories(path: str) -> list[str]:
@@ -217,21 +308,53 @@ def watched_directories(path: str) -> list[str]:
     return list(found)
 
 
+def chain_paths(path: str) -> set[str]:
+    """Every path whose entry decides what ``path`` reads: each path of its symlink chain,
+    the file it ends at, and every directory above them (a ``..data`` link among them)."""
+    found: set[str] = set()
+    current = os.path.abspath(path)
+    for _ in range(_MAX_SYMLINKS):
+        found.add(current)
+        try:
+            target = os.readlink(current)
+        except OSError:
+            break
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    found.add(os.path.realpath(path))
+    for entry in list(found):
+        while (parent := os.path.dirname(entry)) != entry:
+            found.add(parent)
+            entry = parent
+    return found
+
+
 class ConfigWatch:
     """Fires a ``config`` trigger when the config file may have changed (inotify on
-    :func:`watched_directories`, re-computed after each change as symlinks move)."""
+    :func:`watched_directories`, re-computed after each change as symlinks move).
+
+    Only entries of the file's symlink chain count (:func:`chain_paths`): a log or any busy
+    file beside the config wakes nothing. After a change it fires once more when the file has
+    been quiet for ``quiet`` seconds, so a file rewritten in place (which ``ConfigSource``
+    takes only once settled) is read again when it is."""
 
     def __init__(self, path: str, fire: Fire, *, clock: Callable[[], float] = time.monotonic,
-                 ) -> None:
+                 quiet: float = QUIET, writers: Writers | None = None) -> None:
+        self._writers = writers
         self._path = path
         self._fire = fire
         self._clock = clock
+        self._quiet = quiet
         self._watch: DirWatch | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._closed = False
 
     def start(self) -> bool:
         """True when watching; False (with the reason logged once) when the agent must check
         the file every cycle instead."""
-        opened = open_watch(self._changed, name="config-watch")
+        opened = open_watch(lambda directory, name: self._changed(directory, name, 0),
+                            name="config-watch", on_event=self._changed, on_death=self._died,
+                            fallback="the config file is checked every cycle instead")
         if isinstance(opened, str):
             log.info("%s; the config file is checked every cycle instead", opened)
             return False
@@ -243,13 +366,46 @@ class ConfigWatch:
         self._watch = opened.start()
         return True
 
-    def _changed(self, directory: str, name: str) -> None:
+    def _died(self, why: BaseException) -> None:
+        self._fire(died("config", why, self._clock()))
+
+    def _changed(self, directory: str, name: str, mask: int) -> None:
         assert self._watch is not None
         self._watch.watch(watched_directories(self._path))  # a new ..data target, say
+        entry = os.path.join(directory, name) if name else directory
+        if name and entry not in chain_paths(self._path):
+            return  # a file beside the config
+        if self._writers is not None and mask & (IN_MODIFY | IN_CLOSE_WRITE):
+            real = os.path.realpath(entry)
+            if mask & IN_MODIFY:
+                self._writers.modified(real)
+            else:
+                self._writers.closed(real)
         self._fire(Trigger(source="config", kind="changed", at=self._clock(),
-                           detail=os.path.join(directory, name), reload_config=True))
+                           detail=entry, reload_config=True))
+        with self._lock:
+            if self._closed:
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(self._quiet + 0.05, self._quieted, args=(entry,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _quieted(self, entry: str) -> None:
+        with self._lock:
+            self._timer = None
+            if self._closed:
+                return
+        self._fire(Trigger(source="config", kind="settled", at=self._clock(), detail=entry,
+                           reload_config=True))
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -473,12 +629,11 @@ class _Parser:
         return result
 
     def boolean(self, value: object, where: str) -> bool:
-        if isinstance(value, bool):
-            return value
-        hint = ""
-        if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no"):
-            hint = " (write true or false without quotes)"
-        raise self.fail(where, f"must be a boolean, got {show(value)}{hint}")
+        """A file's boolean, by the settings table's own rule (``config.Bool``)."""
+        try:
+            return Bool().from_file(value, self.warnings.append)
+        except ValueProblem as exc:
+            raise self.fail(where, str(exc)) from None
 
     def string(self, value: object, where: str) -> str:
         if isinstance(value, str):

@@ -13,7 +13,11 @@ that cannot is refused with one line and closed, and the last good config stays.
 from __future__ import annotations
 
 import logging
+import math
+import os
 import random
+import select
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -25,12 +29,13 @@ from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
 from gfd.features import node_features
 from gfd.labelers.inventory import model_groups
+from gfd.labelers.inventory import unhealthy as unhealthy_gpus
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.logs import Once
-from gfd.sinks.base import PublishResult, Sink
+from gfd.sinks.base import Change, PublishResult, Sink
 from gfd.snapshot import Snapshot
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import WATCHER_DIED, Fire, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,20 @@ class SnapshotSource(Protocol):
     def close(self) -> None: ...
 
 
+class EventRecorder(Protocol):
+    """Records Kubernetes Events on the Node from what the loop saw (``events.NodeEvents``)."""
+
+    def published(self, snapshot: Snapshot, labels: dict[str, str], change: Change) -> None:
+        """A cycle published (or found unchanged) these labels, read from this snapshot."""
+        ...
+
+    def failed(self, kind: str, message: str) -> None:
+        """A cycle failed where ``kind`` says (discovery, publish, config)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Duty:
     """A periodic duty of the loop: ``action`` marks something stale, then a cycle runs."""
@@ -78,6 +97,8 @@ class Parts:
     sink: Sink
     options: LabelOptions
     duties: tuple[Duty, ...] = ()
+    events: EventRecorder | None = None
+    """Events on the Node (built with the sink, which holds the API credentials)."""
     changes: tuple[str, ...] = ()
     """For a reload candidate: the settings that changed, as ``name: old -> new``."""
 
@@ -103,37 +124,121 @@ class Observer(Protocol):
     def error(self, kind: str) -> None: ...
     def gpus(self, by_model: dict[str, int]) -> None: ...
     def nvml_up(self, up: bool) -> None: ...
+    def unhealthy(self, count: int) -> None: ...
     def resource_manager(self, name: str) -> None: ...
     def degraded(self, counts: dict[tuple[str, str], int]) -> None: ...
     def event(self, source: str, kind: str) -> None: ...
     def event_handled(self, source: str, seconds: float) -> None: ...
     def drift_repaired(self, target: str) -> None: ...
+    def watcher_died(self, source: str) -> None: ...
 
 
 class HealthState(Protocol):
+    def idle_until(self, at: float) -> None: ...
     def cycle_started(self) -> None: ...
     def cycle_finished(self) -> None: ...
     def mark_published(self) -> None: ...
 
 
+class Wakeup:
+    """What the loop sleeps on: a self-pipe. ``set`` writes a byte (from a watcher thread,
+    or from a signal handler: no lock is taken, so a signal that lands while the loop is
+    inside ``wait`` or ``clear`` cannot block it); ``install`` also makes the interpreter's
+    C-level handler write to it (``signal.set_wakeup_fd``), so a signal wakes a ``select``
+    that would otherwise be retried with the handler's flag unseen."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        for fd in (self._read, self._write):
+            os.set_blocking(fd, False)
+        self._installed = False
+        self._previous = -1
+
+    def set(self) -> None:
+        if self._write < 0:
+            return
+        try:
+            os.write(self._write, b"\0")
+        except (BlockingIOError, InterruptedError):
+            pass  # the pipe is full: the loop is woken already
+        except OSError:
+            pass  # closed: the loop has ended
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Sleep until set or ``timeout`` seconds; True when woken (the byte stays unread)."""
+        if self._read < 0:
+            return True
+        poller = select.poll()  # not select(): it fails past fd 1024
+        poller.register(self._read, select.POLLIN)
+        try:
+            return bool(poller.poll(None if timeout is None else max(0, math.ceil(timeout * 1000))))
+        except OSError:  # closed under the wait
+            return True
+
+    def is_set(self) -> bool:
+        return self.wait(0)
+
+    def clear(self) -> None:
+        try:
+            while os.read(self._read, 4096):
+                pass
+        except (BlockingIOError, InterruptedError, OSError):
+            pass
+
+    def install(self) -> None:
+        """Signals wake the loop even between its check of the flags and its sleep (call on
+        the main thread, where Python runs handlers)."""
+        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._installed = True
+
+    def close(self) -> None:
+        if self._installed:
+            signal.set_wakeup_fd(self._previous)
+            self._installed = False
+        fds, self._read, self._write = (self._read, self._write), -1, -1
+        for fd in fds:  # never written again: the number may be reused by another file
+            if fd >= 0:
+                os.close(fd)
+
+
 @dataclass(slots=True)
 class Signals:
-    """Flags set by signal handlers (in cli.py), the triggers watchers fire (from their
-    threads), and a single event that wakes the loop."""
+    """What signal handlers (in cli.py) record, the triggers watchers fire (from their
+    threads), and the self-pipe that wakes the loop.
 
-    wake: threading.Event = field(default_factory=threading.Event)
-    stop: bool = False
-    reload: bool = False
+    A handler runs on the loop's own thread between any two bytecodes, so it only stores:
+    ``stop`` (the signal's number), and one more in ``reloads``. The loop never resets the
+    count; it remembers how many it has seen (``take_reload``), so a SIGHUP that lands
+    between reading and acknowledging is still a reload."""
+
+    wake: Wakeup = field(default_factory=Wakeup)
+    stop: int | bool = False
+    reloads: int = 0
+    _reloads_seen: int = 0
     _triggers: list[Trigger] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def request_stop(self) -> None:
-        self.stop = True
+    def request_stop(self, signum: int = 0) -> None:
+        self.stop = signum or True
         self.wake.set()
 
     def request_reload(self) -> None:
-        self.reload = True
+        self.reloads += 1
         self.wake.set()
+
+    @property
+    def reload(self) -> bool:
+        """A reload was asked for and not yet taken."""
+        return self.reloads != self._reloads_seen
+
+    def take_reload(self) -> int:
+        """How many reloads were asked for since the last take (handlers only add)."""
+        seen = self.reloads
+        new, self._reloads_seen = seen - self._reloads_seen, seen
+        return new
+
+    def close(self) -> None:
+        self.wake.close()
 
     def fire(self, trigger: Trigger) -> None:
         """A watcher saw a change (thread-safe)."""
@@ -152,6 +257,27 @@ class Signals:
                 return [], ready_at
             taken, self._triggers = self._triggers, []
         return taken, None
+
+
+@dataclass(slots=True)
+class _Held:
+    """What woke the loop while the API backoff ran: it joins the retry's cycle."""
+
+    triggers: list[Trigger] = field(default_factory=list)
+    force: bool = False
+    reload_config: bool = False
+
+    def add(self, triggers: list[Trigger], force: bool, reload_config: bool) -> None:
+        self.triggers.extend(triggers)
+        self.force = self.force or force
+        self.reload_config = self.reload_config or reload_config
+
+    def take(self, triggers: list[Trigger], force: bool,
+             reload_config: bool) -> tuple[list[Trigger], bool, bool]:
+        out = (self.triggers + triggers, self.force or force,
+               self.reload_config or reload_config)
+        self.triggers, self.force, self.reload_config = [], False, False
+        return out
 
 
 class Schedule:
@@ -237,6 +363,8 @@ class Agent:
             candidate.discovery.close()
         if candidate.sink is not self.parts.sink:
             candidate.sink.close()
+        if candidate.events is not None and candidate.events is not self.parts.events:
+            candidate.events.close()
 
     def _refuse_pending(self, why: str) -> Parts:
         assert self._pending is not None
@@ -257,6 +385,8 @@ class Agent:
             self._move_labels(old.sink, candidate.sink)
             old.sink.close()
             self._watch(sink=candidate.sink)
+        if old.events is not None and old.events is not candidate.events:
+            old.events.close()
         changes = "; ".join(candidate.changes) or "no setting changed"
         log.info("config reloaded: %s", changes)
 
@@ -352,6 +482,8 @@ class Agent:
         self._api_failing = isinstance(exc, ApiSinkError)
         if not self._errors.error("%s", str(exc)):
             log.debug("still failing: %s", exc)
+        if self.parts.events is not None:
+            self.parts.events.failed(kind, str(exc))
         if self.observer:
             self.observer.error(kind)
             self.observer.cycle("error", self.clock() - start)
@@ -376,6 +508,8 @@ class Agent:
             log.debug("labels unchanged")
         if self.health:
             self.health.mark_published()
+        if self.parts.events is not None:
+            self.parts.events.published(snapshot, labelling.labels, change)
         obs = self.observer
         if obs:
             obs.discovery(read_done - start)
@@ -392,6 +526,7 @@ class Agent:
                 obs.rejected(reason, count)
             obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})
             obs.nvml_up(snapshot.nvml_available)
+            obs.unhealthy(len(unhealthy_gpus(snapshot)))
             obs.resource_manager(snapshot.resource_manager.name)
             degraded: dict[tuple[str, str], int] = {}
             for gpu in snapshot.gpus:
@@ -434,6 +569,11 @@ class Agent:
         log.debug("retrying in %.1fs", delay)
         return delay
 
+    def _backing_off(self, now: float, next_cycle: float | None) -> bool:
+        """The last cycle failed at the API server and its retry is not due yet."""
+        return (self.failures > 0 and self._api_failing and next_cycle is not None
+                and now < next_cycle)
+
     def _handle(self, triggers: list[Trigger]) -> bool:
         """Run the triggers' actions on this thread; True when one asks for a config read."""
         for trigger in triggers:
@@ -441,6 +581,11 @@ class Agent:
                       f": {trigger.detail}" if trigger.detail else "")
             if self.observer:
                 self.observer.event(trigger.source, trigger.kind)
+            if trigger.kind == WATCHER_DIED:
+                if self.observer:
+                    self.observer.watcher_died(trigger.source)
+                if trigger.source == "config":  # from now on, checked every cycle
+                    self.config_watched = False
             if trigger.action is not None:
                 trigger.action()
         return any(t.reload_config for t in triggers)
@@ -456,6 +601,13 @@ class Agent:
             for target in sorted({t.source for t in triggers} & {"output", "api"}):
                 self.observer.drift_repaired(target)
 
+    @staticmethod
+    def _stopped(signals: Signals) -> int:
+        name = (signal.Signals(signals.stop).name
+                if not isinstance(signals.stop, bool) and signals.stop else "a stop request")
+        log.info("received %s: exiting", name)
+        return 0
+
     def run(self, signals: Signals) -> int:
         """Label until stopped. Returns the exit code (0: stopped by a signal or oneshot done).
 
@@ -464,6 +616,7 @@ class Agent:
         schedule = Schedule()
         schedule.set(self.parts.duties, self.clock())
         next_cycle: float | None = self.clock()
+        held = _Held()
         if not self.parts.settings.oneshot:
             self._fire = signals.fire
             self._watch(discovery=self.parts.discovery, sink=self.parts.sink)
@@ -475,30 +628,49 @@ class Agent:
                     self._run_duty(duty)
                 triggers, triggers_at = signals.take(now)
                 reload_config = self._handle(triggers)
-                force = signals.reload
-                signals.reload = False
-                if force or due or triggers or (next_cycle is not None and now >= next_cycle):
+                force = signals.take_reload() > 0
+                if force:
+                    log.info("received SIGHUP: reloading the config")
+                woken = bool(force or due or triggers)
+                if woken and self._backing_off(now, next_cycle):
+                    # While the API fails, its backoff is the only clock: what woke the loop
+                    # (a file, a watch event, a duty, SIGHUP) is taken at the next retry.
+                    held.add(triggers, force, reload_config)
+                    log.debug("held until the API retry in %.1fs", (next_cycle or now) - now)
+                    woken = False
+                elif woken or (next_cycle is not None and now >= next_cycle):
+                    triggers, force, reload_config = held.take(triggers, force, reload_config)
+                    woken = True
+                if woken:
                     before = self.parts
                     ok = self.cycle(force_reload=force, reload_config=reload_config)
                     if self.parts.settings.oneshot:
                         return 0 if ok else 1
                     self._handled(triggers, ok)
                     if signals.stop:
-                        return 0
+                        return self._stopped(signals)
                     if self.parts is not before:
                         schedule.set(self.parts.duties, self.clock())
                     delay = self._delay_after(ok, now)
                     next_cycle = None if delay is None else self.clock() + delay
                 wake_at = min((t for t in (next_cycle, schedule.next_due(), triggers_at)
                                if t is not None), default=None)
-                timeout = None if wake_at is None else max(0.0, wake_at - self.clock())
+                # Liveness fails --stuck-after past the wake-up, whatever stopped the loop;
+                # with nothing due it still turns every half --stuck-after to say it lives.
+                now = self.clock()
+                timeout = (self.parts.settings.stuck_after / 2 if wake_at is None
+                           else max(0.0, wake_at - now))
+                if self.health:
+                    self.health.idle_until(now + timeout)
                 signals.wake.wait(timeout=timeout)
                 signals.wake.clear()
                 if signals.stop:
-                    return 0
+                    return self._stopped(signals)
         finally:
             self._fire = None
             if self._pending is not None:
                 self._discard(self._pending)
             self.parts.discovery.close()
             self.parts.sink.close()
+            if self.parts.events is not None:
+                self.parts.events.close()

@@ -35,6 +35,26 @@ class TimesliceSource(Protocol):
     def timeslices(self) -> dict[int, str] | None: ...
 
 
+class UnusableGpus:
+    """GPU uuid -> why an event made it unusable (an Xid, "GPU unavailable"). Held by the
+    agent (``app.Factory``) and handed to every Discovery it builds, so a reload that
+    replaces the Discovery keeps the marks: unusable until gfd restarts."""
+
+    def __init__(self) -> None:
+        self._why: dict[str, str] = {}
+
+    def mark(self, uuid: str, reason: str) -> None:
+        """The first reason stays; a GPU without a uuid marks nothing."""
+        if uuid:
+            self._why.setdefault(uuid, reason)
+
+    def why(self, uuid: str) -> str | None:
+        return self._why.get(uuid)
+
+    def __bool__(self) -> bool:
+        return bool(self._why)
+
+
 @dataclass(slots=True)
 class Discovery:
     """Reads one full snapshot per call. Owns the NVML session across calls."""
@@ -48,11 +68,10 @@ class Discovery:
     fail_on_init_error: bool = True
     manager: ResourceManagerReader | None = None
     """Decides the snapshot's resource manager at each read (None: the snapshot's own)."""
+    unusable: UnusableGpus = field(default_factory=UnusableGpus)
     _init_errors: Once = field(default_factory=lambda: Once(log), init=False)
     _slow: tuple[dict[int, str] | None, Vgpu | None] | None = field(default=None, init=False)
     _slow_key: tuple[str, ...] = field(default=(), init=False)
-    _unusable: dict[str, str] = field(default_factory=dict, init=False)
-    """GPU uuid -> why an event made it unusable (an Xid, "GPU unavailable")."""
     _events: GpuEventWatch | None = field(default=None, init=False)
 
     def refresh(self) -> None:
@@ -81,8 +100,7 @@ class Discovery:
 
     def mark_unusable(self, uuid: str, reason: str) -> None:
         """From the next read on, this GPU counts as unhealthy (``reason`` is its error)."""
-        if uuid:
-            self._unusable.setdefault(uuid, reason)
+        self.unusable.mark(uuid, reason)
 
     def read(self) -> Snapshot:
         snap = self._read()
@@ -105,10 +123,10 @@ class Discovery:
         else:
             if self._init_errors.reset():
                 log.info("the GPU back end is available now")
-            if self._unusable:
+            if self.unusable:
                 snap = replace(snap, gpus=tuple(
-                    replace(g, error=self._unusable[g.uuid])
-                    if g.error is None and g.uuid in self._unusable else g for g in snap.gpus))
+                    replace(g, error=why) if g.error is None and (why := self.unusable.why(g.uuid))
+                    else g for g in snap.gpus))
         return self._with_host(snap)
 
     def _slow_facts(self, snap: Snapshot) -> tuple[dict[int, str] | None, Vgpu | None]:
@@ -125,6 +143,8 @@ class Discovery:
             replace(
                 g,
                 pci_class=self.host.pci_class(g.pci_bus_id) if g.error is None else None,
+                numa_node=self.host.numa_node(g.pci_bus_id) if g.error is None else None,
+                pcie_root=self.host.pcie_root(g.pci_bus_id) if g.error is None else None,
                 timeslice=(timeslices or {}).get(g.index),
             )
             for g in snap.gpus

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import reprlib
+
 
 class GfdError(Exception):
     """Base of every error gfd raises on purpose; the message is one line for the user."""
@@ -65,6 +67,30 @@ class ApiError(ApiSinkError):
 def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines included) turned into one space."""
     return " ".join(text.split())
+
+
+SHOW_LIMIT = 200
+"""The most characters ``show`` gives any value: an error line stays readable whatever the
+input it quotes."""
+
+
+def show(value: object, limit: int = SHOW_LIMIT) -> str:
+    """How every message quotes input (a file's value, a flag, what a device or a file
+    said): its repr, on one line, shortened at each level and cut to ``limit`` characters
+    with the full length said, so a hostile value never makes a long error line."""
+    shortener = reprlib.Repr()
+    shortener.maxstring = shortener.maxother = 80
+    shortener.maxlevel = 3
+    shortener.maxlist = shortener.maxdict = shortener.maxtuple = 6
+    try:
+        shown = shortener.repr(value)
+    except (RecursionError, ValueError):
+        shown = f"<{type(value).__name__}>"
+    if "\n" in shown or "\r" in shown:
+        shown = one_line(shown)
+    if len(shown) > limit:
+        shown = f"{shown[:limit]}... ({len(shown)} characters)"
+    return shown
 
 
 class WatchExpired(ApiError):

@@ -5,6 +5,9 @@ its own daemon thread for every entry created, written, moved, deleted or change
 The thread blocks in ``poll()`` on the inotify descriptor and a stop pipe: no CPU while
 nothing happens, and ``close()`` ends it at once.
 
+A thread that dies (an error in ``on_change``, a failing read) says so once, at error
+level, and calls ``on_death``: its owner goes back to polling at once.
+
 Where inotify is unavailable (not Linux, a seccomp profile that refuses it, the per-user
 watch or instance limit reached) :func:`open_watch` returns None with the reason, and the
 caller keeps polling: a watch is an optimisation, never a requirement.
@@ -43,9 +46,15 @@ CHANGES = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO 
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len (struct inotify_event)
 _READ_SIZE = 64 * 1024
 
+OnDeath = Callable[[BaseException], None]
+"""``on_death(error)``: the watch thread ended on this error; nothing is watched any more."""
 OnChange = Callable[[str, str], None]
 """``on_change(directory, name)``; ``name`` is "" for the directory itself, or after an
 overflow (events were lost: treat everything as changed)."""
+OnEvent = Callable[[str, str, int], None]
+"""``on_event(directory, name, mask)``: as ``OnChange``, with the inotify mask of the entry's
+events in one read OR-ed together -- except that of ``IN_MODIFY`` and ``IN_CLOSE_WRITE`` only
+the later one is kept, so the mask tells whether a writer still had the file open."""
 
 
 class _Inotify:
@@ -71,10 +80,18 @@ def _libc() -> _Inotify | str:
 class DirWatch:
     """inotify on a set of directories; see the module docstring."""
 
-    def __init__(self, calls: _Inotify, fd: int, on_change: OnChange, name: str) -> None:
+    def __init__(self, calls: _Inotify, fd: int, on_change: OnChange, name: str,
+                 on_event: OnEvent | None = None, *, on_death: OnDeath | None = None,
+                 fallback: str = "") -> None:
         self._calls = calls
         self._fd = fd
         self._on_change = on_change
+        self._on_event = on_event
+        self._on_death = on_death
+        self._name = name
+        self._fallback = fallback or "changes are no longer watched"
+        self.dead = False
+        """The thread ended on an error (``close`` does not set it)."""
         self._dirs: dict[int, str] = {}
         self._lock = threading.Lock()
         self._stop_r, self._stop_w = os.pipe()
@@ -112,6 +129,19 @@ class DirWatch:
             os.close(fd)
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except Exception as exc:  # a watcher that dies says so, and its owner polls again
+            if self._closed:
+                return
+            self.dead = True
+            log.error("%s watch stopped: %s: %s; %s", self._name, type(exc).__name__, exc,
+                      self._fallback)
+            log.debug("%s watch failure", self._name, exc_info=True)
+            if self._on_death is not None:
+                self._on_death(exc)
+
+    def _serve(self) -> None:
         poller = select.poll()  # not select(): it cannot take a descriptor past 1024
         poller.register(self._fd, select.POLLIN)
         poller.register(self._stop_r, select.POLLIN)
@@ -123,15 +153,16 @@ class DirWatch:
                 data = os.read(self._fd, _READ_SIZE)
             except BlockingIOError:
                 continue
-            except OSError as exc:
-                log.warning("inotify read failed: %s; no more change notifications", exc)
-                return
-            for directory, name in self._events(data):
-                self._on_change(directory, name)
+            for (directory, name), mask in self._events(data).items():
+                if self._on_event is not None:
+                    self._on_event(directory, name, mask)
+                else:
+                    self._on_change(directory, name)
 
-    def _events(self, data: bytes) -> list[tuple[str, str]]:
-        """(directory, name) for each event in one read, duplicates folded in order."""
-        seen: dict[tuple[str, str], None] = {}
+    def _events(self, data: bytes) -> dict[tuple[str, str], int]:
+        """(directory, name) for each event in one read, duplicates folded in order, with
+        their masks (see ``OnEvent``)."""
+        seen: dict[tuple[str, str], int] = {}
         offset = 0
         while offset + _HEADER.size <= len(data):
             wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
@@ -140,7 +171,8 @@ class DirWatch:
             if mask & IN_Q_OVERFLOW:
                 with self._lock:
                     dirs = list(self._dirs.values())
-                seen.update({(d, ""): None for d in dirs})
+                for d in dirs:
+                    seen[(d, "")] = seen.get((d, ""), 0) | mask
                 continue
             with self._lock:
                 directory = self._dirs.get(wd)
@@ -148,16 +180,23 @@ class DirWatch:
                     self._dirs.pop(wd, None)
             if directory is None or mask & IN_IGNORED:
                 continue
-            seen[(directory, os.fsdecode(raw.rstrip(b"\0")))] = None
-        return list(seen)
+            key = (directory, os.fsdecode(raw.rstrip(b"\0")))
+            before = seen.get(key, 0)
+            if mask & (IN_MODIFY | IN_CLOSE_WRITE):
+                before &= ~(IN_MODIFY | IN_CLOSE_WRITE)
+            seen[key] = before | mask
+        return seen
 
 
-def open_watch(on_change: OnChange, *, name: str) -> DirWatch | str:
-    """A started-to-be DirWatch (call ``watch()`` then ``start()``), or why there is none."""
+def open_watch(on_change: OnChange, *, name: str, on_event: OnEvent | None = None,
+               on_death: OnDeath | None = None, fallback: str = "") -> DirWatch | str:
+    """A started-to-be DirWatch (call ``watch()`` then ``start()``), or why there is none;
+    ``on_event``, when given, is called instead of ``on_change``; ``fallback``: what the
+    owner does instead once the watch is gone (said when it dies)."""
     calls = _libc()
     if isinstance(calls, str):
         return calls
     fd = calls.init1(IN_NONBLOCK | IN_CLOEXEC)
     if fd < 0:
         return f"inotify is not available: {os.strerror(ctypes.get_errno())}"
-    return DirWatch(calls, fd, on_change, name)
+    return DirWatch(calls, fd, on_change, name, on_event, on_death=on_death, fallback=fallback)

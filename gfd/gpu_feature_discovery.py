@@ -42,10 +42,9 @@ from gfd.config import (
     Settings,
     Text,
     ValueProblem,
-    show,
 )
 from gfd.config import Duration as DurationKind
-from gfd.errors import ConfigError, GfdError
+from gfd.errors import ConfigError, GfdError, show
 
 if TYPE_CHECKING:
     from gfd.cli import ReloadAsked
@@ -95,7 +94,7 @@ def go_bool(text: str, *, what: str) -> bool:
         return True
     if text in _GO_FALSE:
         return False
-    raise ConfigError(f"invalid boolean value {text!r} for {what}: use true or false")
+    raise ConfigError(f"invalid boolean value {show(text)} for {what}: use true or false")
 
 
 def _value(entry: Entry, text: str, *, what: str) -> Any:

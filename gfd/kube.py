@@ -36,7 +36,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from gfd.errors import ApiError, ConfigError, WatchExpired, one_line
+from gfd.errors import ApiError, ConfigError, WatchExpired, one_line, show
+from gfd.hostfile import what_is
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +53,14 @@ _RESOURCESLICES = "/apis/resource.k8s.io/v1/resourceslices"
 RESOURCESLICE_LIMIT = 8
 """The most ResourceSlices one count lists: a node has one per driver pool, and gfd only
 needs to know whether there are any."""
+_EVENTS = "/api/v1/namespaces/{namespace}/events"
+_EVENT = _EVENTS + "/{name}"
+MERGE = "application/merge-patch+json"
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 """The largest answer gfd reads: a Node or a NodeFeature is a few KB."""
 DEADLINE = 30.0
 """Seconds one request may take in all, connect included (kept well under --stuck-after)."""
 _CHUNK = 64 * 1024
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-               (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"))
 
 
 @dataclass(slots=True)
@@ -101,55 +102,101 @@ def check_kubeconfig(value: str) -> None:
             raise ConfigError(f"cannot read kubeconfig {path}: {one_line(str(exc))} (set "
                               "--kubeconfig / KUBECONFIG to a readable file)") from exc
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
-            raise ConfigError(f"kubeconfig {path} is {kind}, not a regular file (point "
+            raise ConfigError(f"kubeconfig {path} is {what_is(mode)}, not a regular file (point "
                               "--kubeconfig / KUBECONFIG at the kubeconfig file itself)")
+
+
+def _shut_under_reader(holder: Any) -> None:
+    """End a read another thread is blocked in on ``holder``'s socket (a urllib3 connection):
+    the plain socket's shutdown, also under TLS (an SSL socket's would drop its state under
+    the reader). Nothing while it has no socket yet (still connecting: its timeout ends it)."""
+    sock = getattr(holder, "sock", None)
+    if sock is None:
+        return
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Deadline:
+    """One request's deadline: its own ``fired`` and connection, so a deadline that passes
+    late can only ever end its own request."""
+
+    __slots__ = ("at", "conn", "fired")
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.conn: Any = None
+        self.fired = False
 
 
 class _Watchdog:
     """Ends the request in flight when its deadline passes, by shutting down the socket of
-    the connection it uses (the pool hands that connection over in ``attach``)."""
+    the connection it uses (the pool hands that connection over in ``attach``). One
+    long-lived thread per channel waits for the current deadline; ``arm`` gives each
+    request its own ``_Deadline``, and only the current one can fire."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._conn: Any = None
-        self._timer: threading.Timer | None = None
-        self.fired = False
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._current: _Deadline | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
 
-    def arm(self, seconds: float) -> None:
-        self.fired = False
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+    def arm(self, seconds: float) -> _Deadline:
+        deadline = _Deadline(self._clock() + seconds)
+        with self._cond:
+            self._current = deadline
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="gfd-api-deadline",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return deadline
 
     def attach(self, conn: Any) -> None:
-        with self._lock:
-            self._conn = conn
-            if self.fired:
-                self._shut(conn)
+        with self._cond:
+            deadline = self._current
+            if deadline is None:
+                return
+            deadline.conn = conn
+            if deadline.fired:
+                _shut_under_reader(conn)
 
-    def disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        with self._lock:
-            self._conn = None
+    def disarm(self, deadline: _Deadline) -> None:
+        with self._cond:
+            deadline.conn = None
+            if self._current is deadline:
+                self._current = None
 
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            if self._conn is not None:
-                self._shut(self._conn)
+    def expire(self) -> float | None:
+        """Fire the current deadline if it has passed. Seconds until it will otherwise;
+        None when there is nothing left to wait for."""
+        with self._cond:
+            return self._expire()
 
-    @staticmethod
-    def _shut(conn: Any) -> None:
-        sock = getattr(conn, "sock", None)
-        if sock is None:
-            return  # still connecting: the connect timeout (the deadline) ends it
-        try:  # the plain socket's shutdown: an SSL socket's would drop its state under a reader
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-        except OSError:
-            pass
+    def _expire(self) -> float | None:
+        deadline = self._current
+        if deadline is None or deadline.fired:
+            return None
+        left = deadline.at - self._clock()
+        if left > 0:
+            return left
+        deadline.fired = True
+        if deadline.conn is not None:
+            _shut_under_reader(deadline.conn)
+        return None
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                self._cond.wait(self._expire())
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
 
 class _WatchedPool(urllib3.connectionpool.HTTPConnectionPool):
@@ -250,7 +297,7 @@ def _collection(kind: WatchKind, name: str, namespace: str) -> tuple[str, dict[s
         if not namespace:
             raise ValueError("a nodefeature is namespaced: give its namespace")
         return _NODEFEATURES, {"namespace": namespace}, f"nodefeature {namespace}/{name}"
-    raise ValueError(f"cannot watch {kind!r}: only node and nodefeature")
+    raise ValueError(f"cannot watch {show(kind)}: only node and nodefeature")
 
 
 class WatchStream(Iterator[WatchEvent]):
@@ -300,14 +347,8 @@ class WatchStream(Iterator[WatchEvent]):
         if not reading:
             self._finish(clean=False)
             return
-        # Another thread is blocked reading: shut the socket down under it (the plain
-        # socket's shutdown, also under TLS) and let that thread clean up.
-        sock = getattr(getattr(self._response, "connection", None), "sock", None)
-        if sock is not None:
-            try:
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
+        # Another thread is blocked reading: end its read and let that thread clean up.
+        _shut_under_reader(getattr(self._response, "connection", None))
 
     def _finish(self, *, clean: bool) -> None:
         with self._lock:
@@ -399,7 +440,7 @@ class WatchStream(Iterator[WatchEvent]):
             code = obj.get("code")
             raise _watch_error("watch", self._what, code if isinstance(code, int) else 0,
                                str(obj.get("reason") or ""), json.dumps(obj))
-        raise self._fail(f"unknown watch event type {kind!r}")
+        raise self._fail(f"unknown watch event type {show(kind)}")
 
 
 KEEPALIVE = (30, 10, 3)
@@ -462,6 +503,8 @@ class Kube:
         self._api = self._main.api
         self._side: _Channel | None = None
         """For the watch thread's reads (``list_object``): never waits for the loop's."""
+        self._events: _Channel | None = None
+        """For the Events thread's requests: never waits for the loop's, nor holds them up."""
         self._limiter = RateLimiter(qps, burst)
         self._on_request = on_request
         self._timeout = timeout
@@ -469,8 +512,11 @@ class Kube:
 
     def close(self) -> None:
         self._api.close()
-        if self._side is not None:
-            self._side.api.close()
+        self._main.watchdog.close()
+        for side in (self._side, self._events):
+            if side is not None:
+                side.api.close()
+                side.watchdog.close()
         if self._watch_api is not None:
             self._watch_api.close()
 
@@ -524,7 +570,7 @@ class Kube:
             header_params={"Accept": "application/json", "Content-Type": content_type},
         )
         with chan.one_at_a_time:
-            chan.watchdog.arm(self._timeout)
+            deadline = chan.watchdog.arm(self._timeout)
             raw: Any = None
             try:
                 response = chan.api.call_api(
@@ -532,7 +578,7 @@ class Kube:
                 raw = response.response
                 code = str(response.status)
                 data = self._read(verb, what, raw)
-                if chan.watchdog.fired:  # cut short at the deadline: not the whole answer
+                if deadline.fired:  # cut short at the deadline: not the whole answer
                     raw.close()
                     code = "error"
                     raise self._late(verb, what)
@@ -548,11 +594,11 @@ class Kube:
                 if raw is not None:
                     raw.close()  # a half-read answer: its connection cannot be reused
                     code = "error"
-                if chan.watchdog.fired:
+                if deadline.fired:
                     raise self._late(verb, what) from exc
                 raise ApiError(f"{verb} {what}: cannot reach the API server: {exc}") from exc
             finally:
-                chan.watchdog.disarm()
+                chan.watchdog.disarm(deadline)
                 if self._on_request:
                     self._on_request(verb, code)
 
@@ -631,6 +677,27 @@ class Kube:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return self._call("get", f"pod {namespace}/{name}", "GET", _POD,
                           path_params={"namespace": namespace, "name": name})
+
+    # Events -------------------------------------------------------------------------
+
+    def _events_channel(self) -> _Channel:
+        with _WATCH_CLIENT_LOCK:
+            if self._events is None:
+                self._events = _Channel(self._api.configuration)
+            return self._events
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a core/v1 Event (on a connection of its own: see ``_events``)."""
+        name = body["metadata"]["name"]
+        return self._call("create", f"event {namespace}/{name}", "POST", _EVENTS,
+                          path_params={"namespace": namespace}, body=body,
+                          channel=self._events_channel())
+
+    def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch an Event (a repeat: its count, lastTimestamp and message)."""
+        return self._call("patch", f"event {namespace}/{name}", "PATCH", _EVENT,
+                          path_params={"namespace": namespace, "name": name}, body=patch,
+                          content_type=MERGE, channel=self._events_channel())
 
     # Watches ------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from gfd.errors import ConfigError
 from gfd.snapshot import RESOURCE_MANAGERS
+from gfd.triggers import SOURCES
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,18 @@ class Metrics:
             registry=reg,
         )
         self._degraded_series: set[tuple[str, str]] = set()
+        self._unhealthy: Any = Gauge(
+            "gfd_gpus_unhealthy",
+            "GPUs that answered NVML with a fatal error ('GPU is lost') or had a critical Xid "
+            "or GPU-unavailable event, at the last discovery (gfd's gpu.unhealthy).",
+            registry=reg,
+        )
+        self._running: Any = Gauge(
+            "gfd_cycle_running_seconds",
+            "How long the cycle in progress has run (0 between cycles); /healthz fails past "
+            "--stuck-after.",
+            registry=reg,
+        )
         self._events: Any = Counter(
             "gfd_events",
             "Changes watchers saw, by source (nvml, config, output, api, registry) and kind "
@@ -172,6 +185,22 @@ class Metrics:
             ["reason"],
             registry=reg,
         )
+        self._watcher_failures: Any = Counter(
+            "gfd_watcher_failures",
+            "Watcher threads that died of an unexpected error, by watcher (nvml, config, "
+            "output, api); each one's duty went back to polling.",
+            ["watcher"],
+            registry=reg,
+        )
+        self._kube_events: Any = Counter(
+            "gfd_kube_events",
+            "Kubernetes Events on the Node by reason (GpuLost, LabelPublishFailing, ...) and "
+            "result: created, patched (a repeat counted), throttled (over the per-reason "
+            "rate, counted in the next one), dropped (the send queue was full), failed (the "
+            "API server refused it, or did not answer for 15 minutes).",
+            ["reason", "result"],
+            registry=reg,
+        )
         build_info: Any = Gauge(
             "gfd_build_info",
             "Always 1; the version label says which gfd is running.",
@@ -186,6 +215,8 @@ class Metrics:
             self._label_changes.labels(kind=kind)
         for target in ("output", "api"):
             self._repairs.labels(target=target)
+        for watcher in SOURCES:
+            self._watcher_failures.labels(watcher=watcher)
         self._gpu_models: set[str] = set()
         self._gpu_lock = threading.Lock()
 
@@ -230,6 +261,14 @@ class Metrics:
                 self._gpus.labels(model=model).set(count)
             self._gpu_models = set(by_model)
 
+    def unhealthy(self, count: int) -> None:
+        """Record how many GPUs are unhealthy (lost, or a critical Xid)."""
+        self._unhealthy.set(count)
+
+    def follow(self, health: Health) -> None:
+        """Export how long the cycle in progress has run, read from ``health`` at scrape."""
+        self._running.set_function(health.running)
+
     def nvml_up(self, up: bool) -> None:
         """Record whether NVML answered at the last discovery."""
         self._nvml_up.set(1 if up else 0)
@@ -260,9 +299,17 @@ class Metrics:
         """A cycle rewrote what someone else had changed at ``target`` (output, api)."""
         self._repairs.labels(target=target).inc()
 
+    def watcher_died(self, source: str) -> None:
+        """Count one watcher thread that died (its duty is polled from now on)."""
+        self._watcher_failures.labels(watcher=source).inc()
+
     def watch_reconnect(self, reason: str) -> None:
         """Count one re-established API watch."""
         self._reconnects.labels(reason=reason).inc()
+
+    def kube_event(self, reason: str, result: str) -> None:
+        """Count one Event gfd recorded (or did not) on the Node."""
+        self._kube_events.labels(reason=reason, result=result).inc()
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text exposition format (version 0.0.4)."""
@@ -283,12 +330,19 @@ class Health:
         self._clock = clock
         self._lock = threading.Lock()
         self._started: float | None = None
+        self._turn_by: float | None = None
         self._published = False
+
+    def idle_until(self, at: float) -> None:
+        """The agent loop sleeps and will turn again by ``at`` (on this clock)."""
+        with self._lock:
+            self._turn_by = at
 
     def cycle_started(self) -> None:
         """The agent loop began a cycle."""
         with self._lock:
             self._started = self._clock()
+            self._turn_by = None
 
     def cycle_finished(self) -> None:
         """The agent loop finished a cycle (whatever its result)."""
@@ -300,14 +354,25 @@ class Health:
         with self._lock:
             self._published = True
 
-    def live(self) -> tuple[bool, str]:
-        """False with a reason while a cycle has run longer than ``stuck_after`` seconds."""
+    def running(self) -> float:
+        """Seconds the cycle in progress has run; 0.0 between cycles."""
         with self._lock:
             started = self._started
+        return 0.0 if started is None else max(0.0, self._clock() - started)
+
+    def live(self) -> tuple[bool, str]:
+        """False with a reason while a cycle has run longer than ``stuck_after`` seconds, or
+        the loop has not turned ``stuck_after`` seconds past the time it was due to."""
+        with self._lock:
+            started, turn_by = self._started, self._turn_by
+        now = self._clock()
         if started is not None:
-            running = self._clock() - started
+            running = now - started
             if running > self._stuck_after:
                 return False, f"cycle running for {running:.0f}s (limit {self._stuck_after:g}s)"
+        elif turn_by is not None and now - turn_by > self._stuck_after:
+            return False, (f"agent loop has not turned for {now - turn_by:.0f}s past its "
+                           f"wake-up (limit {self._stuck_after:g}s)")
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
@@ -396,14 +461,17 @@ class _Loop:
         except OSError:
             pass
 
-    def _timeout(self) -> float:
-        now = self._clock()
-        soonest = [now + 1.0]
+    def _timeout(self) -> float | None:
+        """Until the next real deadline (a connection's, the end of a pause); None: block
+        until a connection or ``stop`` (an idle server never wakes)."""
+        soonest = []
         if self._connections:
             soonest.append(next(iter(self._connections.values())).deadline)
         if self._paused_until:
             soonest.append(self._paused_until)
-        return max(0.0, min(soonest) - now)
+        if not soonest:
+            return None
+        return max(0.0, min(soonest) - self._clock())
 
     def _event(self, key: selectors.SelectorKey, mask: int) -> None:
         if key.data == "listen":
@@ -624,6 +692,7 @@ class MetricsServer:
             raise ValueError("max_connections and request_timeout must be positive")
         self._metrics = metrics
         self._health = health
+        metrics.follow(health)
         self._host = host
         self._port = port
         self._max_connections = max_connections

@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gfd.errors import ConfigError
+from gfd.errors import ConfigError, show
 from gfd.labelers.family import FAMILIES
-from gfd.labelers.naming import sanitise
+from gfd.labelers.naming import sanitise, short_name
 
 P = "nvidia.com/"
 
@@ -75,7 +75,7 @@ def _product(c: Constraints, resource: str) -> list[Requirement]:
         exact = sanitise(c.product)
         if "-" not in exact:
             raise ConfigError(
-                f"--product {c.product!r}: no known NVIDIA model has that word; pass the exact "
+                f"--product {show(c.product)}: no known NVIDIA model has that word; pass the exact "
                 "gpu.product value (see `gfd labels` on the node)")
         matches = (exact,)
     values: list[str] = []
@@ -90,8 +90,8 @@ def _product(c: Constraints, resource: str) -> list[Requirement]:
 def requirements(c: Constraints) -> list[list[Requirement]]:
     """OR-ed terms of AND-ed requirements (node affinity's shape)."""
     if c.mig_profile and not _PROFILE.fullmatch(c.mig_profile):
-        raise ConfigError(f"--mig-profile {c.mig_profile!r}: not a MIG profile such as 1g.10gb, "
-                          "1c.3g.20gb or 1g.10gb.me")
+        raise ConfigError(f"--mig-profile {show(c.mig_profile)}: not a MIG profile such as "
+                          "1g.10gb, 1c.3g.20gb or 1g.10gb.me")
     resource = f"mig-{c.mig_profile}" if c.mig_profile else "gpu"
     reqs: list[Requirement] = []
     if c.mig_profile:
@@ -110,13 +110,13 @@ def requirements(c: Constraints) -> list[list[Requirement]]:
         reqs.append((f"{P}{resource}.replicas", "In", ("1",)))
     if c.family:
         if c.family not in FAMILIES:
-            raise ConfigError(f"--family {c.family!r}: must be one of {', '.join(FAMILIES)}")
+            raise ConfigError(f"--family {show(c.family)}: must be one of {', '.join(FAMILIES)}")
         reqs.append((f"{P}gpu.family", "In", (c.family,)))
     if not c.min_compute:
         return [reqs]
     match = _COMPUTE.fullmatch(c.min_compute)
     if not match:
-        raise ConfigError(f"--min-compute {c.min_compute!r}: write MAJOR.MINOR, e.g. 8.0")
+        raise ConfigError(f"--min-compute {show(c.min_compute)}: write MAJOR.MINOR, e.g. 8.0")
     major, minor = int(match.group(1)), int(match.group(2))
     if minor == 0:
         return [[*reqs, (f"{P}gpu.compute.major", "Gt", (str(major - 1),))]]
@@ -147,3 +147,189 @@ def stanza(c: Constraints, *, form: str = "auto") -> dict[str, Any]:
                                   for k, op, v in term]}
             for term in terms
         ]}}}}
+
+
+# ----------------------------------------------------------------------------- DRA
+
+_CEL_ATTR = "device.attributes['gpu.nvidia.com']"
+_CEL_CAP = "device.capacity['gpu.nvidia.com']"
+_DRA_FAMILIES = {"kepler": "Kepler", "maxwell": "Maxwell", "pascal": "Pascal",
+                 "volta": "Volta", "turing": "Turing", "ampere": "Ampere",
+                 "ada-lovelace": "Ada Lovelace", "hopper": "Hopper", "blackwell": "Blackwell",
+                 "rubin": "Rubin"}
+"""gfd's families -> the architecture the DRA driver publishes (go-nvlib's names)."""
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Filters:
+    """The selector's filters parsed once: what both renderings (node affinity over gfd's
+    ``dra`` labels, CEL over the driver's attributes) are written from."""
+
+    models: tuple[tuple[str, str], ...] = ()
+    """(gpu.product value, NVML name or "" for an exact value not in gfd's model list)."""
+    min_memory: int | None = None
+    """MiB."""
+    family: str = ""
+    min_compute: tuple[int, int] | None = None
+    mig_profile: str = ""
+    """As the driver names it: ``1g.10gb``, ``1g.10gb+me``."""
+
+
+def parse(c: Constraints) -> Filters:
+    """The constraints checked and resolved for ``--dra`` (a ConfigError naming the fix)."""
+    if c.shared is not None:
+        raise ConfigError("--shared/--dedicated describe device-plugin sharing; a DRA claim "
+                          "is always its own device: leave them out with --dra")
+    models: tuple[tuple[str, str], ...] = ()
+    if c.product:
+        found = products_matching(c.product)
+        if found:
+            models = tuple((v, next(m for m in KNOWN_MODELS if sanitise(m) == v))
+                           for v in found)
+        else:
+            exact = sanitise(c.product)
+            if "-" not in exact:
+                raise ConfigError(
+                    f"--product {c.product!r}: no known NVIDIA model has that word; pass the "
+                    "exact gpu.product value (see `gfd labels` on the node)")
+            models = ((exact, ""),)
+    if c.min_memory is not None and c.min_memory <= 0:
+        raise ConfigError(f"--min-memory {c.min_memory}: must be a positive number of MiB")
+    if c.family and c.family not in _DRA_FAMILIES:
+        raise ConfigError(f"--family {c.family!r}: with --dra one of "
+                          f"{', '.join(_DRA_FAMILIES)} (the architectures the DRA driver "
+                          "publishes)")
+    compute = None
+    if c.min_compute:
+        match = _COMPUTE.fullmatch(c.min_compute)
+        if not match:
+            raise ConfigError(f"--min-compute {c.min_compute!r}: write MAJOR.MINOR, e.g. 8.0")
+        compute = (int(match.group(1)), int(match.group(2)))
+    profile = ""
+    if c.mig_profile:
+        plain = c.mig_profile.replace("+", ".", 1)
+        if not _PROFILE.fullmatch(plain):
+            raise ConfigError(f"--mig-profile {c.mig_profile!r}: not a MIG profile such as "
+                              "1g.10gb or 1g.10gb+me")
+        if re.match(r"[0-9]+c\.", plain):
+            raise ConfigError(f"--mig-profile {c.mig_profile!r}: the DRA driver publishes only "
+                              "MIG devices whose compute instance is the whole GPU instance "
+                              "(such as 3g.20gb), not compute-instance profiles")
+        head, _, tail = plain.partition("gb")
+        profile = f"{head}gb" + (f"+{tail[1:]}" if tail else "")
+    if not (models or c.min_memory is not None or c.family or compute or profile):
+        raise ConfigError("no constraint given: pass at least one of --product, --min-memory, "
+                          "--mig-profile, --family, --min-compute")
+    return Filters(models=models, min_memory=c.min_memory, family=c.family,
+                   min_compute=compute, mig_profile=profile)
+
+
+def _words_regex(value: str) -> str:
+    """An anchored RE2 for an exact gpu.product value over the NVML name (lower case): each
+    ``-`` of the value is a space or a ``-`` of the name (sanitise's word joint)."""
+    out = []
+    for ch in value.lower():
+        out.append("[- ]" if ch == "-" else f"[{ch}]" if ch in "._" else ch)
+    return "^" + "".join(out) + "$"
+
+
+def cel(f: Filters) -> list[str]:
+    """One CEL expression per filter, over the driver's attributes and capacities (each
+    holds for exactly the devices the filter describes)."""
+    out = []
+    if f.models:
+        names = [n for _, n in f.models if n]
+        if names:
+            listed = ", ".join("'" + n.replace("\\", "\\\\").replace("'", "\\'") + "'"
+                               for n in names)
+            out.append(f"{_CEL_ATTR}.productName in [{listed}]")
+        else:
+            out.append(f"{_CEL_ATTR}.productName.lowerAscii().matches("
+                       f"'{_words_regex(f.models[0][0])}')")
+    if f.mig_profile:
+        out.append(f"{_CEL_ATTR}.profile == '{f.mig_profile}'")
+    if f.min_memory is not None:
+        out.append(f"{_CEL_CAP}.memory.compareTo(quantity('{f.min_memory}Mi')) >= 0")
+    if f.family:
+        out.append(f"{_CEL_ATTR}.architecture == '{_DRA_FAMILIES[f.family]}'")
+    if f.min_compute is not None:
+        major, minor = f.min_compute
+        out.append(f"{_CEL_ATTR}.cudaComputeCapability.compareTo(semver('{major}.{minor}.0'))"
+                   " >= 0")
+    return out
+
+
+def dra_requirements(f: Filters) -> list[list[Requirement]]:
+    """OR-ed terms of AND-ed requirements over the labels of ``--resource-manager dra``: a
+    necessary condition for the node to have a matching device (a mixed node included).
+
+    Per-model ``gpu.product.<model>`` labels say which models a node has. Memory, family and
+    compute capability have node labels for the primary model only (``gpu.memory``,
+    ``gpu.family``, ``gpu.compute.*``): they are exact on a node of one model, so such a node
+    must match them, while a node of several models (``gpu.heterogeneous=true``) is kept."""
+    base: list[Requirement] = [(f"{P}gpu.present", "In", ("true",))]
+    if f.mig_profile:
+        base += [(f"{P}mig.capable", "In", ("true",)), (f"{P}mig.enabled.count", "Gt", ("0",))]
+    primary: list[list[Requirement]] = [[]]
+    if f.min_memory is not None:
+        primary[0].append((f"{P}gpu.memory", "Gt", (str(f.min_memory - 1),)))
+    if f.family:
+        primary[0].append((f"{P}gpu.family", "In", (f.family,)))
+    if f.min_compute is not None:
+        major, minor = f.min_compute
+        if minor == 0:
+            primary[0].append((f"{P}gpu.compute.major", "Gt", (str(major - 1),)))
+        else:
+            primary = [
+                [*primary[0], (f"{P}gpu.compute.major", "Gt", (str(major),))],
+                [*primary[0], (f"{P}gpu.compute.major", "In", (str(major),)),
+                 (f"{P}gpu.compute.minor", "Gt", (str(minor - 1),))],
+            ]
+    if primary != [[]]:
+        primary.append([(f"{P}gpu.heterogeneous", "In", ("true",))])
+    models: list[list[Requirement]] = [[]]
+    if f.models:
+        models = [[(f"{P}gpu.product.{short_name(value, 63 - len('gpu.product.'))}",
+                    "Exists", ())] for value, _ in f.models]
+    return [base + m + p for m in models for p in primary]
+
+
+def claim(c: Constraints, *, count: int = 1, name: str = "") -> list[dict[str, Any]]:
+    """``gfd selector --dra``: a ResourceClaimTemplate (resource.k8s.io/v1) whose CEL selects
+    the devices the filters describe, and the pod spec fragment that uses it with the node
+    affinity for the same filters."""
+    f = parse(c)
+    if count < 1:
+        raise ConfigError(f"--count {count}: ask for at least 1 device")
+    name = name or ("mig-" + f.mig_profile.replace(".", "").replace("+", "-")
+                    if f.mig_profile else "gpu")
+    if len(name) > 253 or not _NAME.fullmatch(name):
+        raise ConfigError(f"--name {name!r}: a ResourceClaimTemplate name is lower case "
+                          "letters, digits, '-' and '.' (RFC 1123), at most 253 characters")
+    device_class = "mig.nvidia.com" if f.mig_profile else "gpu.nvidia.com"
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{
+            "name": "gpu",
+            "exactly": {
+                "deviceClassName": device_class,
+                "allocationMode": "ExactCount",
+                "count": count,
+                "selectors": [{"cel": {"expression": e}} for e in cel(f)],
+            },
+        }]}}},
+    }
+    terms = dra_requirements(f)
+    pod = {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [
+                    {"key": k, "operator": op, **({"values": list(v)} if v else {})}
+                    for k, op, v in term]}
+                for term in terms]}}},
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
+    }
+    return [template, pod]

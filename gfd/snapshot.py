@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
-from gfd.errors import DiscoveryError
+from gfd.errors import DiscoveryError, show
 
 SCHEMA_VERSION = 1
 
@@ -51,6 +51,13 @@ class MigDevice:
     encoders: int = 0
     jpegs: int = 0
     ofas: int = 0
+    gi_profile_id: int | None = None
+    """The GPU instance's profile id (nvmlGpuInstanceGetInfo ``profileId``); None when not
+    read. Part of the DRA driver's device name."""
+    placement_start: int | None = None
+    """The GPU instance's placement start, in memory slices (nvmlGpuInstanceGetInfo)."""
+    placement_size: int | None = None
+    """The GPU instance's placement size, in memory slices."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,8 +73,8 @@ class Fabric:
     clique_id: int
 
 
-FACTS = ("identity", "memory", "compute_capability", "architecture", "brand", "pci",
-         "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric")
+FACTS = ("identity", "minor", "memory", "compute_capability", "architecture", "brand", "pci",
+         "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric", "power_limits")
 """What NVML is asked about each GPU, one name per query (docs/nvml-errors.md)."""
 
 
@@ -93,6 +100,9 @@ class Gpu:
 
     index: int
     uuid: str = ""
+    minor: int | None = None
+    """nvmlDeviceGetMinorNumber: the N of ``/dev/nvidiaN`` (the DRA driver names the GPU
+    ``gpu-<minor>``); None when not read."""
     name: str = ""
     """nvmlDeviceGetName, e.g. ``NVIDIA H100 80GB HBM3`` (raw, unsanitised); vfio: the PCI
     IDs database's device name, e.g. ``GA100 [A100 SXM4 40GB]``."""
@@ -108,6 +118,11 @@ class Gpu:
     """NVML's bus id, 8-digit domain: ``00000000:18:00.0``."""
     pci_class: str | None = None
     """PCI class from sysfs, e.g. ``0x030200``; None when unreadable."""
+    numa_node: int | None = None
+    """The PCI device's NUMA node from sysfs (``numa_node``); None when unreadable or -1."""
+    pcie_root: str | None = None
+    """The PCIe root complex from sysfs, e.g. ``pci0000:00`` (the first ``devices/`` component
+    of the device's link under ``bus/pci/devices``); None when unreadable."""
     mig_capable: bool = False
     mig_enabled: bool = False
     """Current MIG mode."""
@@ -121,6 +136,9 @@ class Gpu:
     """Compute timeslice policy from ``nvidia-smi compute-policy --list``
     (``default``/``short``/``medium``/``long``); None when unsupported or unknown."""
     fabric: Fabric | None = None
+    power_limits_mw: tuple[int, int] | None = None
+    """(min, max) power management limit in milliwatts that the GPU accepts
+    (nvmlDeviceGetPowerManagementLimitConstraints); None when not supported."""
     mig_devices: tuple[MigDevice, ...] = ()
     error: str | None = None
     """A fatal read error for this GPU (e.g. ``GPU is lost``): the GPU is unhealthy."""
@@ -210,7 +228,8 @@ class Snapshot:
         schema = data.get("schema", SCHEMA_VERSION)
         if schema != SCHEMA_VERSION:
             raise DiscoveryError(
-                f"snapshot: schema {schema!r} is not supported (this gfd reads {SCHEMA_VERSION})"
+                f"snapshot: schema {show(schema)} is not supported (this gfd reads "
+                f"{SCHEMA_VERSION})"
             )
         body = {k: v for k, v in data.items() if k != "schema"}
         return _from_plain(cls, body, "snapshot")
@@ -241,7 +260,9 @@ def _from_plain(cls: type[_T], data: Any, where: str) -> _T:
     known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(known))
     if unknown:
-        raise DiscoveryError(f"{where}: unknown field(s) {', '.join(ascii(u) for u in unknown)}")
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise DiscoveryError(f"{where}: unknown field(s) "
+                             f"{', '.join(show(u) for u in unknown[:5])}{more}")
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         kwargs[name] = _convert(cls, name, value, f"{where}.{name}")
@@ -272,10 +293,13 @@ def _convert(cls: type, name: str, value: Any, where: str) -> Any:
             or len(value) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         ):
-            raise DiscoveryError(f"{where}: expected [major, minor] integers")
+            raise DiscoveryError(f"{where}: expected {_PAIR_NAMES.get(name, '[a, b]')} integers")
         return (value[0], value[1])
     raise AssertionError(kind)  # pragma: no cover
 
+
+_PAIR_NAMES = {"compute_capability": "[major, minor]", "power_limits_mw": "[min, max]"}
+"""How a refusal names the two integers of each pair field."""
 
 _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (Snapshot, "gpus"): ("list", Gpu),
@@ -285,6 +309,7 @@ _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (Gpu, "degraded"): ("list", Degraded),
     (Gpu, "fabric"): ("obj?", Fabric),
     (Gpu, "compute_capability"): ("pair?", int),
+    (Gpu, "power_limits_mw"): ("pair?", int),
 }
 
 
@@ -294,7 +319,7 @@ def validate_types(snapshot: Snapshot) -> None:
     for gpu in snapshot.gpus:
         for d in gpu.degraded:
             if d.fact not in FACTS:
-                raise DiscoveryError(f"snapshot: GPU {gpu.index}: degraded fact {d.fact!r} is "
+                raise DiscoveryError(f"snapshot: GPU {gpu.index}: degraded fact {show(d.fact)} is "
                                      f"not one of {', '.join(FACTS)}")
     if snapshot.resource_manager.name not in RESOURCE_MANAGERS:
         raise DiscoveryError(f"snapshot.resource_manager.name: must be one of "
@@ -302,7 +327,7 @@ def validate_types(snapshot: Snapshot) -> None:
                              f"{snapshot.resource_manager.name!r}")
     if snapshot.backend not in BACKENDS:
         raise DiscoveryError(f"snapshot.backend: must be one of {', '.join(BACKENDS)}, got "
-                             f"{snapshot.backend!r}")
+                             f"{show(snapshot.backend)}")
 
 
 def _check(obj: Any, where: str) -> None:
@@ -334,7 +359,7 @@ def _check_scalar(declared: Any, value: Any, where: str) -> None:
     else:
         return
     if not isinstance(value, tuple(allowed)) or (int in allowed and isinstance(value, bool)):
-        raise DiscoveryError(f"{where}: expected {text}, got {value!r}")
+        raise DiscoveryError(f"{where}: expected {text}, got {show(value)}")
 
 
 def load_snapshot(text: str, *, source: str) -> Snapshot:

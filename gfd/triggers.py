@@ -36,3 +36,15 @@ class Trigger:
 
 Fire = Callable[[Trigger], None]
 """How a watcher hands a trigger to the loop (thread-safe)."""
+
+WATCHER_DIED = "watcher-died"
+"""The ``kind`` of the trigger a watcher's thread fires as it dies of an unexpected error:
+the loop counts it (``gfd_watcher_failures_total``) and its duty returns to polling (the
+config file is then checked every cycle)."""
+
+
+def died(source: str, why: BaseException, at: float) -> Trigger:
+    """The trigger for a watcher of ``source`` that died of ``why``: it also asks for the
+    config to be read at once (the change it was there to see may be what killed it)."""
+    return Trigger(source=source, kind=WATCHER_DIED, at=at,
+                   detail=f"{type(why).__name__}: {why}", reload_config=source == "config")

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -26,8 +27,10 @@ from gfd.app import (
     make_gpu_source,
     make_sink,
     read_once,
+    wants_events,
 )
 from gfd.config import Part, Settings
+from gfd.configfile import QUIET
 from gfd.discovery import Discovery
 from gfd.errors import ApiError, ConfigError, DiscoveryError
 from gfd.readers.nvml import NvmlReader
@@ -99,6 +102,32 @@ def test_rebuild_builds_anew_only_what_the_change_affects(
     assert candidate.settings != current.settings and len(candidate.changes) == 1
     if part is Part.LABELS:
         assert candidate.options.mig_strategy == "mixed"
+
+
+def test_gpus_an_event_made_unusable_stay_so_across_a_reload_that_replaces_discovery(
+        tmp_path: Path, nvml_machine: Any) -> None:
+    from fakes import profiles
+
+    nvml_machine(profiles.hgx_h100())
+    settings = Settings(device_discovery_strategy="nvml", nvidia_smi=str(tmp_path / "no-smi"),
+                        sysfs_root=str(tmp_path), machine_type_file=str(tmp_path / "dmi"),
+                        output_file=str(tmp_path / "gfd"))
+    factory = Factory(started=1, write=lambda text: None)
+    current = factory.parts(settings)
+    candidate = current
+    try:
+        uuid = current.discovery.read().gpus[3].uuid
+        assert isinstance(current.discovery, Discovery)
+        current.discovery.mark_unusable(uuid, "Xid 79 (GPU has fallen off the bus)")
+        candidate = factory.rebuild(current, replace(settings, machine_type_file="/elsewhere"))
+        assert candidate.discovery is not current.discovery, "a new Discovery"
+        current.discovery.close()
+        errors = [g.error for g in candidate.discovery.read().gpus]
+        assert errors == [None] * 3 + ["Xid 79 (GPU has fallen off the bus)"] + [None] * 4
+    finally:
+        current.discovery.close()
+        candidate.discovery.close()
+        current.sink.close()
 
 
 def test_rebuild_refuses_a_restart_only_setting(tmp_path: Path) -> None:
@@ -305,6 +334,25 @@ def test_a_recorded_snapshot_is_a_fixed_snapshot_read_from_its_file(tmp_path: Pa
     assert discovery.fixed.gpus == simulate("hgx-h100").snapshot.gpus
 
 
+@pytest.mark.parametrize("source", ["simulate", "snapshot"])
+def test_no_vgpu_labels_leaves_the_vgpu_fact_out_of_every_source(tmp_path: Path,
+                                                                source: str) -> None:
+    path = tmp_path / "snap.json"
+    path.write_text(simulate("hgx-h100").snapshot.to_json())
+    where = {"simulate": "hgx-h100"} if source == "simulate" else {"snapshot": str(path)}
+    assert make_discovery(Settings(**where)).read().vgpu is not None
+    discovery = make_discovery(Settings(**where, no_vgpu_labels=True))
+    assert discovery.read().vgpu is None and not discovery.host.scan_vgpu
+    assert discovery.read().gpus == simulate("hgx-h100").snapshot.gpus
+
+
+def test_no_vgpu_labels_turns_the_hosts_scan_off() -> None:
+    assert make_discovery(Settings(device_discovery_strategy="nvml")).host.scan_vgpu
+    discovery = make_discovery(Settings(device_discovery_strategy="nvml", no_vgpu_labels=True))
+    assert not discovery.host.scan_vgpu
+    discovery.close()
+
+
 def test_an_unreadable_recorded_snapshot_fails_when_discovery_is_built(tmp_path: Path) -> None:
     with pytest.raises(DiscoveryError, match="snapshot file"):
         make_discovery(Settings(snapshot=str(tmp_path / "missing.json")))
@@ -405,7 +453,7 @@ def test_parts_are_built_from_the_settings_with_the_start_time(tmp_path: Path) -
 def test_parts_close_the_new_discovery_when_the_sink_cannot_be_built(
         monkeypatch: pytest.MonkeyPatch) -> None:
     built = Tracked()
-    monkeypatch.setattr(app, "make_discovery", lambda settings, **_: built)
+    monkeypatch.setattr(app, "make_discovery", lambda settings, unusable=None, **_: built)
     with pytest.raises(ConfigError, match="NODE_NAME"):
         Factory(started=1, write=lambda text: None).parts(Settings(sink="node"))
     assert built.closed
@@ -416,7 +464,7 @@ def test_rebuild_closes_the_new_discovery_when_the_new_sink_cannot_be_built(
     factory, settings = running(tmp_path)
     current = factory.parts(settings)
     built = Tracked()
-    monkeypatch.setattr(app, "make_discovery", lambda settings, **_: built)
+    monkeypatch.setattr(app, "make_discovery", lambda settings, unusable=None, **_: built)
     with pytest.raises(ConfigError, match="NODE_NAME"):
         factory.rebuild(current, replace(settings, machine_type_file="/x", sink="node"))
     assert built.closed
@@ -471,6 +519,13 @@ def reloader_for(tmp_path: Path, text: str, explicit: dict[str, Any] | None = No
     return Reloader(base, loaded, factory), path, factory.parts(settings)
 
 
+def settled_write(path: Path, text: str) -> None:
+    """Write the config file as a writer that finished a while ago (``QUIET`` seconds)."""
+    path.write_text(text)
+    old = time.time() - 2 * QUIET
+    os.utime(path, (old, old))
+
+
 def test_an_unchanged_file_is_no_news(tmp_path: Path) -> None:
     reloader, _, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
     assert reloader.poll(current, force=False) is None
@@ -478,7 +533,7 @@ def test_an_unchanged_file_is_no_news(tmp_path: Path) -> None:
 
 def test_a_changed_setting_gives_a_candidate_built_for_it(tmp_path: Path) -> None:
     reloader, path, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
-    path.write_text("flags: {migStrategy: mixed}\n")
+    settled_write(path, "flags: {migStrategy: mixed}\n")
     candidate = reloader.poll(current, force=False)
     assert candidate is not None and candidate is not current
     assert candidate.options.mig_strategy == "mixed"
@@ -490,7 +545,7 @@ def test_a_change_a_flag_overrides_gives_the_running_parts(
     caplog.set_level(logging.INFO, logger="gfd")
     reloader, path, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n",
                                            {"mig_strategy": "single"})
-    path.write_text("flags: {migStrategy: mixed}\n")
+    settled_write(path, "flags: {migStrategy: mixed}\n")
     assert reloader.poll(current, force=False) is current
     assert any("no setting changed" in r.getMessage() for r in caplog.records)
 
@@ -510,7 +565,7 @@ def test_a_forced_poll_of_an_unchanged_file_gives_the_running_parts_quietly(
 def test_a_refused_file_is_one_config_error_naming_the_file(tmp_path: Path, text: str,
                                                             message: str) -> None:
     reloader, path, current = reloader_for(tmp_path, "flags: {migStrategy: none}\n")
-    path.write_text(text)
+    settled_write(path, text)
     with pytest.raises(ConfigError) as caught:
         reloader.poll(current, force=False)
     assert str(caught.value).startswith(f"config file {path}: ")
@@ -545,3 +600,39 @@ def test_label_once_logs_each_dropped_label(tmp_path: Path,
     assert "nvidia.com/cuda.driver.rev" not in labelling.labels
     assert any("dropped invalid label" in r.getMessage() and "cuda.driver.rev" in r.getMessage()
                for r in caplog.records)
+
+
+# ----------------------------------------------------------------------------- Events on the Node
+
+
+@pytest.mark.parametrize(("settings", "wanted"), [
+    (Settings(sink="node", node_name="n1"), True),
+    (Settings(sink="nodefeature", node_name="n1"), True),
+    (Settings(sink="node", node_name="n1", events=False), False),
+    (Settings(sink="node", node_name="n1", oneshot=True), False),
+    (Settings(), False),
+    (Settings(kubeconfig="/k", node_name="n1"), True),  # the file sink with credentials
+    (Settings(kubeconfig="/k", node_name="n1", output_file="-"), False),
+], ids=["node", "nodefeature", "events-false", "oneshot", "file", "file-with-kubeconfig",
+        "stdout"])
+def test_events_go_with_api_credentials_unless_turned_off(settings: Settings,
+                                                          wanted: bool) -> None:
+    assert wants_events(settings) is wanted
+
+
+def test_parts_of_an_api_sink_record_events_through_the_sinks_client(tmp_path: Path) -> None:
+    with FakeApiServer() as server:
+        server.add_node("n1")
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+        factory = Factory(started=1, write=lambda text: None)
+        parts = factory.parts(Settings(simulate="hgx-h100", sink="node", node_name="n1",
+                                       kubeconfig=kubeconfig))
+        assert isinstance(parts.sink, NodeSink) and parts.events is not None
+        parts.events.failed("publish", "HTTP 503")
+        parts.events.close()  # sends what is queued, then stops
+        parts.sink.close()
+        off = factory.parts(Settings(simulate="hgx-h100", sink="node", node_name="n1",
+                                     kubeconfig=kubeconfig, events=False))
+        assert off.events is None
+        off.sink.close()
+        assert [e["reason"] for e in server.events("default")] == ["LabelPublishFailing"]

@@ -233,7 +233,13 @@ def test_explain_under_dra_says_what_the_label_means_there_and_what_it_leaves_ou
     assert result.stdout.splitlines()[0] == "nvidia.com/gpu.product=Tesla-T4"
     assert "  under dra: the primary model's name: never `-SHARED` or `-MIG-...` (`gpu` only)" \
         in result.stdout.splitlines()
-    assert result.stdout.splitlines()[-1] == "  resource manager: dra (--resource-manager dra)"
+    assert result.stdout.splitlines()[-2:] == [
+        "  per device: `gfd devices` (each GPU and MIG device as DRA claims select it: "
+        "attributes, capacities)",
+        "  resource manager: dra (--resource-manager dra)"]
+    driver = invoke("explain", "cuda.driver.major", "--simulate", "t4-time-sliced",
+                    "--resource-manager", "dra")
+    assert driver.exit_code == 0 and "gfd devices" not in driver.stdout
     gone = invoke("explain", "gpu.replicas", "--simulate", "t4-time-sliced",
                   "--resource-manager", "dra")
     assert gone.exit_code == 1
@@ -377,3 +383,38 @@ def test_the_settings_summary_is_one_json_line_with_the_sharing_flattened() -> N
     data = json.loads(line)
     assert data["mig_strategy"] == "none" and data["sleep_interval"] == 60.0
     assert data["sharing"] == {"strategy": "time-slicing", "resources": {"nvidia.com/gpu": 4}}
+
+
+def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
+    import yaml as _yaml
+    from click.testing import CliRunner as _Runner
+
+    from gfd.cli import cli as _cli
+
+    runner = _Runner()
+    out = runner.invoke(_cli, ["devices", "--simulate", "mixed-a100-a10"])
+    assert out.exit_code == 0, out.output
+    doc = _yaml.safe_load(out.output)
+    assert doc["driver"] == "gpu.nvidia.com"
+    assert [d["name"] for d in doc["devices"]] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert doc["devices"][2]["attributes"]["productName"] == {"string": "NVIDIA A10"}
+    as_json = runner.invoke(_cli, ["devices", "--simulate", "mixed-a100-a10",
+                                   "--format", "json"])
+    assert as_json.exit_code == 0 and json.loads(as_json.output) == doc
+
+
+def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
+    import yaml as _yaml
+    from click.testing import CliRunner as _Runner
+
+    from gfd.cli import cli as _cli
+
+    out = _Runner().invoke(_cli, ["selector", "--dra", "--product", "A10", "--count", "2",
+                                  "--name", "a10"])
+    assert out.exit_code == 0, out.output
+    template, pod = list(_yaml.safe_load_all(out.output))
+    assert template["kind"] == "ResourceClaimTemplate"
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+    assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
+    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--count", "2"])
+    assert bad.exit_code == 2 and "--dra" in bad.output

@@ -375,6 +375,98 @@ def test_with_an_infinite_interval_api_retries_start_at_one_second() -> None:
     assert waits[:3] == [1.0, 2.0, 4.0] and max(waits) == BACKOFF_CAP
 
 
+class BusyTime(LoopTime):
+    """Simulated time with a busy neighbourhood: every 0.1 s a watcher fires (a file written
+    beside the config, say), every second an ``api`` watch event arrives, every 7 s a SIGHUP;
+    each of them wakes the loop early."""
+
+    def __init__(self, clock: LoopClock, signals: Signals, until: float) -> None:
+        super().__init__(clock, signals, until)
+        self.ticks = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        step = 0.1 if timeout is None else min(timeout, 0.1)
+        if self.clock.now + step >= self.until:
+            self.signals.stop = True
+            return True
+        self.clock.now += step
+        self.ticks += 1
+        now = self.clock.now
+        self.signals.fire(Trigger(source="config", kind="changed", at=now, reload_config=True))
+        if self.ticks % 10 == 0:
+            self.signals.fire(Trigger(source="api", kind="changed", at=now))
+        if self.ticks % 70 == 0:
+            self.signals.request_reload()
+        return True
+
+
+class CountingFailing(AlwaysFailing):
+    def __init__(self, error: Exception, clock: LoopClock) -> None:
+        super().__init__(error)
+        self.clock = clock
+        self.attempts: list[float] = []
+
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
+        self.attempts.append(self.clock.now)
+        return super().publish(labels)
+
+
+def test_while_the_api_fails_nothing_that_wakes_the_loop_retries_before_the_backoff() -> None:
+    """Regression (issue 20): each trigger started a cycle, and each cycle API requests,
+    whatever the backoff said (135-179 PATCHes in 30 s with a busy file beside the config)."""
+    clock = LoopClock(0.0)
+    signals = Signals()
+    BusyTime(clock, signals, until=60.0)
+    failing = CountingFailing(API_ERRORS[0], clock)
+    reloader = Reloader()
+    agent = make_agent(Source(H100), failing, LabelOptions(), interval=10.0, clock=clock,
+                       rand=lambda: 1.0, reloader=reloader)
+    agent.run(signals)
+    # the documented backoff: one interval, doubling (jitter at its top here): 0, 10, 30, 70
+    starts = [round(at, 1) for at in failing.attempts]
+    assert len(starts) == 3 and starts[0] == 0.0, starts
+    assert starts[1] - starts[0] >= 10.0 and starts[2] - starts[1] >= 20.0, starts
+    assert True in reloader.forced, "the SIGHUP held meanwhile is taken at a retry"
+
+
+def test_once_the_api_answers_again_triggers_start_cycles_at_once() -> None:
+    clock = LoopClock(0.0)
+    signals = Signals()
+    BusyTime(clock, signals, until=30.0)
+    failing = CountingFailing(API_ERRORS[0], clock)
+    recovering = Recovering(failing, after=1)
+    agent = make_agent(Source(H100), recovering, LabelOptions(), interval=10.0, clock=clock,
+                       rand=lambda: 1.0)
+    agent.run(signals)
+    assert len(failing.attempts) == 1, "one failure, then the retry 10 s later succeeds"
+    assert recovering.published[0] >= 10.0
+    assert len(recovering.published) > 100, "then each trigger is a cycle again"
+
+
+class Recovering:
+    """Fails through ``failing`` for the first ``after`` publishes, then succeeds."""
+
+    name = "recovering"
+
+    def __init__(self, failing: CountingFailing, after: int) -> None:
+        self.failing = failing
+        self.after = after
+        self.published: list[float] = []
+
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
+        if len(self.failing.attempts) < self.after:
+            return self.failing.publish(labels)
+        self.published.append(self.failing.clock.now)
+        return PublishResult(written=False)
+
+    def watch(self, fire: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 @pytest.mark.parametrize("source, sink_error", [
     (Source(DiscoveryError("NVML: Unknown Error")), None),
     (Source(H100), PublishError("cannot write /etc/kubernetes/features.d/gfd: disk full")),
@@ -408,6 +500,9 @@ class Observer:
 class Health:
     def __init__(self) -> None:
         self.events: list[str] = []
+
+    def idle_until(self, at: float) -> None:
+        self.events.append("idle")
 
     def cycle_started(self) -> None:
         self.events.append("started")
@@ -575,17 +670,21 @@ class Candidates:
 
 
 def test_a_new_sink_takes_the_labels_and_the_old_one_is_pruned_and_closed(tmp_path) -> None:
-    old = Closable(FeatureFileSink(str(tmp_path / "old"), expiry=0))
-    new = FeatureFileSink(str(tmp_path / "new"), expiry=0)
+    # two directories: a sink in the old one's directory shares its lock only when the
+    # factory builds it (test_app.py)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old = Closable(FeatureFileSink(str(tmp_path / "a" / "old"), expiry=0))
+    new = FeatureFileSink(str(tmp_path / "b" / "new"), expiry=0)
     reloader = Candidates()
     agent = make_agent(Source(H100), old, LabelOptions(), reloader=reloader)
     agent.cycle()
-    assert (tmp_path / "old").exists()
+    assert (tmp_path / "a" / "old").exists()
     reloader.candidate = lambda current: replace(current, sink=new, changes=("--sink: a -> b",))
     assert agent.cycle()
     assert agent.parts.sink is new
     assert old.pruned and old.closed
-    assert not (tmp_path / "old").exists() and (tmp_path / "new").exists()
+    assert not (tmp_path / "a" / "old").exists() and (tmp_path / "b" / "new").exists()
 
 
 def test_a_candidate_whose_new_back_end_fails_is_refused_and_closed(tmp_path, caplog) -> None:
@@ -745,3 +844,192 @@ def test_an_unwatched_config_is_checked_every_cycle(tmp_path) -> None:
         assert reloader.forced == [False, False]
     finally:
         loop.stop()
+
+
+# ------------------------------------------------------------------ signals inside the wait
+
+_SIGNAL_STORM = """
+import signal, sys, threading, time
+from gfd.daemon import Signals
+from gfd.triggers import Trigger
+
+signals = Signals()
+asked = 0
+
+def handler(signum, frame):
+    global asked
+    asked += 1
+    signals.request_reload()
+
+signal.signal(signal.SIGALRM, handler)
+stop = threading.Event()
+
+def watcher():  # a watcher thread firing at the same time, as NVML events do
+    while not stop.is_set():
+        signals.fire(Trigger(source="nvml", kind="xid", at=time.monotonic()))
+        time.sleep(0.0005)
+
+thread = threading.Thread(target=watcher, daemon=True)
+thread.start()
+signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)  # 1 kHz: many land inside wait/clear
+end = time.monotonic() + 1.5
+turns = taken = 0
+while time.monotonic() < end:
+    signals.wake.wait(0.0003)
+    signals.wake.clear()
+    signals.take(time.monotonic(), 0.0)
+    taken += signals.take_reload()
+    turns += 1
+signal.setitimer(signal.ITIMER_REAL, 0, 0)
+stop.set()
+thread.join()
+taken += signals.take_reload()
+print(turns, asked, taken)
+"""
+
+
+def test_signals_landing_inside_the_loops_wait_and_clear_never_hang_it() -> None:
+    """The handler runs on the loop's own thread, between any two bytecodes: one that took a
+    lock the interrupted wait holds would block forever (reproduced with threading.Event)."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _SIGNAL_STORM], capture_output=True,
+                              text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the loop hung: a signal handler blocked inside the loop's wait")
+    assert done.returncode == 0, done.stderr
+    turns, asked, taken = map(int, done.stdout.split())
+    assert asked > 500, "the signals really arrived during the loop"
+    assert turns > 100, "the loop kept turning"
+    assert taken == asked, "every reload asked for was taken: none lost between read and reset"
+
+
+def test_a_reload_asked_while_one_is_taken_stays_pending() -> None:
+    signals = Signals()
+    signals.request_reload()
+    signals.request_reload()
+    assert signals.take_reload() == 2 and not signals.reload
+    signals.request_reload()  # lands after the take: the next turn sees it
+    assert signals.reload and signals.take_reload() == 1 and signals.take_reload() == 0
+
+
+class _Hanging:
+    """A duty action that blocks until released (a loop that stopped turning)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> None:
+        self.entered.set()
+        self.release.wait(10)
+
+
+def test_liveness_fails_when_the_loop_stops_turning_outside_a_cycle(tmp_path) -> None:
+    from gfd.metrics import Health
+
+    hang = _Hanging()
+    health = Health(stuck_after=0.3)
+    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), interval=3600,
+                       health=health, duties=(Duty("hang", 0.05, hang),))
+    signals = Signals()
+    thread = threading.Thread(target=agent.run, args=(signals,))
+    thread.start()
+    try:
+        assert hang.entered.wait(5)
+        assert health.live() == (True, "ok"), "not yet past its wake-up by --stuck-after"
+        deadline = time.monotonic() + 5
+        while health.live()[0] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        live, why = health.live()
+        assert not live and "agent loop has not turned" in why
+        hang.release.set()  # turning again: live again
+        hang.entered.clear()
+        assert hang.entered.wait(5) and health.live() == (True, "ok")
+    finally:
+        signals.request_stop()
+        hang.release.set()
+        thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+def test_a_dead_config_watcher_is_counted_and_the_file_is_polled_every_cycle_after(
+        tmp_path) -> None:
+    from gfd.triggers import died
+
+    reloader = Reloader()
+    loop = Loop(tmp_path, reloader=reloader, config_watched=True)
+    try:
+        assert reloader.forced == [], "watched: no per-cycle check"
+        loop.signals.fire(died("config", RuntimeError("boom"), time.monotonic()))
+        loop.wait(lambda: loop.source.reads == 2)
+        assert loop.observer.named("watcher_died") == [("config",)]
+        assert reloader.forced == [False], "read at once"
+        loop.signals.fire(Trigger(source="nvml", kind="xid", at=time.monotonic()))
+        loop.wait(lambda: loop.source.reads == 3)
+        assert reloader.forced == [False, False], "and in every cycle from then on"
+    finally:
+        loop.stop()
+
+
+def test_an_installed_wakeup_wakes_on_a_signal_and_is_given_back_on_close() -> None:
+    """The interpreter's C-level handler writes to the pipe: a signal whose Python handler
+    writes nothing still ends the wait (else the poll is retried after the handler)."""
+    import os
+    import signal
+
+    signals = Signals()
+    handled: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(signum))
+    try:
+        signals.wake.install()
+        threading.Timer(0.05, os.kill, args=(os.getpid(), signal.SIGUSR1)).start()
+        started = time.monotonic()
+        assert signals.wake.wait(5) and time.monotonic() - started < 2
+        assert handled == [signal.SIGUSR1]
+    finally:
+        signals.close()
+        signal.signal(signal.SIGUSR1, previous)
+    assert signal.set_wakeup_fd(-1) == -1, "the process's wakeup fd is given back"
+
+
+# ------------------------------------------------------------------------ Events on the Node
+
+
+class Recorded:
+    """Records what the loop hands daemon.EventRecorder."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.closed = False
+
+    def published(self, snapshot: Snapshot, labels: dict[str, str], change: Any) -> None:
+        self.calls.append(("published", (len(snapshot.gpus), change.summary())))
+
+    def failed(self, kind: str, message: str) -> None:
+        self.calls.append(("failed", (kind, message)))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_loop_hands_each_cycle_and_each_failure_to_the_event_recorder(tmp_path) -> None:
+    events = Recorded()
+    target = FailingSink(sink(tmp_path), PublishError("cannot write feature file"))
+    agent = make_agent(Source(H100), target, LabelOptions())
+    agent.parts = replace(agent.parts, events=events)
+    assert agent.cycle()
+    assert not agent.cycle()
+    [first, second] = events.calls
+    assert first[0] == "published" and first[1][0] == 8 and first[1][1].startswith("+")
+    assert second == ("failed", ("publish", "cannot write feature file"))
+
+
+def test_unhealthy_gpus_are_reported_to_the_observer(tmp_path) -> None:
+    observer = Observer()
+    lost = replace(H100, gpus=(replace(H100.gpus[0], error="GPU is lost"), *H100.gpus[1:]))
+    agent = make_agent(Source(lost), sink(tmp_path), LabelOptions(), observer=observer)
+    assert agent.cycle()
+    assert observer.named("unhealthy") == [(1,)]

@@ -91,3 +91,27 @@ ONE_LINE = [
 @pytest.mark.parametrize("text, line", [o[1:] for o in ONE_LINE], ids=[o[0] for o in ONE_LINE])
 def test_one_line_turns_every_run_of_whitespace_into_one_space(text: str, line: str) -> None:
     assert one_line(text) == line
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("abc", "'abc'"),
+    (5, "5"),
+    ("a\nb", "'a\\nb'"),
+    ({"k": [1, 2]}, "{'k': [1, 2]}"),
+], ids=["text", "number", "newline", "nested"])
+def test_show_quotes_a_short_value_whole(value: object, shown: str) -> None:
+    from gfd.errors import show
+
+    assert show(value) == shown
+
+
+@pytest.mark.parametrize("value", [
+    "x" * 1_500_000, ["y" * 1000] * 1000, [[["z" * 100] * 10] * 10] * 10,
+    {f"k{n}": "v" * 100 for n in range(1000)}, b"\x00" * 100_000,
+], ids=["long-text", "long-list", "nested-lists", "wide-mapping", "bytes"])
+def test_show_never_gives_more_than_its_limit_and_says_it_cut(value: object) -> None:
+    from gfd.errors import SHOW_LIMIT, show
+
+    shown = show(value)
+    assert len(shown) <= SHOW_LIMIT + len("... (100000 characters)")
+    assert "\n" not in shown and shown.startswith(repr(value)[:10])

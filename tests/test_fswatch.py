@@ -114,7 +114,7 @@ def test_an_overflow_reports_every_directory_as_changed(tmp_path: Path, seen: Se
                                                         watch: DirWatch) -> None:
     watch.watch([str(tmp_path)])
     header = fswatch._HEADER.pack(-1, fswatch.IN_Q_OVERFLOW, 0, 0)
-    assert watch._events(header) == [(str(tmp_path), "")]
+    assert list(watch._events(header)) == [(str(tmp_path), "")]
 
 
 def test_it_works_with_descriptors_past_1024(tmp_path: Path, seen: Seen) -> None:
@@ -133,3 +133,37 @@ def test_it_works_with_descriptors_past_1024(tmp_path: Path, seen: Seen) -> None
     finally:
         for fd in filler:
             os.close(fd)
+
+
+def test_a_watch_whose_callback_fails_says_so_once_and_reports_its_death(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    deaths: list[BaseException] = []
+
+    def broken(directory: str, name: str) -> None:
+        raise ValueError(f"cannot handle {name}")
+
+    opened = open_watch(broken, name="test-watch", on_death=deaths.append,
+                        fallback="checked every cycle instead")
+    assert isinstance(opened, DirWatch), opened
+    try:
+        assert opened.watch([str(tmp_path)]) == []
+        opened.start()
+        (tmp_path / "a").write_text("a")
+        wait_for(lambda: bool(deaths), timeout=5)
+        (tmp_path / "b").write_text("b")  # nobody is listening any more
+        assert [str(d) for d in deaths] == ["cannot handle a"] and opened.dead
+        errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert errors == ["test-watch watch stopped: ValueError: cannot handle a; checked "
+                          "every cycle instead"]
+    finally:
+        opened.close()
+
+
+def test_closing_a_watch_is_not_a_death(tmp_path: Path, seen: Seen) -> None:
+    deaths: list[BaseException] = []
+    opened = open_watch(seen, name="test-watch", on_death=deaths.append)
+    assert isinstance(opened, DirWatch)
+    opened.watch([str(tmp_path)])
+    opened.start()
+    opened.close()
+    assert deaths == [] and not opened.dead

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from helpers.timing import Clock, Sleeps
 from kubernetes.client.exceptions import ApiException
 
 from gfd.errors import ApiError, ConfigError, WatchExpired
+from gfd.hostfile import what_is
 from gfd.kube import (
     APPLY,
     MAX_ANSWER_BYTES,
@@ -322,6 +324,51 @@ def test_a_trickling_answer_fails_at_the_deadline_and_the_next_request_works(
         api.close()
 
 
+class _Conn:
+    """A urllib3 connection as the watchdog sees it: something with a socket."""
+
+    def __init__(self) -> None:
+        self.sock = object()
+
+
+def test_a_deadline_that_passes_late_never_ends_the_next_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gfd import kube as kube_module
+
+    shut: list[Any] = []
+    monkeypatch.setattr(kube_module.socket.socket, "shutdown",
+                        lambda sock, how: shut.append(sock))
+    clock = Clock()
+    watchdog = kube_module._Watchdog(clock=clock)
+    try:
+        first = watchdog.arm(1.0)
+        watchdog.attach(_Conn())
+        watchdog.disarm(first)  # the first request ended just as its deadline came
+        second = watchdog.arm(30.0)
+        conn = _Conn()
+        watchdog.attach(conn)
+        clock.now += 5  # the first deadline is long past: its fire comes late
+        assert watchdog.expire() == pytest.approx(25.0)
+        assert not first.fired and not second.fired and shut == []
+        clock.now += 26  # the second request's own deadline does end it
+        assert watchdog.expire() is None
+        assert second.fired and shut == [conn.sock]
+    finally:
+        watchdog.close()
+
+
+def test_requests_start_no_thread_each(server: FakeApiServer, kube: Kube,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    kube.get_node(NODE)  # the channel's one deadline thread, once
+    started: list[str] = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start",
+                        lambda self: (started.append(self.name), start(self))[1])
+    for _ in range(20):
+        kube.get_node(NODE)
+    assert started == []
+
+
 def test_the_deadline_ends_a_trickle_over_tls_too(tmp_path: Path) -> None:
     with FakeApiServer(tls=self_signed(tmp_path)) as server:
         server.add_node(NODE)
@@ -354,10 +401,16 @@ def test_a_slow_but_complete_answer_within_the_deadline_is_read(server: FakeApiS
 # ----------------------------------------------------------------------------- credentials
 
 
+def _bind_socket(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))  # the socket file stays
+
+
 @pytest.mark.parametrize("make, kind", [
-    (lambda path: os.mkfifo(path), "a FIFO"),
+    (lambda path: os.mkfifo(path), "a FIFO (named pipe)"),
     (lambda path: path.mkdir(), "a directory"),
-], ids=["fifo", "directory"])
+    (lambda path: _bind_socket(path), "a socket"),
+], ids=["fifo", "directory", "socket"])
 def test_a_kubeconfig_that_is_not_a_regular_file_is_one_line_and_never_blocks(
         tmp_path: Path, make: Any, kind: str) -> None:
     # Regression: the client opened a FIFO for reading and waited forever for a writer.
@@ -367,6 +420,8 @@ def test_a_kubeconfig_that_is_not_a_regular_file_is_one_line_and_never_blocks(
         Kube(kubeconfig=str(path))
     assert str(caught.value) == (f"kubeconfig {path} is {kind}, not a regular file (point "
                                  "--kubeconfig / KUBECONFIG at the kubeconfig file itself)")
+    # the same words as every other file gfd refuses (gfd.hostfile names the kinds)
+    assert kind == what_is(os.stat(path).st_mode)
 
 
 def test_a_kubeconfig_list_is_checked_file_by_file(server: FakeApiServer,
@@ -760,3 +815,32 @@ def test_a_response_without_read1_is_read_chunk_by_chunk(server: FakeApiServer,
     server.set_label(NODE, "a", "1")
     assert next(stream).type == "MODIFIED" and time.monotonic() - started < 0.5
     assert list(stream) == []
+
+
+# ----------------------------------------------------------------------------- events
+
+
+def test_an_event_is_created_and_merge_patched_on_its_own_connection(
+        server: FakeApiServer, kube: Kube, requests: list[tuple[str, str]]) -> None:
+    body = {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{NODE}.1", "namespace": "default"},
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": NODE},
+            "reason": "GpuLost", "message": "GPU 1 is gone", "type": "Warning", "count": 1,
+            "source": {"component": "gfd", "host": NODE}}
+    created = kube.create_event("default", body)
+    assert created["metadata"]["name"] == f"{NODE}.1"
+    patched = kube.patch_event("default", f"{NODE}.1", {"count": 2, "message": "again"})
+    assert (patched["count"], patched["message"], patched["reason"]) == (2, "again", "GpuLost")
+    assert requests == [("create", "201"), ("patch", "200")]
+    assert [(r.method, r.content_type) for r in server.requests][-1] == (
+        "PATCH", "application/merge-patch+json")
+
+
+def test_a_missing_event_is_a_404_and_a_forbidden_one_names_the_fix(
+        server: FakeApiServer, kube: Kube) -> None:
+    assert api_error(lambda: kube.patch_event("default", "gone", {"count": 2})).status == 404
+    server.forbid("create", "events")
+    error = api_error(lambda: kube.create_event("default", {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "x"},
+        "involvedObject": {"kind": "Node", "name": NODE}}))
+    assert error.status == 403 and RBAC_HINT in str(error)

@@ -416,9 +416,23 @@ def test_idle_connections_beyond_the_cap_close_the_oldest_and_probes_still_answe
 
 def test_a_client_that_trickles_is_cut_off_after_the_request_timeout(
         small: MetricsServer) -> None:
+    """A byte every 50 ms keeps the connection busy but never completes a request: the
+    request timeout counts from the accept, not from the last byte."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 200
+    sent = 0
     with socket.create_connection(("127.0.0.1", small.port), timeout=5) as sock:
-        sock.sendall(b"GET /hea")
-        assert closed_by_server(sock, timeout=3.0)
+        started = time.monotonic()
+        try:
+            while sent < len(request) and time.monotonic() - started < 3.0:
+                sock.sendall(request[sent:sent + 1])
+                sent += 1
+                if closed_by_server(sock, timeout=0.05):
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        took = time.monotonic() - started
+    assert sent >= 4, "it trickled for a while first"
+    assert sent < len(request) and 0.25 < took < 2.0, (sent, took)
     assert get(small, "/healthz")[0] == 200
 
 
@@ -501,3 +515,75 @@ def test_an_ipv6_address_is_served(metrics: Metrics, health: Health) -> None:
 def test_limits_must_be_positive(metrics: Metrics, health: Health) -> None:
     with pytest.raises(ValueError):
         MetricsServer(metrics, health, port=0, max_connections=0)
+
+
+def test_live_turns_false_when_the_loop_misses_its_wake_up_by_stuck_after() -> None:
+    clock = FakeClock()
+    health = Health(stuck_after=120, clock=clock)
+    health.idle_until(clock.now + 60)  # the loop sleeps, due to turn in 60 s
+    clock.now += 180
+    assert health.live() == (True, "ok"), "up to --stuck-after late is still live"
+    clock.now += 30
+    assert health.live() == (False, "agent loop has not turned for 150s past its wake-up "
+                                     "(limit 120s)")
+    health.cycle_started()  # it turned
+    assert health.live() == (True, "ok")
+
+
+def _switches(thread_id: int) -> int:
+    from pathlib import Path
+
+    status = Path(f"/proc/self/task/{thread_id}/status").read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def test_an_idle_server_never_wakes(metrics: Metrics, health: Health) -> None:
+    """Every manifest runs the server: its idle cost is gfd's idle cost. No connection, no
+    deadline: its thread blocks until a client comes (each wake-up is a context switch)."""
+    import threading
+
+    srv = MetricsServer(metrics, health, port=0, host="127.0.0.1")
+    srv.start()
+    try:
+        assert get(srv, "/healthz")[0] == 200
+        thread = next(t for t in threading.enumerate() if t.name == "gfd-metrics-http")
+        assert thread.native_id is not None
+        time.sleep(0.2)  # the probe's connection closed and forgotten
+        before = _switches(thread.native_id)
+        time.sleep(2.5)
+        assert _switches(thread.native_id) == before
+        assert get(srv, "/healthz")[0] == 200, "and it still answers at once"
+    finally:
+        srv.stop()
+
+
+def test_watcher_deaths_are_counted_by_watcher_from_zero(metrics: Metrics) -> None:
+    metrics.watcher_died("config")
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
+    counts = {s.labels["watcher"]: s.value for s in families["gfd_watcher_failures"].samples
+              if s.name == "gfd_watcher_failures_total"}
+    assert counts == {"nvml": 0.0, "config": 1.0, "output": 0.0, "api": 0.0, "registry": 0.0}
+
+
+def test_unhealthy_gpus_and_the_running_cycle_are_exported() -> None:
+    now = [100.0]
+    metrics, health = Metrics(version="1.2.3"), Health(stuck_after=60, clock=lambda: now[0])
+    metrics.follow(health)
+    metrics.unhealthy(2)
+    health.cycle_started()
+    now[0] += 42.5
+    text = metrics.render().decode()
+    assert "gfd_gpus_unhealthy 2.0" in text
+    assert "gfd_cycle_running_seconds 42.5" in text
+    health.cycle_finished()
+    assert "gfd_cycle_running_seconds 0.0" in metrics.render().decode()
+
+
+def test_kube_events_are_counted_by_reason_and_result() -> None:
+    metrics = Metrics(version="1.2.3")
+    metrics.kube_event("GpuLost", "created")
+    metrics.kube_event("GpuLost", "throttled")
+    metrics.kube_event("GpuLost", "throttled")
+    text = metrics.render().decode()
+    assert 'gfd_kube_events_total{reason="GpuLost",result="throttled"} 2.0' in text
+    assert 'gfd_kube_events_total{reason="GpuLost",result="created"} 1.0' in text

@@ -128,3 +128,147 @@ def test_inexpressible_constraints_are_refused_with_the_reason(args: list[str],
                                                                reason: str) -> None:
     code, _, err = selector(*args)
     assert code == 2 and reason in err
+
+
+# --------------------------------------------------------------------------- --dra
+
+import re  # noqa: E402
+
+from gfd.devices import published as _published  # noqa: E402
+from gfd.errors import ConfigError  # noqa: E402
+from gfd.readers.simulate import SIMULATIONS as _SIMULATIONS  # noqa: E402
+from gfd.readers.simulate import simulate as _simulate  # noqa: E402
+from gfd.selector import (  # noqa: E402
+    Constraints,
+    claim,
+    dra_requirements,
+    parse,
+)
+
+
+def _cel_exprs(c: Constraints) -> list[str]:
+    template = claim(c)[0]
+    request = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    return [s["cel"]["expression"] for s in request["selectors"]]
+
+
+def test_dra_product_a10_never_names_an_a100_and_a100_never_an_a10() -> None:
+    a10 = parse(Constraints(product="A10"))
+    assert [n for _, n in a10.models] == ["NVIDIA A10"]
+    a100 = parse(Constraints(product="A100"))
+    assert "NVIDIA A10" not in [n for _, n in a100.models]
+    assert "NVIDIA A100 80GB PCIe" in [n for _, n in a100.models]
+    assert _cel_exprs(Constraints(product="A10")) == [
+        "device.attributes['gpu.nvidia.com'].productName in ['NVIDIA A10']"]
+
+
+def test_dra_each_filter_becomes_the_drivers_cel() -> None:
+    assert _cel_exprs(Constraints(min_memory=40000, family="hopper", min_compute="8.6")) == [
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40000Mi')) >= 0",
+        "device.attributes['gpu.nvidia.com'].architecture == 'Hopper'",
+        "device.attributes['gpu.nvidia.com'].cudaComputeCapability.compareTo("
+        "semver('8.6.0')) >= 0",
+    ]
+    assert _cel_exprs(Constraints(mig_profile="1g.10gb.me")) == [
+        "device.attributes['gpu.nvidia.com'].profile == '1g.10gb+me'"]
+    assert _cel_exprs(Constraints(product="NVIDIA-Foo-X1.5")) == [
+        "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches("
+        "'^nvidia[- ]foo[- ]x1[.]5$')"]
+
+
+def test_dra_the_claim_asks_the_drivers_class_for_count_devices() -> None:
+    template, pod = claim(Constraints(mig_profile="3g.20gb"), count=2, name="half")
+    request = template["spec"]["spec"]["devices"]["requests"][0]
+    assert template["apiVersion"] == "resource.k8s.io/v1" and template["metadata"]["name"] == "half"
+    assert request["exactly"]["deviceClassName"] == "mig.nvidia.com"
+    assert request["exactly"]["count"] == 2
+    assert pod["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "half"}]
+    template, _ = claim(Constraints(product="H100"))
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"][
+        "deviceClassName"] == "gpu.nvidia.com"
+
+
+@pytest.mark.parametrize("c, kw, fragment", [
+    (Constraints(), {}, "no constraint"),
+    (Constraints(product="H100", shared=True), {}, "--shared/--dedicated"),
+    (Constraints(mig_profile="1c.3g.20gb"), {}, "whole GPU instance"),
+    (Constraints(family="fermi"), {}, "--family 'fermi'"),
+    (Constraints(product="H100"), {"count": 0}, "--count 0"),
+    (Constraints(product="H100"), {"name": "Not_A_Name"}, "--name"),
+    (Constraints(min_compute="8"), {}, "MAJOR.MINOR"),
+], ids=["nothing", "shared", "ci-profile", "old-family", "count", "name", "compute"])
+def test_dra_filters_no_claim_can_express_are_one_line_errors(
+        c: Constraints, kw: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        claim(c, **kw)
+
+
+def _node_matches(labels: dict[str, str], terms: list[list[Any]]) -> bool:
+    def ok(key: str, op: str, values: tuple[str, ...]) -> bool:
+        if op == "Exists":
+            return key in labels
+        if key not in labels:
+            return False
+        if op == "In":
+            return labels[key] in values
+        return int(labels[key]) > int(values[0])  # Gt
+    return any(all(ok(*r) for r in term) for term in terms)
+
+
+def _dra_labels(machine: str) -> dict[str, str]:
+    """The labels the machine gets under --resource-manager dra (the pipeline's dra rule)."""
+    from dataclasses import replace
+
+    from gfd.snapshot import ResourceManager
+    sim = simulate(machine)
+    snap = replace(sim.snapshot, resource_manager=ResourceManager(name="dra", evidence="test"))
+    options = LabelOptions(sharing=sim.sharing or LabelOptions().sharing)
+    return compute_labels(snap, options).labels
+
+
+FILTERS = [Constraints(product="A100"), Constraints(product="A10"),
+           Constraints(product="H100", min_memory=80000), Constraints(min_memory=30000),
+           Constraints(min_compute="8.6"), Constraints(family="hopper"),
+           Constraints(family="turing"), Constraints(mig_profile="1g.5gb"),
+           Constraints(mig_profile="1g.10gb+me"), Constraints(product="A100", min_compute="8.6"),
+           Constraints(product="GB200", min_compute="10.0")]
+
+
+@pytest.mark.parametrize("c", FILTERS, ids=lambda c: ",".join(
+    f"{k}={v}" for k, v in vars_of(c).items()))
+def test_dra_node_affinity_keeps_every_simulated_node_that_has_a_matching_device(
+        c: Constraints) -> None:
+    """The affinity is a necessary condition: a node with a device the CEL describes is never
+    excluded (checked with the devices gfd devices prints and the CEL's meaning)."""
+    f = parse(c)
+    terms = dra_requirements(f)
+    for machine in sorted(_SIMULATIONS):
+        devices = _published(_simulate(machine).snapshot)
+        has = any(_describes(f, d) for d in devices)
+        if has:
+            assert _node_matches(_dra_labels(machine), terms), machine
+
+
+def vars_of(c: Constraints) -> dict[str, Any]:
+    return {k: getattr(c, k) for k in ("product", "min_memory", "family", "min_compute",
+                                       "mig_profile") if getattr(c, k) not in ("", None)}
+
+
+def _describes(f: Any, d: Any) -> bool:
+    """What the CEL of f says about device d, evaluated in Python from its meaning."""
+    if (d.type == "mig") != bool(f.mig_profile):
+        return False
+    if f.models and d.attribute("productName") not in [n for _, n in f.models]:
+        return False
+    if f.mig_profile and d.attribute("profile") != f.mig_profile:
+        return False
+    if f.min_memory is not None and d.capacity_of("memory") < f.min_memory * 2**20:
+        return False
+    from gfd.selector import _DRA_FAMILIES
+    if f.family and d.attribute("architecture") != _DRA_FAMILIES[f.family]:
+        return False
+    if f.min_compute is not None:
+        major, minor, _ = (int(x) for x in str(d.attribute("cudaComputeCapability")).split("."))
+        if (major, minor) < f.min_compute:
+            return False
+    return True

@@ -31,7 +31,7 @@ RICH = Snapshot(
             compute_capability=(8, 0), architecture="ampere", brand="nvidia",
             pci_bus_id="00000000:18:00.0", pci_class="0x030200", mig_capable=True,
             mig_enabled=True, mig_pending_enabled=False, compute_mode="default",
-            nvlink_active=True, timeslice="default",
+            nvlink_active=True, timeslice="default", power_limits_mw=(100000, 400000),
             fabric=Fabric(state="completed", status_ok=True,
                           cluster_uuid="7b968a6d-c8aa-45e1-9e07-e1e51be99c31", clique_id=1),
             mig_devices=(MigDevice(index=0, uuid="MIG-0", gpu_instance_id=1,
@@ -84,6 +84,7 @@ def test_json_carries_the_schema_sorted_keys_and_lists_for_tuples() -> None:
     assert data["schema"] == SCHEMA_VERSION
     assert text == json.dumps(data, indent=2, sort_keys=True) + "\n"
     assert data["gpus"][0]["compute_capability"] == [8, 0]
+    assert data["gpus"][0]["power_limits_mw"] == [100000, 400000]
     assert isinstance(data["gpus"][0]["mig_devices"], list)
 
 
@@ -112,6 +113,9 @@ REFUSALS = [
      "snapshot.gpus[0].compute_capability: expected [major, minor] integers"),
     ("capability-text", gpu_document(compute_capability=[8, "0"]), "expected [major, minor]"),
     ("capability-boolean", gpu_document(compute_capability=[True, 0]), "expected [major, minor]"),
+    ("power-one-number", gpu_document(power_limits_mw=[100000]),
+     "snapshot.gpus[0].power_limits_mw: expected [min, max] integers"),
+    ("power-text", gpu_document(power_limits_mw=["100 W", "400 W"]), "power_limits_mw: expected"),
     ("index-as-text", gpu_document(index="0"), "snapshot.gpus[0].index: expected int, got '0'"),
     ("memory-as-boolean", gpu_document(memory_total_bytes=True),
      "snapshot.gpus[0].memory_total_bytes: expected int | None, got True"),
@@ -134,6 +138,27 @@ def test_load_snapshot_refuses_what_is_not_a_snapshot(data: Any, message: str) -
     assert message in refusal(data)
 
 
+BIG = "x" * 1_500_000
+HOSTILE = [
+    ("huge-schema", document(schema=BIG)),
+    ("huge-schema-list", document(schema=[[BIG] * 10] * 10)),
+    ("huge-name", gpu_document(name=[BIG])),
+    ("huge-index", gpu_document(index=BIG)),
+    ("huge-backend", document(backend=BIG)),
+    ("huge-fact", gpu_document(degraded=[{"fact": BIG, "held": True}])),
+    ("many-unknown-fields", document(**{f"f{n}": 1 for n in range(100_000)})),
+    ("huge-unknown-field", document(**{BIG: 1})),
+]
+
+
+@pytest.mark.parametrize("data", [h[1] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_a_hostile_snapshot_is_refused_in_one_short_line(data: Any) -> None:
+    """A recorded snapshot is untrusted input: the refusal quotes it, within a line."""
+    message = refusal(data)
+    assert message.startswith("snapshot") and "\n" not in message
+    assert len(message) < 600, len(message)
+
+
 @pytest.mark.parametrize("text", ["", "{", "not json", "[" * 100_000],
                          ids=["empty", "truncated", "words", "too-deep"])
 def test_text_that_is_not_json_is_a_discovery_error(text: str) -> None:
@@ -147,7 +172,7 @@ def test_unknown_facts_may_be_null(field: str) -> None:
 
 
 @pytest.mark.parametrize("field", ["fabric", "compute_capability", "memory_total_bytes",
-                                   "mig_pending_enabled", "nvlink_active"])
+                                   "mig_pending_enabled", "nvlink_active", "power_limits_mw"])
 def test_unknown_gpu_facts_may_be_null(field: str) -> None:
     snap = load_snapshot(json.dumps(gpu_document(**{field: None})), source="t")
     assert getattr(snap.gpus[0], field) is None

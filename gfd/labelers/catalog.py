@@ -19,6 +19,7 @@ from gfd.labelers import (
     accelerator,
     clique,
     compute_mode,
+    devices,
     family,
     gpu,
     inventory,
@@ -27,6 +28,7 @@ from gfd.labelers import (
     mode,
     mps,
     nvlink,
+    power,
     resource,
     timeslice,
     timestamp,
@@ -39,7 +41,7 @@ from gfd.snapshot import RESOURCE_MANAGERS
 
 MODULES: tuple[ModuleType, ...] = (
     timestamp, machine, versions, gpu, resource, family, mig, mps, mode, clique, vgpu,
-    inventory, accelerator, compute_mode, nvlink, timeslice, unhealthy,
+    devices, inventory, accelerator, compute_mode, nvlink, power, timeslice, unhealthy,
 )
 """Every module that declares ``LABELS``, in the order the reference lists them."""
 
@@ -66,9 +68,11 @@ def gather(modules: tuple[ModuleType, ...]) -> tuple[LabelDoc, ...]:
 
 LABELS: tuple[LabelDoc, ...] = gather(MODULES)
 
-# In a key pattern ``<R>`` stands for any resource and ``<model>`` for any model part, so a
-# key the code builds from odd NVML names still finds its entry (and its set).
-_PLACEHOLDERS = ((re.escape("<R>"), r"(?:gpu|mig-.+)"), (re.escape("<model>"), r".*"))
+# In a key pattern ``<R>`` stands for any resource, ``<model>`` for any model part and
+# ``<profile>`` for any MIG profile, so a key the code builds from odd NVML names still finds
+# its entry (and its set).
+_PLACEHOLDERS = ((re.escape("<R>"), r"(?:gpu|mig-.+)"), (re.escape("<model>"), r".*"),
+                 (re.escape("<profile>"), r".+"))
 
 
 def _pattern(doc_key: str) -> str:

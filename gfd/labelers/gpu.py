@@ -9,6 +9,7 @@ On the vfio back end the model is the PCI IDs database's device name and the mem
 
 from __future__ import annotations
 
+from gfd.errors import show
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.family import capability_labels
 from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, model_groups
@@ -54,10 +55,10 @@ def full_gpus(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     if len(groups) > 1:
         names = ", ".join(f"{g.name} x{len(g.gpus)}" for g in groups)
         warnings = (f"several GPU models on this node ({names}); gpu.* labels describe "
-                    f"{primary.name!r} ({PRIMARY_RULE})",)
+                    f"{show(primary.name)} ({PRIMARY_RULE})",)
     if not sanitise(primary.name):
         indices = ", ".join(str(g.index) for g in primary.gpus)
-        warnings += (f"GPU {indices}: NVML gave the name {primary.name!r}, with nothing "
+        warnings += (f"GPU {indices}: NVML gave the name {show(primary.name)}, with nothing "
                      "labelable in it; gpu.count and the other labels are published, "
                      "gpu.product without the model",)
     # Under single with MIG on, the MIG pass owns gpu.memory (and may mark it INVALID):

@@ -19,6 +19,7 @@ from gfd.labelers.base import Label, Labeler, Result, flatten, merge
 from gfd.labelers.catalog import EXCLUDED_KEYS, EXTENDED_KEY
 from gfd.labelers.clique import clique
 from gfd.labelers.compute_mode import compute_mode
+from gfd.labelers.devices import devices
 from gfd.labelers.gpu import full_gpus
 from gfd.labelers.inventory import has_gpus, models, present
 from gfd.labelers.machine import machine
@@ -27,6 +28,7 @@ from gfd.labelers.mode import mode
 from gfd.labelers.mps import mps_capable
 from gfd.labelers.nvlink import nvlink
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.power import power_limits
 from gfd.labelers.timeslice import timeslice
 from gfd.labelers.timestamp import timestamp
 from gfd.labelers.unhealthy import unhealthy
@@ -62,10 +64,12 @@ LABELERS: tuple[Step, ...] = (
     Step(clique, needs_gpus=True),
     Step(vgpu, needs_gpus=False),
     Step(mig_extended, needs_gpus=True),
+    Step(devices, needs_gpus=True),
     Step(models, needs_gpus=True),
     Step(accelerator, needs_gpus=True),
     Step(compute_mode, needs_gpus=True),
     Step(nvlink, needs_gpus=True),
+    Step(power_limits, needs_gpus=True),
     Step(timeslice, needs_gpus=True),
     Step(unhealthy, needs_gpus=True),
     Step(present, needs_gpus=True),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gfd.errors import show
+
 _PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -65,11 +67,11 @@ def validate(labels: dict[str, str]) -> tuple[dict[str, str], tuple[Rejection, .
         v = labels[k]
         problem = key_problem(k)
         if problem:
-            bad.append(Rejection(k, v, "invalid-key", f"label key {k!r}: {problem}"))
+            bad.append(Rejection(k, v, "invalid-key", f"label key {show(k)}: {problem}"))
             continue
         problem = value_problem(v)
         if problem:
-            bad.append(Rejection(k, v, "invalid-value", f"label {k}={v!r}: {problem}"))
+            bad.append(Rejection(k, v, "invalid-value", f"label {k}={show(v)}: {problem}"))
             continue
         good[k] = v
     return good, tuple(bad)

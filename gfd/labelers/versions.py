@@ -9,7 +9,7 @@ GFD reports the driver version ``unknown.unknown.unknown``, and on vfio the CUDA
 
 from __future__ import annotations
 
-from gfd.errors import DiscoveryError
+from gfd.errors import DiscoveryError, show
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
@@ -74,7 +74,7 @@ def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
         parts = driver.split(".")
         if len(parts) not in (2, 3):
             raise DiscoveryError(
-                f"driver version {driver!r} does not have 2 or 3 dot-separated parts"
+                f"driver version {show(driver)} does not have 2 or 3 dot-separated parts"
             )
         major, minor = parts[0], parts[1]
         rev = parts[2] if len(parts) == 3 else ""

@@ -24,7 +24,7 @@ from typing import Protocol
 from gfd.backoff import backoff
 from gfd.errors import GfdError
 from gfd.logs import Once
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,19 @@ class GpuEventWatch:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except Exception as exc:  # a watcher that dies says so; the loop's polling remains
+            log.error("NVML event watch stopped: %s: %s; changes are seen at the next poll",
+                      type(exc).__name__, exc)
+            log.debug("NVML event watch failure", exc_info=True)
+            try:
+                self._source.close()
+            except Exception:  # already failing: the first error is the one said
+                pass
+            self._fire(died("nvml", exc, self._clock()))
+
+    def _serve(self) -> None:
         failures = 0
         while not self._stop.is_set():
             try:

@@ -52,6 +52,8 @@ class HostReader:
 
     machine_type_file: str
     sysfs_root: str
+    scan_vgpu: bool = True
+    """False (``--no-vgpu-labels``): PCI config space is never read, no vgpu fact."""
     _once: Once = field(default_factory=lambda: Once(log), init=False, repr=False)
 
     def machine_type(self) -> str | None:
@@ -80,8 +82,55 @@ class HostReader:
             return None
         return raw.decode("ascii", errors="replace").strip().lower()
 
+    def numa_node(self, nvml_bus_id: str) -> int | None:
+        """The GPU's NUMA node (sysfs ``numa_node``); None when unreadable or ``-1`` (no NUMA
+        affinity), as the DRA driver then leaves ``resource.kubernetes.io/numaNode`` out.
+        Only ``gfd devices`` uses it, so a problem is logged at debug level."""
+        if not nvml_bus_id:
+            return None
+        path = os.path.join(self.sysfs_root, "bus/pci/devices", sysfs_bus_id(nvml_bus_id),
+                            "numa_node")
+        try:
+            raw = read_bytes(path, limit=SYSFS_ATTRIBUTE_MAX_BYTES)
+        except FileProblem as exc:
+            log.debug("numa node: cannot read %s: %s", exc.path, exc.problem)
+            return None
+        try:
+            node = int(raw.decode("ascii", errors="replace").strip())
+        except ValueError:
+            log.debug("numa node: %s does not hold an integer", path)
+            return None
+        return node if node >= 0 else None
+
+    def pcie_root(self, nvml_bus_id: str) -> str | None:
+        """The GPU's PCIe root complex (``pci0000:00``), as Kubernetes' deviceattribute
+        package finds it: ``bus/pci/devices/<bus id>`` is a link into ``devices/``, whose
+        first component under ``devices/`` is the root. None when that cannot be told."""
+        if not nvml_bus_id:
+            return None
+        bus_id = sysfs_bus_id(nvml_bus_id)
+        link = os.path.join("bus", "pci", "devices", bus_id)
+        try:
+            target = os.readlink(os.path.join(self.sysfs_root, link))
+        except OSError as exc:
+            log.debug("pcie root: cannot read the link %s: %s",
+                               os.path.join(self.sysfs_root, link), exc.strerror or exc)
+            return None
+        if not os.path.isabs(target):
+            target = os.path.normpath(os.path.join(os.path.dirname(link), target))
+        parts = target.split(os.sep)
+        if len(parts) < 3 or parts[0] != "devices" or not parts[1].startswith("pci") \
+                or parts[-1] != bus_id:
+            log.debug("pcie root: %s links to %s, not to devices/pci.../%s",
+                               link, target, bus_id)
+            return None
+        return parts[1]
+
     def vgpu(self) -> Vgpu | None:
-        """Scan NVIDIA PCI devices for the vGPU signature; None when the scan fails."""
+        """Scan NVIDIA PCI devices for the vGPU signature; None when the scan fails or is
+        turned off."""
+        if not self.scan_vgpu:
+            return None
         try:
             return scan_vgpu(os.path.join(self.sysfs_root, "bus/pci/devices"))
         except VgpuScanError as exc:

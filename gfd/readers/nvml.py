@@ -72,6 +72,9 @@ _LOST = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST})
 _NOT_UTF8 = -1
 """Not an NVML code: the binding could not decode text NVML returned (not UTF-8)."""
 
+_BAD_VALUE = -2
+"""Not an NVML code: NVML returned values that contradict each other (min above max)."""
+
 _ARCH_NAMES = (
     ("KEPLER", "kepler"),
     ("MAXWELL", "maxwell"),
@@ -397,6 +400,8 @@ def _read_gpu_fields(index: int, handle: Any, last: Gpu | None, seen: dict[str, 
         # the last read is this GPU's only if it is the same GPU
         facts = _Facts(last if last is not None and last.uuid == uuid else None)
 
+    minor = facts.ask("minor", lambda: _optional(pynvml.nvmlDeviceGetMinorNumber, handle),
+                      hold=lambda g: g.minor, unknown=None)
     # memory and compute capability: GFD's labels need them, so even "not supported" is
     # reported (a degraded fact, said once) rather than silently absent
     memory = facts.ask("memory", lambda: _memory_total(handle),
@@ -421,6 +426,7 @@ def _read_gpu_fields(index: int, handle: Any, last: Gpu | None, seen: dict[str, 
     return Gpu(
         index=index,
         uuid=uuid,
+        minor=int(minor) if minor is not None else None,
         name=name,
         memory_total_bytes=memory,
         compute_capability=capability,
@@ -436,6 +442,8 @@ def _read_gpu_fields(index: int, handle: Any, last: Gpu | None, seen: dict[str, 
                                 hold=lambda g: g.nvlink_active, unknown=None),
         fabric=facts.ask("fabric", lambda: _fabric(handle), hold=lambda g: g.fabric,
                          unknown=None),
+        power_limits_mw=facts.ask("power_limits", lambda: _power_limits(handle),
+                                  hold=lambda g: g.power_limits_mw, unknown=None),
         mig_devices=mig_devices,
         degraded=tuple(facts.degraded),
     )
@@ -481,6 +489,19 @@ def _compute_mode(handle: Any) -> str | None:
     if mode is None or not 0 <= int(mode) < len(COMPUTE_MODES):
         return None
     return COMPUTE_MODES[int(mode)]
+
+
+def _power_limits(handle: Any) -> tuple[int, int] | None:
+    """(min, max) milliwatts from nvmlDeviceGetPowerManagementLimitConstraints; None when the
+    GPU or the driver does not support the query."""
+    limits = _optional(_binding("nvmlDeviceGetPowerManagementLimitConstraints"), handle)
+    if limits is None:
+        return None
+    low, high = int(limits[0]), int(limits[1])
+    if not 0 <= low <= high:
+        raise _Failed("nvmlDeviceGetPowerManagementLimitConstraints",
+                      ValueError(f"returned min {low} mW above max {high} mW"), _BAD_VALUE)
+    return low, high
 
 
 def _nvlink_active(handle: Any) -> bool | None:
@@ -570,6 +591,7 @@ def _mig_device(slot: int, mig: Any, names: _ProfileNames) -> MigDevice:
     profile = ""
     if gi_id is not None and ci_id is not None:
         profile = names.name(int(gi_id), int(ci_id))
+    placement = names.placement(int(gi_id)) if gi_id is not None else None
 
     def attr(field: str) -> int:
         return int(getattr(attrs, field)) if attrs is not None else 0
@@ -589,6 +611,9 @@ def _mig_device(slot: int, mig: Any, names: _ProfileNames) -> MigDevice:
         encoders=attr("sharedEncoderCount"),
         jpegs=attr("sharedJpegCount"),
         ofas=attr("sharedOfaCount"),
+        gi_profile_id=placement[0] if placement else None,
+        placement_start=placement[1] if placement else None,
+        placement_size=placement[2] if placement else None,
     )
 
 
@@ -613,6 +638,27 @@ class _ProfileNames:
         self._parent = parent
         self._absent = False
         self._tables = tables
+        self._instances: dict[int, tuple[Any, Any]] = {}
+        """GPU instance id -> (its handle, nvmlGpuInstanceGetInfo), read once per read."""
+
+    def _instance(self, gi_id: int) -> tuple[Any, Any]:
+        found = self._instances.get(gi_id)
+        if found is None:
+            gpu_instance = _call(pynvml.nvmlDeviceGetGpuInstanceById, self._parent, gi_id)
+            found = (gpu_instance, _call(pynvml.nvmlGpuInstanceGetInfo, gpu_instance))
+            self._instances[gi_id] = found
+        return found
+
+    def placement(self, gi_id: int) -> tuple[int, int, int] | None:
+        """(GPU instance profile id, placement start, placement size) of GPU instance
+        ``gi_id``; None when the driver lacks the call."""
+        try:
+            _, info = self._instance(gi_id)
+        except _Failed as failed:
+            if failed.code not in _ABSENT:
+                raise
+            return None
+        return int(info.profileId), int(info.placement.start), int(info.placement.size)
 
     def name(self, gi_id: int, ci_id: int) -> str:
         if self._absent:
@@ -627,8 +673,8 @@ class _ProfileNames:
             return ""
 
     def _name(self, gi_id: int, ci_id: int) -> str:
-        gpu_instance = _call(pynvml.nvmlDeviceGetGpuInstanceById, self._parent, gi_id)
-        gi_profile_id = int(_call(pynvml.nvmlGpuInstanceGetInfo, gpu_instance).profileId)
+        gpu_instance, gi_info = self._instance(gi_id)
+        gi_profile_id = int(gi_info.profileId)
         gi_profile = self._gi_table().get(gi_profile_id)
         compute_instance = _call(pynvml.nvmlGpuInstanceGetComputeInstanceById, gpu_instance, ci_id)
         ci_info = _call(_binding("nvmlComputeInstanceGetInfo"), compute_instance)

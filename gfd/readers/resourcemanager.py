@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from gfd.errors import GfdError
 from gfd.fswatch import DirWatch, open_watch
 from gfd.snapshot import ResourceManager
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,10 @@ class ResourceManagerReader:
                 fire(Trigger(source="registry", kind="registration", at=time.monotonic(),
                              detail=os.path.join(directory, name)))
 
-        opened = open_watch(changed, name="registry-watch")
+        opened = open_watch(
+            changed, name="registry-watch",
+            on_death=lambda why: fire(died("registry", why, time.monotonic())),
+            fallback="the plugin registry is checked each cycle")
         if isinstance(opened, str):
             log.debug("resource manager: %s; the plugin registry is checked each cycle", opened)
             return

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from gfd.errors import ConfigError
+from gfd.errors import ConfigError, show
 from gfd.sharing import SharedResource, Sharing
 from gfd.snapshot import Fabric, Gpu, MigDevice, Snapshot, Vgpu
 
@@ -36,29 +36,46 @@ class _Profile:
     enc: int = 0
     jpeg: int = 0
     ofa: int = 0
+    profile_id: int = 0
+    """The GPU instance profile id (NVML_GPU_INSTANCE_PROFILE_*)."""
+    size: int = 1
+    """The placement size in memory slices."""
 
 
 # A100-SXM4-40GB (40960 MiB). Values as NVML reports them on a DGX A100.
 _A100_40 = {
-    "1g.5gb": _Profile("MIG 1g.5gb", 4864, 14, 1, 1, copy=1, dec=0),
-    "2g.10gb": _Profile("MIG 2g.10gb", 9856, 28, 2, 2, copy=2, dec=1),
-    "3g.20gb": _Profile("MIG 3g.20gb", 20096, 42, 3, 3, copy=3, dec=2),
-    "4g.20gb": _Profile("MIG 4g.20gb", 20096, 56, 4, 4, copy=4, dec=2),
-    "7g.40gb": _Profile("MIG 7g.40gb", 40192, 98, 7, 7, copy=7, dec=5, jpeg=1, ofa=1),
+    "1g.5gb": _Profile("MIG 1g.5gb", 4864, 14, 1, 1, copy=1, dec=0, profile_id=19),
+    "2g.10gb": _Profile("MIG 2g.10gb", 9856, 28, 2, 2, copy=2, dec=1, profile_id=14, size=2),
+    "3g.20gb": _Profile("MIG 3g.20gb", 20096, 42, 3, 3, copy=3, dec=2, profile_id=9, size=4),
+    "4g.20gb": _Profile("MIG 4g.20gb", 20096, 56, 4, 4, copy=4, dec=2, profile_id=5, size=4),
+    "7g.40gb": _Profile("MIG 7g.40gb", 40192, 98, 7, 7, copy=7, dec=5, jpeg=1, ofa=1,
+                        profile_id=0, size=8),
 }
 # H100 80GB HBM3 (81559 MiB).
 _H100_80 = {
-    "1g.10gb": _Profile("MIG 1g.10gb", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1),
-    "1g.10gb+me": _Profile("MIG 1g.10gb+me", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1, ofa=1),
-    "1g.20gb": _Profile("MIG 1g.20gb", 19968, 26, 1, 1, copy=1, dec=1, jpeg=1),
-    "3g.40gb": _Profile("MIG 3g.40gb", 40192, 60, 3, 3, copy=3, dec=3, jpeg=3),
-    "7g.80gb": _Profile("MIG 7g.80gb", 80384, 132, 7, 7, copy=8, dec=7, jpeg=7, ofa=1),
+    "1g.10gb": _Profile("MIG 1g.10gb", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1, profile_id=19),
+    "1g.10gb+me": _Profile("MIG 1g.10gb+me", 9856, 16, 1, 1, copy=1, dec=1, jpeg=1, ofa=1,
+                           profile_id=20),
+    "1g.20gb": _Profile("MIG 1g.20gb", 19968, 26, 1, 1, copy=1, dec=1, jpeg=1, profile_id=15,
+                        size=2),
+    "3g.40gb": _Profile("MIG 3g.40gb", 40192, 60, 3, 3, copy=3, dec=3, jpeg=3, profile_id=9,
+                        size=4),
+    "7g.80gb": _Profile("MIG 7g.80gb", 80384, 132, 7, 7, copy=8, dec=7, jpeg=7, ofa=1,
+                        profile_id=0, size=8),
 }
 
 _H100_NAME = "NVIDIA H100 80GB HBM3"
 _H100_BYTES = 85520809984  # 81559 MiB
 _A100_NAME = "NVIDIA A100-SXM4-40GB"
 _A100_BYTES = 42949672960  # 40960 MiB
+
+# nvmlDeviceGetPowerManagementLimitConstraints, mW (nvidia-smi -q's Min/Max Power Limit).
+_H100_SXM_POWER = (200000, 700000)
+_A100_SXM_POWER = (100000, 400000)
+_A100_PCIE_POWER = (150000, 300000)
+_A10_POWER = (100000, 150000)
+_T4_POWER = (60000, 70000)
+_GB200_POWER = (200000, 1200000)
 
 
 def _bus(i: int) -> str:
@@ -70,8 +87,23 @@ def _uuid(prefix: str, i: int, j: int | None = None) -> str:
     return f"{prefix}-5a1b7c3d-0000-4000-8000-00000000{tail}"
 
 
+def _placements(profiles: list[_Profile]) -> list[int]:
+    """Each GPU instance's placement start: largest first, at the lowest free start that is a
+    multiple of its size (as NVML's placements are; 7 slices of 8 take one 1-slice each)."""
+    used: set[int] = set()
+    starts = [0] * len(profiles)
+    for i in sorted(range(len(profiles)), key=lambda i: -profiles[i].size):
+        size = profiles[i].size
+        start = next(s for s in range(0, 8, size)
+                     if not used & set(range(s, s + size)) and s + size <= (8 if size > 1 else 7))
+        used |= set(range(start, start + size))
+        starts[i] = start
+    return starts
+
+
 def _migs(gpu: int, names: list[str], table: dict[str, _Profile]) -> tuple[MigDevice, ...]:
     out = []
+    starts = _placements([table[key] for key in names])
     for slot, key in enumerate(names):
         p = table[key]
         out.append(MigDevice(
@@ -79,6 +111,7 @@ def _migs(gpu: int, names: list[str], table: dict[str, _Profile]) -> tuple[MigDe
             compute_instance_id=0, profile_name=p.name, memory_mib=p.memory_mib,
             multiprocessors=p.sms, gi_slices=p.gi, ci_slices=p.ci, copy_engines=p.copy,
             decoders=p.dec, encoders=p.enc, jpegs=p.jpeg, ofas=p.ofa,
+            gi_profile_id=p.profile_id, placement_start=starts[slot], placement_size=p.size,
         ))
     return tuple(out)
 
@@ -86,9 +119,10 @@ def _migs(gpu: int, names: list[str], table: dict[str, _Profile]) -> tuple[MigDe
 def _gpu(i: int, name: str, memory: int, cc: tuple[int, int], arch: str, brand: str,
          **kw: object) -> Gpu:
     base: dict[str, object] = dict(
-        index=i, uuid=_uuid("GPU", i), name=name, memory_total_bytes=memory,
+        index=i, uuid=_uuid("GPU", i), minor=i, name=name, memory_total_bytes=memory,
         compute_capability=cc, architecture=arch, brand=brand, pci_bus_id=_bus(i),
         pci_class="0x030200", compute_mode="default", mig_pending_enabled=None,
+        numa_node=i // 4, pcie_root=f"pci0000:{0x10 + 0x20 * (i // 2):02x}",
     )
     base.update(kw)
     return Gpu(**base)  # type: ignore[arg-type]
@@ -98,7 +132,7 @@ def _hgx_h100() -> Simulation:
     gpus = tuple(
         _gpu(i, _H100_NAME, _H100_BYTES, (9, 0), "hopper", "nvidia", mig_capable=True,
              mig_enabled=False, mig_pending_enabled=False, nvlink_active=True,
-             timeslice="default")
+             timeslice="default", power_limits_mw=_H100_SXM_POWER)
         for i in range(8)
     )
     return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,
@@ -108,7 +142,7 @@ def _hgx_h100() -> Simulation:
 def _t4_time_sliced() -> Simulation:
     gpus = tuple(
         _gpu(i, "Tesla T4", 16106127360, (7, 5), "turing", "tesla", nvlink_active=None,
-             timeslice="default")
+             timeslice="default", power_limits_mw=_T4_POWER)
         for i in range(4)
     )
     snap = Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
@@ -123,16 +157,18 @@ def _mixed_a100_a10() -> Simulation:
     a100 = tuple(
         _gpu(i, "NVIDIA A100 80GB PCIe", 85899345920, (8, 0), "ampere", "nvidia",
              mig_capable=True, mig_enabled=False, mig_pending_enabled=False,
-             nvlink_active=False)
+             nvlink_active=False, power_limits_mw=_A100_PCIE_POWER)
         for i in range(2)
     )
-    a10 = _gpu(2, "NVIDIA A10", 24146608128, (8, 6), "ampere", "nvidia", nvlink_active=None)
+    a10 = _gpu(2, "NVIDIA A10", 24146608128, (8, 6), "ampere", "nvidia", nvlink_active=None,
+               power_limits_mw=_A10_POWER)
     return Simulation(Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
                                machine_type="PowerEdge R750xa\n", vgpu=Vgpu(present=False),
                                gpus=(*a100, a10)))
 
 
 def _geforce_laptop() -> Simulation:
+    # a laptop GPU's power limit is the notebook's to set: NVML does not support the query
     gpu = _gpu(0, "NVIDIA GeForce RTX 3060 Laptop GPU", 6442450944, (8, 6), "ampere",
                "geforce", pci_class="0x030000", nvlink_active=None)
     return Simulation(Snapshot(driver_version="560.35.03", cuda_driver_version=12060,
@@ -151,7 +187,7 @@ def _dgx_a100(layouts: list[list[str] | None]) -> Snapshot:
         gpus.append(_gpu(
             i, _A100_NAME, _A100_BYTES, (8, 0), "ampere", "nvidia", mig_capable=True,
             mig_enabled=layout is not None, mig_pending_enabled=layout is not None,
-            nvlink_active=True,
+            nvlink_active=True, power_limits_mw=_A100_SXM_POWER,
             mig_devices=_migs(i, layout, _A100_40) if layout else (),
         ))
     return Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
@@ -193,7 +229,7 @@ def _gb200_nvl() -> Simulation:
     gpus = tuple(
         _gpu(i, "NVIDIA GB200", 199715979264, (10, 0), "blackwell", "nvidia",
              mig_capable=True, mig_enabled=False, mig_pending_enabled=False,
-             nvlink_active=True, fabric=fabric)
+             nvlink_active=True, fabric=fabric, power_limits_mw=_GB200_POWER)
         for i in range(4)
     )
     return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,
@@ -220,7 +256,8 @@ def simulate(name: str) -> Simulation:
         build = SIMULATIONS[name]
     except KeyError:
         raise ConfigError(
-            f"unknown simulated machine {name!r}: choose one of {', '.join(sorted(SIMULATIONS))}"
+            f"unknown simulated machine {show(name)}: choose one of "
+            f"{', '.join(sorted(SIMULATIONS))}"
         ) from None
     sim = build()
     return Simulation(replace(sim.snapshot, source=f"simulate:{name}"), sim.sharing)

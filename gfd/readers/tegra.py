@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
 
-from gfd.errors import CudaInitError, DiscoveryError, one_line
+from gfd.errors import CudaInitError, DiscoveryError, one_line, show
 from gfd.hostfile import FileProblem, read_bytes
 from gfd.snapshot import Gpu, Snapshot
 
@@ -341,7 +341,7 @@ def has_tegra_files(*, release_file: str = TEGRA_RELEASE_FILE,
         return False, f"cannot read {family_file}: {exc.problem}"
     if family.lower().startswith("tegra"):
         return True, f"{family_file} begins with 'tegra'"
-    return False, f"{family_file} does not begin with 'tegra' ({one_line(family)!r})"
+    return False, f"{family_file} does not begin with 'tegra' ({show(family)})"
 
 
 def is_integrated_gpu_name(name: str) -> bool:
@@ -353,7 +353,7 @@ def has_integrated_gpu(names: Iterable[str]) -> tuple[bool, str]:
     """Whether any of these NVML device names is a Tegra integrated GPU's, and why."""
     for name in names:
         if is_integrated_gpu_name(name):
-            return True, f"device {name!r} is an integrated GPU"
+            return True, f"device {show(name)} is an integrated GPU"
     return False, "no integrated GPU among the NVML devices"
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import os
 
-from gfd.errors import BackendInitError
+from gfd.errors import BackendInitError, show
 from gfd.hostfile import FileProblem, read_bytes
 from gfd.logs import Once
 from gfd.readers.pciids import NVIDIA, PciIds, load_bundled, load_file
@@ -74,7 +74,7 @@ def bar_memory(resource: str) -> int:
     for index, line in enumerate(resource.strip().split("\n")):
         fields = line.split(" ")
         if len(fields) != 3:
-            raise ResourceFormatError(f"line {index + 1} does not have 3 fields: {line!r}")
+            raise ResourceFormatError(f"line {index + 1} does not have 3 fields: {show(line)}")
         if index >= _BARS:
             continue  # still checked for its shape, as go-nvlib does
         start, end, flags = (_u64(f) for f in fields)
@@ -216,7 +216,7 @@ class VfioReader:
             try:
                 return int(text, 0)
             except ValueError:
-                problem = f"not a number: {text!r}"
+                problem = f"not a number: {show(text)}"
         if quiet:
             raise _Unreadable(problem)
         self._once.warning("vfio: skipping PCI device %s: cannot read its %s (%s)", address,

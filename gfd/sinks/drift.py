@@ -21,7 +21,7 @@ from typing import Any
 from gfd.backoff import backoff
 from gfd.logs import Once
 from gfd.sinks.objectwatch import WATCHED_RESYNC, Kind, ObjectWatch, Reason, WatchApi
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +91,19 @@ class Drift:
 
 
 class Watched:
-    """An API sink's watch on its own object and the drift it reports: started by the sink's
-    ``watch()``, consulted by its ``refresh()`` (the resync rule), stopped by ``close()``."""
+    """An API sink's watch on its own object and the drift it reports: asked for by the sink's
+    ``watch()``, opened once the sink has published (``published()``), consulted by its
+    ``refresh()`` (the resync rule), stopped by ``close()``.
+
+    Why only then: the watch's first read shows the object as it was before gfd wrote it, and
+    that is not drift -- read before gfd's first write, it would cost a phantom repair (a read
+    and a write per node per start). Read after it, it shows gfd's labels."""
 
     def __init__(self) -> None:
         self._watcher: ObjectWatch | None = None
         self._drift: Drift | None = None
+        self._asked: Callable[[], None] | None = None
+        self._published = False
 
     @property
     def active(self) -> bool:
@@ -106,15 +113,32 @@ class Watched:
     def start(self, fire: Fire, api: WatchApi, kind: Kind, name: str, *, namespace: str = "",
               target: str, on_change: Callable[[dict[str, Any] | None], None],
               action: Callable[[], None],
-              on_reconnect: Callable[[Reason], None] | None) -> None:
-        """Watch the object (once): ``on_change`` decides whether it drifted and calls
-        :meth:`report`; ``action`` is what the trigger runs on the loop's thread."""
-        if self._watcher is not None:
+              on_reconnect: Callable[[Reason], None] | None,
+              on_list: Callable[[], None] | None = None) -> None:
+        """Watch the object (once), from the sink's first publish on: ``on_change`` decides
+        whether it drifted and calls :meth:`report`; ``action`` is what the trigger runs on
+        the loop's thread."""
+        if self._watcher is not None or self._asked is not None:
             return
-        self._drift = Drift(fire, target, action)
-        self._watcher = ObjectWatch(api, kind, name, namespace=namespace, on_change=on_change,
-                                    on_reconnect=on_reconnect)
-        self._watcher.start()
+
+        def begin() -> None:
+            self._drift = Drift(fire, target, action)
+            self._watcher = ObjectWatch(
+                api, kind, name, namespace=namespace, on_change=on_change,
+                on_reconnect=on_reconnect, on_list=on_list,
+                on_death=lambda why: fire(died("api", why, time.monotonic())))
+            self._watcher.start()
+
+        self._asked = begin
+        if self._published:
+            self.published()
+
+    def published(self) -> None:
+        """The sink's object holds what gfd wrote (or found in sync): open the watch if asked."""
+        self._published = True
+        begin, self._asked = self._asked, None
+        if begin is not None:
+            begin()
 
     def report(self, kind: str, detail: str) -> None:
         if self._drift is not None:
@@ -127,6 +151,7 @@ class Watched:
         return not healthy or since_last >= WATCHED_RESYNC
 
     def close(self) -> None:
+        self._asked = None
         if self._watcher is not None:
             self._watcher.close()
             self._watcher = None

@@ -10,11 +10,14 @@ The output path is gfd's alone:
   gfd read or overwrite another file), a FIFO, a socket, a device or a directory at the
   path is refused with one line saying what is there and what to do; gfd never follows,
   reads, replaces or deletes it.
-* One gfd per file: a sink that writes holds an exclusive ``flock`` on a hidden lock file
-  next to the output (``.<name>.lock``; nfd-worker skips dot-files) from its first write
-  until it is closed. Another gfd that finds it held fails with one line naming the
-  holder; stale temporary files are removed only while holding it, so one gfd never
-  deletes another's temporary file. Reading (``gfd diff``) takes no lock.
+* One gfd per directory: a sink that writes holds an exclusive ``flock`` on the output's
+  directory itself (``features.d``) from its first write until it is closed, so nothing
+  but the feature file is left there, whatever way gfd ends (``--oneshot``, SIGTERM,
+  SIGKILL: the kernel drops the lock with the process). Another gfd that finds it held
+  fails with one line naming the holder; stale temporary files are removed only while
+  holding it, so one gfd never deletes another's temporary file. Reading (``gfd diff``)
+  takes no lock. The lock file older gfd versions kept there (``.<name>.lock``) is removed
+  once no process holds it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import errno
 import fcntl
 import logging
 import os
-import socket
 import stat
 import tempfile
 import time
@@ -36,14 +38,14 @@ from gfd.errors import PublishError
 from gfd.fswatch import DirWatch, open_watch
 from gfd.hostfile import FileProblem, read_with_status, shown, size_text, what_is
 from gfd.sinks.base import PublishResult, diff
-from gfd.triggers import Fire, Trigger
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
 EXPIRY_DIRECTIVE = "# +expiry-time="
 MAX_BYTES = 65536  # nfd-worker skips larger files whole
 MODE = 0o644
-LOCK_SUFFIX = ".lock"
+LEGACY_LOCK_SUFFIX = ".lock"
 _STDOUT_LINKS = ("/proc/self/fd/", "/dev/fd/", "/dev/pts/", "/dev/tty", "pipe:", "socket:")
 """Link targets that mean the path is a terminal or a standard stream, not a file."""
 
@@ -135,9 +137,33 @@ def identity(st: os.stat_result) -> Identity:
 
 
 def lock_path(path: str) -> str:
-    """The hidden lock file next to the feature file: ``features.d/.gfd.lock``."""
+    """What a writer locks: the feature file's directory (``features.d``)."""
+    return os.path.dirname(os.path.abspath(path))
+
+
+def legacy_lock_path(path: str) -> str:
+    """The hidden lock file older gfd versions kept next to the feature file
+    (``features.d/.gfd.lock``)."""
     directory, name = os.path.split(os.path.abspath(path))
-    return os.path.join(directory, f".{name}{LOCK_SUFFIX}")
+    return os.path.join(directory, f".{name}{LEGACY_LOCK_SUFFIX}")
+
+
+def lock_holder(st: os.stat_result) -> str:
+    """Who holds a flock on the file ``st`` describes, from ``/proc/locks`` (``pid N``, as
+    this process's PID namespace sees it), or ``another process`` when it cannot tell."""
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read(1 << 20).splitlines()
+    except OSError:
+        return "another process"
+    for line in lines:
+        parts = line.split()
+        if "FLOCK" in parts and wanted in parts:
+            pid = parts[parts.index(wanted) - 1]
+            if pid.isdigit() and int(pid) > 0:
+                return f"pid {pid}"
+    return "another process"
 
 
 def refusal(path: str, st: os.stat_result) -> str | None:
@@ -223,83 +249,90 @@ class FeatureFileSink:
     # -- the lock -------------------------------------------------------------------
 
     def _acquire(self) -> None:
-        """Hold the lock file from now until close(); PublishError when another gfd holds it.
-        The first time, remove the temporary files a killed gfd left behind."""
+        """Hold the directory's lock from now until close(); PublishError when another gfd
+        holds it. The first time, remove the temporary files a killed gfd left behind and
+        an older gfd's lock file."""
         if self._lock is not None:
             return
-        path = lock_path(self.path)
+        directory = lock_path(self.path)
         for _ in range(5):
-            fd = self._open_lock(path)
             try:
-                if not self._locked(fd, path):
-                    continue  # the lock file was removed or replaced: lock the new one
-                _note_holder(fd)
+                fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as exc:
+                if exc.errno == errno.ENOTDIR:
+                    raise PublishError(f"cannot write feature file {shown(self.path)}: "
+                                       f"{shown(directory)} is not a directory") from exc
+                raise PublishError(_explain_os_error(self.path, exc)) from exc
+            try:
+                if not self._locked(fd, directory):
+                    continue  # the directory was replaced: lock the new one
                 self._lock, fd = fd, -1
                 break
             finally:
                 if fd >= 0:
                     os.close(fd)
         else:
-            raise PublishError(f"feature file {shown(self.path)}: its lock file {shown(path)} "
-                               "keeps being replaced; is something removing files there?")
+            raise PublishError(f"feature file {shown(self.path)}: its directory "
+                               f"{shown(directory)} keeps being replaced")
         self._remove_stale_temporaries()
+        self._remove_legacy_lock()
 
-    def _open_lock(self, path: str) -> int:
-        flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-        try:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, MODE)
-            except OSError as exc:
-                if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                    raise
-                try:  # a lock file another user created: flock needs no write access
-                    fd = os.open(path, os.O_RDONLY | flags)
-                except OSError:
-                    raise exc from None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise PublishError(
-                    f"feature file {shown(self.path)}: its lock file {shown(path)} is a "
-                    "symbolic link; gfd does not follow it: remove it") from exc
-            raise PublishError(_explain_os_error(self.path, exc)) from exc
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            os.close(fd)
-            raise PublishError(
-                f"feature file {shown(self.path)}: its lock file {shown(path)} is "
-                f"{what_is(st.st_mode)}, not a regular file: remove it")
-        return fd
-
-    def _locked(self, fd: int, path: str) -> bool:
-        """Lock ``fd``; False when the path no longer names the file locked (retry)."""
+    def _locked(self, fd: int, directory: str) -> bool:
+        """Lock ``fd``; False when the path no longer names the directory locked (retry)."""
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _holder(fd)
+            holder = lock_holder(os.fstat(fd))
             raise PublishError(
-                f"feature file {shown(self.path)}: another gfd is writing it ({holder} holds "
-                f"{shown(path)}); run one gfd per output file: stop the other one, or give "
-                "this one another --output-file") from None
+                f"feature file {shown(self.path)}: another gfd is writing in "
+                f"{shown(directory)} ({holder} holds its lock); run one gfd per features "
+                "directory: stop the other one, or give this one an --output-file in another "
+                "directory") from None
         except OSError as exc:
-            raise PublishError(f"feature file {shown(self.path)}: cannot lock {shown(path)}: "
-                               f"{exc.strerror or exc}") from exc
+            raise PublishError(f"feature file {shown(self.path)}: cannot lock "
+                               f"{shown(directory)}: {exc.strerror or exc}") from exc
         try:
-            now = os.stat(path, follow_symlinks=False)
+            now = os.stat(directory)
         except OSError:
             return False
         locked = os.fstat(fd)
         return (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino)
 
-    def _release(self, *, remove: bool = False) -> None:
+    def share_lock(self, other: FeatureFileSink) -> None:
+        """Hold the lock ``other`` holds, when both write in one directory: a reload that
+        moves the output file there builds this sink while ``other`` still runs (and then
+        prunes its file). The lock is shared, not taken twice: it stays held until both
+        have closed it."""
+        if (self._lock is None and other._lock is not None
+                and lock_path(self.path) == lock_path(other.path)):
+            self._lock = os.dup(other._lock)
+
+    def _release(self) -> None:
         fd, self._lock = self._lock, None
-        if fd is None:
-            return
-        if remove:
+        if fd is not None:
+            os.close(fd)
+
+    def _remove_legacy_lock(self) -> None:
+        """The lock file an older gfd kept next to the output: removed once no process holds
+        it (an older gfd still running keeps it, and its lock, until it exits)."""
+        path = legacy_lock_path(self.path)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        try:
+            fd = os.open(path, flags)
+        except OSError:
+            return  # none (or a link or something gfd never made: left alone)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
             try:
-                os.unlink(lock_path(self.path))
-            except OSError as exc:
-                log.debug("cannot remove %s: %s", lock_path(self.path), exc.strerror)
-        os.close(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # held: an older gfd is still writing
+            os.unlink(path)
+        except OSError as exc:
+            log.debug("cannot remove %s: %s", path, exc.strerror)
+        finally:
+            os.close(fd)
 
     def _remove_stale_temporaries(self) -> None:
         """Dot-files a killed gfd left behind (nfd-worker ignores them; they just pile up).
@@ -354,7 +387,10 @@ class FeatureFileSink:
             fire(Trigger(source="output", kind="deleted" if now is None else "changed",
                          at=time.monotonic(), detail=self.path))
 
-        opened = open_watch(changed, name="output-watch")
+        opened = open_watch(
+            changed, name="output-watch",
+            on_death=lambda why: fire(died("output", why, time.monotonic())),
+            fallback="a changed feature file is healed at the next cycle")
         if isinstance(opened, str):
             log.info("%s; a changed feature file is healed at the next cycle", opened)
             return
@@ -425,9 +461,9 @@ class FeatureFileSink:
             self._writing = False
 
     def prune(self) -> PublishResult:
-        """Remove the feature file, the temporary files and the lock file; refused while
-        another gfd holds the lock (it would write the file again)."""
-        if self._target() is None and not os.path.lexists(lock_path(self.path)):
+        """Remove the feature file and the temporary files; refused while another gfd holds
+        the lock (it would write the file again)."""
+        if self._target() is None and not os.path.lexists(legacy_lock_path(self.path)):
             return PublishResult(written=False)
         self._acquire()
         try:
@@ -445,22 +481,4 @@ class FeatureFileSink:
             self._written = None
             return PublishResult(written=True, change=diff(old, {}))
         finally:
-            self._release(remove=True)
-
-
-def _note_holder(fd: int) -> None:
-    """Write who holds the lock into the lock file (for the message another gfd prints)."""
-    note = f"pid {os.getpid()} on {socket.gethostname()}\n".encode()
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, note, 0)
-    except OSError as exc:  # the lock holds without the note
-        log.debug("cannot note the lock holder: %s", exc.strerror)
-
-
-def _holder(fd: int) -> str:
-    try:
-        note = os.pread(fd, 200, 0).decode("utf-8", errors="replace").strip()
-    except OSError:
-        note = ""
-    return note if note and note.isprintable() else "another process"
+            self._release()

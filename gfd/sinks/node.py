@@ -146,6 +146,9 @@ class NodeSink:
     _own: deque[str] = field(default_factory=lambda: deque(maxlen=OWN_VERSIONS), init=False)
     """resourceVersions of gfd's own applies: their echo from the watch is no drift, however
     late it arrives."""
+    _writes: int = field(default=0, init=False)
+    """Applies started, so the watch's reads can be told from them (``_listing``)."""
+    _listed_at: int | None = field(default=None, init=False)
 
     def refresh(self) -> None:
         """Apply again at the next publish even if labels are unchanged (the resync duty).
@@ -161,10 +164,18 @@ class NodeSink:
         if self.watch_api is not None:
             self._watched.start(fire, self.watch_api, "node", self.node,
                                 target=f"Node {self.node}", on_change=self._seen,
-                                action=self._drifted, on_reconnect=self.on_reconnect)
+                                action=self._drifted, on_reconnect=self.on_reconnect,
+                                on_list=self._listing)
+
+    def _listing(self) -> None:
+        """On the watch thread, before it reads the Node: which apply that read may miss."""
+        self._listed_at = self._writes if self._sending is None else -1
 
     def _seen(self, node: dict[str, Any] | None) -> None:
         """On the watch thread: does the Node still hold what gfd applied?"""
+        listed, self._listed_at = self._listed_at, None
+        if listed is not None and listed != self._writes:
+            return  # read before or while gfd applied: that apply repairs what it shows
         if node is None or not self._watched.active:
             return  # gone: never re-created by gfd; a successor arrives as ADDED
         published, sending = self._view, self._sending
@@ -230,6 +241,7 @@ class NodeSink:
             before, mine = dict(self._view), dict(self._view)
         sent = self._compose(labels, now)
         self._sending = dict(sent)
+        self._writes += 1
         try:
             answer, rejected = self._apply_keeping(sent, labels, mine, now)
         except (ApiError, _NodeReplaced):
@@ -255,6 +267,7 @@ class NodeSink:
         if self._stale or first:
             self._synced = now
         self._stale = False
+        self._watched.published()
         return PublishResult(written=True, change=diff(before, after),
                              rejected=tuple(sorted(rejected)))
 
@@ -286,21 +299,26 @@ class NodeSink:
                 if not bad:
                     raise
                 for key in sorted(bad):
-                    self._hold(key, sent, labels, mine.get(key), now, exc)
+                    self._hold(key, sent, labels, mine.get(key), now, exc,
+                               again=key in rejected)
                 rejected |= bad
         return self._apply(sent), rejected
 
     def _hold(self, key: str, sent: dict[str, str], labels: dict[str, str],
-              previous: str | None, now: float, exc: ApiError) -> None:
+              previous: str | None, now: float, exc: ApiError, *, again: bool) -> None:
+        """``sent[key]`` was rejected: the first time in this request, send the published value
+        instead -- even when it is the rejected value itself, as a transient rejection (a
+        webhook that flapped) must not delete a label; ``again``: leave the key out."""
         value = sent[key]
-        if key in labels and value == labels[key]:  # the wanted value was rejected
+        if not again and key in labels and value == labels[key]:  # the wanted value
             held = self._held.get(key)
             failures = held.failures + 1 if held and held.value == value else 1
-            fallback = previous if previous is not None and previous != value else None
+            fallback = previous
             delay = backoff(failures, REJECTED_RETRY_CAP, self.rand, start=REJECTED_RETRY_START)
             self._held[key] = _Held(value, fallback, failures, now + delay)
-            keeping = ("keeping its published value " + repr(fallback) if fallback is not None
-                       else "leaving it out")
+            keeping = ("sending its published value again" if fallback == value
+                       else "keeping its published value " + repr(fallback)
+                       if fallback is not None else "leaving it out")
             if not self._once.error("API server rejected label %s=%s: %s; %s, trying it again "
                                     "later", key, value, exc, keeping,
                                     key=f"rejected {key}={value}"):

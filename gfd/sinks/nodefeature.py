@@ -10,6 +10,11 @@ labels, annotations, owners, features of other names):
 each write is a read-modify-write PUT of the last object read, a 409 re-reads. Those verbs
 (get, create, update) are all the GPU Operator's Role grants: no patch, no apply, no delete.
 
+A label value the API server rejects (422 naming it) keeps its published value in the same
+write -- sent again even when it is the rejected value, so a transient rejection deletes
+nothing -- and is tried again with backoff; a key is left out only when the server rejects
+its published value too (as the Node sink does).
+
 An object of that name that is someone else's -- its controller is not gfd's DaemonSet, as
 with NVIDIA's GFD, which uses the same name -- is never written, and ``prune`` deletes only an
 object gfd wrote (its mark, or gfd's DaemonSet as controller).
@@ -22,13 +27,16 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
+from gfd.backoff import backoff
 from gfd.errors import ApiError, ApiSinkError
+from gfd.logs import Once
 from gfd.sinks.base import Change, PublishResult, diff
 from gfd.sinks.drift import Watched
+from gfd.sinks.node import REJECTED_RETRY_CAP, REJECTED_RETRY_START, offending_keys
 from gfd.sinks.objectwatch import OWN_VERSIONS, Reason, WatchApi
 from gfd.sinks.retry import Retry
 from gfd.triggers import Fire
@@ -214,6 +222,17 @@ class NodeFeatureSink:
     _own: deque[str] = field(default_factory=lambda: deque(maxlen=OWN_VERSIONS), init=False)
     """resourceVersions of gfd's own writes: their echo from the watch is no drift, however
     late it arrives."""
+    _wanted: dict[str, str] | None = field(default=None, init=False)
+    """The labels of the last publish (``_labels``: what was written, rejected values kept
+    at their published ones)."""
+    _held: dict[str, tuple[str, float, int]] = field(default_factory=dict, init=False)
+    """Rejected values: key -> (value, when to try it again, rejections in a row)."""
+    _read_labels: dict[str, str] | None = field(default=None, init=False)
+    """The object's labels as this publish read them (None: not read)."""
+    _once: Once = field(default_factory=lambda: Once(log), init=False)
+    _writes: int = field(default=0, init=False)
+    """Writes started, so the watch's reads can be told from them (``_listing``)."""
+    _listed_at: int | None = field(default=None, init=False)
 
     def refresh(self) -> None:
         """Re-read the object at the next publish even if labels are unchanged (the resync
@@ -229,10 +248,17 @@ class NodeFeatureSink:
             self._watched.start(fire, self.watch_api, "nodefeature", object_name(self.node),
                                 namespace=self.namespace, target=self._what,
                                 on_change=self._seen, action=self._drifted,
-                                on_reconnect=self.on_reconnect)
+                                on_reconnect=self.on_reconnect, on_list=self._listing)
+
+    def _listing(self) -> None:
+        """On the watch thread, before it reads the object: which write that read may miss."""
+        self._listed_at = self._writes if self._sending is None else -1
 
     def _seen(self, obj: dict[str, Any] | None) -> None:
         """On the watch thread: does the object still hold what gfd wrote?"""
+        listed, self._listed_at = self._listed_at, None
+        if listed is not None and listed != self._writes:
+            return  # read before or while gfd wrote: that write repairs what it shows
         published, sending = self._labels, self._sending
         if not self._watched.active or (published is None and sending is None):
             return  # nothing published yet (or pruned)
@@ -315,19 +341,84 @@ class NodeFeatureSink:
     def publish(self, labels: dict[str, str], *,
                 features: Mapping[str, Any] | None = None) -> PublishResult:
         wanted = copy.deepcopy(dict(features or EMPTY_FEATURES))
-        if self._labels == labels and self._features == wanted and not self._stale:
+        now = self.clock()
+        due = any(retry_at <= now for _, retry_at, _ in self._held.values())
+        if (self._wanted == labels and self._features == wanted and not self._stale
+                and not due):
             return PublishResult(written=False)
         owners = self._resolve_owners()
         if self._stale or self._labels is None:
-            self._synced = self.clock()
+            self._synced = now
         known = self._labels is not None and not self._stale
         current = self._current if known else None
         old = dict(self._labels or {})  # what the object holds, as far as gfd knows
-        self._sending, self._sending_features = dict(labels), wanted
+        sent = self._compose(labels, old, now)
+        rejected: set[str] = set()
+        self._read_labels = None
         try:
-            return self._write(labels, owners, current, old, wanted)
+            for attempt in range(3):  # the wanted values, their fallbacks, then without them
+                self._sending, self._sending_features = dict(sent), wanted
+                self._writes += 1
+                try:
+                    result = self._write(sent, owners, current, old, wanted)
+                    break
+                except ApiError as exc:
+                    bad = offending_keys(exc, sent) if exc.status == 422 else set()
+                    if not bad or attempt == 2:
+                        raise
+                    published = self._read_labels if self._read_labels is not None else old
+                    for key in sorted(bad):
+                        self._hold(key, sent, labels, published.get(key), now, exc,
+                                   again=key in rejected)
+                    rejected |= bad
+                    current = self._current if known else None
         finally:
             self._sending = self._sending_features = None
+        self._wanted = dict(labels)
+        for key in [k for k, (value, _, _) in self._held.items() if sent.get(k) == value]:
+            del self._held[key]  # what went through is no longer held
+        if not rejected:
+            return result
+        return replace(result, rejected=tuple(sorted(rejected)))
+
+    def _compose(self, labels: dict[str, str], old: dict[str, str],
+                 now: float) -> dict[str, str]:
+        """``labels``, with each held key at its published value until its retry is due."""
+        sent = dict(labels)
+        for key, (value, retry_at, _) in list(self._held.items()):
+            if labels.get(key) != value:
+                del self._held[key]  # gfd no longer wants the rejected value
+            elif retry_at > now:
+                if key in old:
+                    sent[key] = old[key]
+                else:
+                    sent.pop(key)
+        return sent
+
+    def _hold(self, key: str, sent: dict[str, str], labels: dict[str, str],
+              previous: str | None, now: float, exc: ApiError, *, again: bool) -> None:
+        """As the Node sink's: a rejected value is replaced by the published one (even when
+        it is the same value: a transient rejection deletes nothing); that rejected too
+        (``again``), the key is left out. The wanted value is tried again with backoff."""
+        value = sent[key]
+        if not again and labels.get(key) == value:
+            _, _, failures = self._held.get(key, (value, 0.0, 0))
+            delay = backoff(failures + 1, REJECTED_RETRY_CAP, start=REJECTED_RETRY_START)
+            self._held[key] = (value, now + delay, failures + 1)
+            if previous is not None:
+                sent[key] = previous
+                keeping = ("sending its published value again" if previous == value
+                           else f"keeping its published value {previous!r}")
+            else:
+                sent.pop(key)
+                keeping = "leaving it out"
+            self._once.error("API server rejected label %s=%s on %s: %s; %s, trying it again "
+                             "later", key, value, self._what, exc, keeping,
+                             key=f"rejected {key}={value}")
+        else:
+            sent.pop(key)
+            self._once.error("API server rejected label %s=%s on %s too: %s; leaving it out",
+                             key, value, self._what, exc, key=f"rejected {key}={value}")
 
     def _write(self, labels: dict[str, str], owners: list[dict[str, Any]],
                current: dict[str, Any] | None, old: dict[str, str],
@@ -343,6 +434,7 @@ class NodeFeatureSink:
                 if current is None:
                     if self._current is not None:
                         log.info("%s was deleted: creating it again", self._what)
+                    self._read_labels = {}
                     stored = self.retry.run(lambda: self.api.create_nodefeature(
                         self.namespace,
                         build(self.node, self.namespace, labels, owners, features)))
@@ -352,6 +444,7 @@ class NodeFeatureSink:
                     self._current = None
                     raise ApiSinkError(refusal)
                 old = dict((current.get("spec") or {}).get("labels") or {})
+                self._read_labels = old
                 if _in_sync(current, updated(current, self.node, labels, owners, features)):
                     self._remember(labels, features, current)
                     return PublishResult(written=False, change=diff(old, labels))
@@ -373,6 +466,7 @@ class NodeFeatureSink:
         self._features = features
         self._current = stored
         self._stale = False
+        self._watched.published()
 
     def _done(self, labels: dict[str, str], features: dict[str, Any], stored: dict[str, Any],
               change: Change) -> PublishResult:
@@ -383,7 +477,8 @@ class NodeFeatureSink:
         """Delete the object if gfd wrote it (its mark, or gfd's DaemonSet as controller);
         another's, or one with neither (it may be GFD's), is left with one line."""
         current = self._read()
-        self._labels = self._current = None
+        self._labels = self._current = self._wanted = None
+        self._held.clear()
         if current is None:
             return PublishResult(written=False)
         owners = self._resolve_owners()

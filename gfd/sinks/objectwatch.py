@@ -84,9 +84,13 @@ class ObjectWatch:
     the watch has to be opened again: ``"timeout"`` (the server ended it cleanly),
     ``"dropped"`` (the connection was lost mid-stream), ``"expired"`` (410: the object is
     read again) or ``"error"`` (the read or the watch request failed, or an ERROR event).
-    Both run on the watch thread: they must be quick, must not raise, and may call
-    ``close()``. Nothing is counted here; each distinct failure is logged once, and the
-    recovery after it.
+    ``on_list()``, if given, is called just before each read, so the caller can tell the
+    state that read reports (the next ``on_change``) from what it wrote meanwhile. All run
+    on the watch thread: they must be quick, must not raise, and may call ``close()``.
+    Nothing is counted here; each distinct failure is logged once, and the recovery after it.
+    An unexpected error (one of the callbacks raising, say) ends the thread: it is logged
+    once at error level and ``on_death(error)`` is called; the sink's resync duty then
+    repairs drift (``healthy`` stays False).
 
     Reconnects after a clean end, and after a first 410, are immediate: a stream that ended
     cleanly having delivered nothing in under half of ``watch_timeout`` counts as a failure,
@@ -99,6 +103,8 @@ class ObjectWatch:
     def __init__(self, kube: WatchApi, kind: Kind, name: str, *, namespace: str = "",
                  on_change: Callable[[dict[str, Any] | None], None],
                  on_reconnect: Callable[[Reason], None] | None = None,
+                 on_list: Callable[[], None] | None = None,
+                 on_death: Callable[[BaseException], None] | None = None,
                  watch_timeout: float = WATCH_TIMEOUT, backoff_cap: float = 60.0,
                  backoff_start: float = 1.0, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] | None = None,
@@ -112,6 +118,8 @@ class ObjectWatch:
         self.backoff_start = backoff_start
         self._on_change = on_change
         self._on_reconnect = on_reconnect
+        self._on_list = on_list
+        self._on_death = on_death
         self._clock = clock
         self._sleep = sleep
         self._rand = rand
@@ -162,6 +170,17 @@ class ObjectWatch:
     # The thread --------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except Exception as exc:  # a watcher that dies says so; the resync duty remains
+            self._healthy = False
+            log.error("watch on %s stopped: %s: %s; drift is repaired at the resync instead",
+                      self.target, type(exc).__name__, exc)
+            log.debug("watch on %s failure", self.target, exc_info=True)
+            if self._on_death is not None:
+                self._on_death(exc)
+
+    def _serve(self) -> None:
         relist = True
         failures = 0
         while not self._closing.is_set():
@@ -171,6 +190,8 @@ class ObjectWatch:
             failure: ApiError | None = None
             try:
                 if relist:
+                    if self._on_list is not None:
+                        self._on_list()
                     obj, rv = self.kube.list_object(self.kind, self.name,
                                                     namespace=self.namespace)
                     relist = False

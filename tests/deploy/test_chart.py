@@ -557,17 +557,16 @@ def test_mig_adds_to_every_mode_what_the_mig_component_adds(chart: Chart,
         plain = gfd_container(one(chart.render({"mode": mode}), "DaemonSet"))
         mig = gfd_container(one(chart.render({"mode": mode, **MIG}), "DaemonSet"))
         actual = container_delta(plain, mig)
-        if mode != "file":  # the API modes also leave 65532 for uid 0, as with the component
-            assert [d for d in actual if d not in expected] == [
-                "securityContext.runAsGroup: after=0 before=65532",
-                "securityContext.runAsNonRoot: after=False before=True",
-                "securityContext.runAsUser: after=0 before=65532"], mode
-            actual = [d for d in actual if d in expected]
+        # every mode runs as 65532 without MIG now, as overlays/file does: the component's
+        # delta (uid 0, SYS_ADMIN, the MIG env and flag) is the whole of it
         assert actual == expected, mode
     plain = gfd_container(one(chart.post_rendered(SIDECAR), "DaemonSet"))
     mig = gfd_container(one(chart.post_rendered(merged(SIDECAR, MIG)),
                             "DaemonSet"))
-    assert container_delta(plain, mig) == expected, "nfd-sidecar"
+    # the sidecar runs as root already (NFD's volume): the rest of the delta is the same
+    uid = [d for d in expected if d.startswith("securityContext.runAs")]
+    assert len(uid) == 3
+    assert container_delta(plain, mig) == [d for d in expected if d not in uid], "nfd-sidecar"
 
 
 @pytest.mark.parametrize("mode", ["file", "nodefeature", "node"])
@@ -642,8 +641,10 @@ def test_every_gfd_container_states_its_user_and_is_locked_down(chart: Chart) ->
         for doc in workloads(docs):
             c, what = gfd_container(doc), f"{name}: {object_id(doc)}"
             sc = c["securityContext"]
-            writes_file = doc["kind"] == "DaemonSet" and mode in ("file", "nfd-sidecar")
-            expected_user = (0, 0, False) if writes_file or mig else (65532, 65532, True)
+            # the nfd-sidecar writes NFD's volume as root; the DaemonSet's file mode as
+            # 65532, once its init container has given features.d to group 65532
+            sidecar = doc["kind"] == "DaemonSet" and mode == "nfd-sidecar"
+            expected_user = (0, 0, False) if sidecar or mig else (65532, 65532, True)
             assert (sc["runAsUser"], sc["runAsGroup"], sc["runAsNonRoot"]) == expected_user, (
                 what)
             assert sc["readOnlyRootFilesystem"] is True, what
@@ -654,6 +655,23 @@ def test_every_gfd_container_states_its_user_and_is_locked_down(chart: Chart) ->
             pod_sc = pod_spec(doc).get("securityContext") or {}
             seccomp = sc.get("seccompProfile") or pod_sc.get("seccompProfile")
             assert seccomp == {"type": "RuntimeDefault"}, what
+            env = {e["name"]: e.get("value") for e in c["env"]}
+            assert env["GFD_NO_VGPU_LABELS"] == ("false" if mig else "true"), what
+
+
+def test_only_the_file_mode_daemonset_has_the_features_d_init_container(chart: Chart) -> None:
+    for name, values, docs in all_renders(chart):
+        mode = values.get("mode", "file")
+        for doc in workloads(docs):
+            inits = pod_spec(doc).get("initContainers") or []
+            if doc["kind"] == "DaemonSet" and mode == "file":
+                assert [c["name"] for c in inits] == ["features-d-owner"], name
+                sc = inits[0]["securityContext"]
+                assert (sc["runAsUser"], sc["capabilities"]) == (
+                    0, {"drop": ["ALL"], "add": ["CHOWN"]}), name
+                assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+            else:
+                assert inits == [], f"{name}: {object_id(doc)}"
 
 
 def test_the_example_rules_are_off_by_default(chart: Chart) -> None:
@@ -664,9 +682,12 @@ def test_the_example_rules_are_off_by_default(chart: Chart) -> None:
 
 
 def test_rbac_and_token_per_mode_are_least_privilege(chart: Chart) -> None:
+    # each API mode also gets create/patch on events in `default` (events.enabled), and
+    # under resourceManager auto list on resourceslices (a ClusterRole)
     expected = {"file": [], "nfd-sidecar": [],
-                "nodefeature": ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"],
-                "node": ["ClusterRole", "ClusterRoleBinding"]}
+                "nodefeature": ["ClusterRole", "ClusterRoleBinding", "Role", "Role",
+                                "RoleBinding", "RoleBinding"],
+                "node": ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]}
     slices = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
               "verbs": ["list"]}
     for name, values, docs in all_renders(chart):
@@ -857,3 +878,94 @@ def test_every_value_is_used_by_a_template() -> None:
 def test_post_renderer_is_executable_and_strict() -> None:
     assert os.access(POST_RENDERER, os.X_OK)
     assert "set -eu" in POST_RENDERER.read_text()
+
+
+# --------------------------------------------------------------------------- test pod ownership
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A Kubernetes LabelSelector (matchLabels and matchExpressions), or a Service's plain
+    map, against a pod's labels."""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        selector = {"matchLabels": selector}
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        return True  # an empty LabelSelector selects everything
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        present, value = expr["key"] in labels, labels.get(expr["key"])
+        ok = {"In": present and value in expr.get("values", []),
+              "NotIn": not present or value not in expr.get("values", []),
+              "Exists": present, "DoesNotExist": not present}[expr["operator"]]
+        if not ok:
+            return False
+    return True
+
+
+def test_the_selector_check_sees_the_daemonsets_own_pods(chart: Chart) -> None:
+    daemonset = one(chart.render({}), "DaemonSet")
+    assert selects(daemonset["spec"]["selector"],
+                   daemonset["spec"]["template"]["metadata"]["labels"])
+    assert not selects({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {})
+
+
+@pytest.mark.parametrize("values", [{"mode": "file"}, {"mode": "nodefeature"},
+                                    {"mode": "node"}, merged({"mode": "node"}, MIG, CONFIG)],
+                         ids=["file", "nodefeature", "node", "node-mig-config"])
+def test_no_controller_of_the_chart_selects_the_test_pod(chart: Chart,
+                                                          values: dict[str, Any]) -> None:
+    """A pod a controller selects and no one owns is adopted: the DaemonSet would take
+    `helm test`'s pod and delete it as surplus, failing every `helm test`."""
+    docs = chart.render(values)
+    pod = one(docs, "Pod")
+    selectors = [(object_id(d), d["spec"]["selector"]) for d in docs
+                 if isinstance(d.get("spec"), dict) and "selector" in d["spec"]]
+    assert selectors, "the chart renders at least the DaemonSet's selector"
+    labels = pod["metadata"]["labels"]
+    assert [oid for oid, selector in selectors if selects(selector, labels)] == []
+    assert labels["app.kubernetes.io/instance"] == RELEASE, "still the release's"
+
+
+# --------------------------------------------------------------------------- events, monitoring
+
+
+@pytest.mark.parametrize("mode", ["node", "nodefeature"])
+def test_events_off_grant_nothing_on_events_and_pass_the_flag(chart: Chart, mode: str) -> None:
+    def events_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [d for d in docs if d["kind"] == "Role"
+                and d["metadata"]["namespace"] == "default"]
+
+    on = chart.render({"mode": mode})
+    [role] = events_roles(on)
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["events"],
+                              "verbs": ["create", "patch"]}]
+    off = chart.render({"mode": mode, "events": {"enabled": False}})
+    assert events_roles(off) == []
+    assert not [d for d in off if d["kind"] == "RoleBinding"
+                and d["metadata"]["namespace"] == "default"]
+    [daemonset] = [d for d in off if d["kind"] == "DaemonSet"]
+    assert "--events=false" in gfd_container(daemonset)["args"]
+    [daemonset] = [d for d in on if d["kind"] == "DaemonSet"]
+    assert "--events=false" not in gfd_container(daemonset)["args"]
+
+
+def test_monitoring_is_off_by_default_and_renders_what_the_manifests_hold(
+        chart: Chart, kustomize: Any) -> None:
+    kinds = {"PodMonitor", "PrometheusRule"}
+    assert not [d for d in chart.render({"mode": "node"}) if d["kind"] in kinds]
+    values = {"mode": "node", "monitoring": {
+        "podMonitor": {"enabled": True, "labels": {"release": "kps"}},
+        "prometheusRule": {"enabled": True}, "dashboard": {"enabled": True}}}
+    ours = {d["kind"]: d for d in chart.render(values)
+            if d["kind"] in kinds or d["metadata"]["name"].endswith("-dashboard")}
+    theirs = {d["kind"]: d for d in kustomize(("overlays/node",), ("components/monitoring",))
+              if d["kind"] in kinds or d["metadata"]["name"].endswith("-dashboard")}
+    assert ours["PrometheusRule"]["spec"] == theirs["PrometheusRule"]["spec"]
+    assert ours["ConfigMap"]["data"] == theirs["ConfigMap"]["data"]
+    assert ours["ConfigMap"]["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert ours["PodMonitor"]["spec"]["podMetricsEndpoints"] == theirs["PodMonitor"]["spec"][
+        "podMetricsEndpoints"]
+    assert ours["PodMonitor"]["metadata"]["labels"]["release"] == "kps"
+    [daemonset] = [d for d in chart.render(values) if d["kind"] == "DaemonSet"]
+    assert ours["PodMonitor"]["spec"]["selector"]["matchLabels"].items() <= daemonset[
+        "spec"]["template"]["metadata"]["labels"].items()

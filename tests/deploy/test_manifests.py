@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -72,6 +74,10 @@ NODEFEATURE_RULES = {("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "upd
 # --resource-manager auto (the default) lists the node's ResourceSlices: cluster-scoped.
 RESOURCESLICE_RULES = {("resource.k8s.io", "resourceslices"): {"list"}}
 NODE_RULES = {("", "nodes"): {"get", "patch", "list", "watch"}, **RESOURCESLICE_RULES}
+EVENT_RULES = {("", "events"): {"create", "patch"}}
+OPERATOR_KINDS = "monitoring.coreos.com/"
+"""The Prometheus Operator's kinds (components/monitoring): no Kubernetes schema to check
+them against; tests/deploy/test_monitoring.py checks what they carry."""
 
 FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
 WORKLOAD_KINDS = {"DaemonSet", "Job", "Deployment", "StatefulSet", "Pod"}
@@ -204,7 +210,13 @@ def containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
 
 
+FEATURES_D_INIT = "features-d-owner"
+"""The file mode's init container: the gfd image, but a shell, not gfd."""
+
+
 def is_gfd(container: dict[str, Any]) -> bool:
+    if container.get("name") == FEATURES_D_INIT:
+        return False
     image = container.get("image")
     return image.split(":")[0].split("@")[0] == IMAGE if image else container.get("name") == "gfd"
 
@@ -306,9 +318,14 @@ def validate(doc: dict[str, Any], version: str, what: str) -> None:
                              f"at {'/'.join(map(str, exc.path))}") from None
 
 
+def schema_docs() -> list[tuple[Path, int, dict[str, Any]]]:
+    return [d for d in full_object_docs()
+            if not str(d[2].get("apiVersion", "")).startswith(OPERATOR_KINDS)]
+
+
 @pytest.mark.parametrize("version", k8s_versions())
-@pytest.mark.parametrize(("path", "index", "doc"), full_object_docs(),
-                         ids=[doc_id(*d) for d in full_object_docs()])
+@pytest.mark.parametrize(("path", "index", "doc"), schema_docs(),
+                         ids=[doc_id(*d) for d in schema_docs()])
 def test_full_objects_match_the_kubernetes_schema(path: Path, index: int,
                                                   doc: dict[str, Any], version: str) -> None:
     validate(doc, version, doc_id(path, index, doc))
@@ -551,20 +568,28 @@ def test_rendered_modes_without_api_access_mount_no_token(directory: str) -> Non
 
 def test_nodefeature_mode_grants_its_namespaced_role_and_resourceslice_list() -> None:
     rbac = rbac_of("overlays/nodefeature")
-    (role,) = rbac["Role"]
-    assert role["metadata"]["namespace"] == "gfd"
+    (role,) = [r for r in rbac["Role"] if r["metadata"]["namespace"] == "gfd"]
     assert rbac_rules(role) == NODEFEATURE_RULES
-    (binding,) = rbac["RoleBinding"]
-    assert binding["metadata"]["namespace"] == "gfd" and binds_gfd(binding, role)
+    (binding,) = [b for b in rbac["RoleBinding"] if b["metadata"]["namespace"] == "gfd"]
+    assert binds_gfd(binding, role)
     (cluster_role,) = rbac["ClusterRole"]  # the only cluster-wide grant
     assert rbac_rules(cluster_role) == RESOURCESLICE_RULES
     (cluster_binding,) = rbac["ClusterRoleBinding"]
     assert binds_gfd(cluster_binding, cluster_role)
+    assert_events_role(rbac)
+
+
+def assert_events_role(rbac: dict[str, list[dict[str, Any]]]) -> None:
+    """create/patch on events in `default` only, where Events about a Node live."""
+    (role,) = [r for r in rbac["Role"] if r["metadata"]["namespace"] == "default"]
+    assert rbac_rules(role) == EVENT_RULES
+    (binding,) = [b for b in rbac["RoleBinding"] if b["metadata"]["namespace"] == "default"]
+    assert binds_gfd(binding, role)
 
 
 def test_node_mode_grants_exactly_get_and_patch_on_nodes() -> None:
     rbac = rbac_of("overlays/node")
-    assert not rbac["Role"] and not rbac["RoleBinding"]
+    assert_events_role(rbac)
     (role,) = rbac["ClusterRole"]
     assert rbac_rules(role) == NODE_RULES
     (binding,) = rbac["ClusterRoleBinding"]
@@ -598,9 +623,10 @@ def test_dra_overlay_runs_beside_the_gpu_operators_dra_mode() -> None:
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     assert mounts["plugins-registry"]["readOnly"] is True
     assert mounts["plugins-registry"]["mountPath"] == "/var/lib/kubelet/plugins_registry"
-    rbac = {d["kind"]: d for d in docs if d["kind"] in RBAC_KINDS}
-    assert sorted(rbac) == ["Role", "RoleBinding"]
-    assert rbac_rules(rbac["Role"]) == NODEFEATURE_RULES
+    kinds = sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS)
+    assert "ClusterRole" not in kinds and "ClusterRoleBinding" not in kinds, kinds
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "gfd"]
+    assert rbac_rules(role) == NODEFEATURE_RULES
     assert spec["automountServiceAccountToken"] is True
 
 
@@ -865,3 +891,64 @@ def test_the_example_nodefeaturerules_match_only_features_gfd_writes() -> None:
     driver = next(r for r in rules if r["metadata"]["name"] == "gfd-driver-version")
     expression = driver["spec"]["rules"][0]["matchFeatures"][0]["matchExpressions"]["version"]
     assert expression == {"op": "Ge", "value": ["550.0.0"], "type": "version"}
+
+
+# --------------------------------------------------------------------------- features.d
+
+
+def init_containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c for doc in docs for c in (pod_spec(doc) or {}).get("initContainers") or []
+            if isinstance(doc, dict) and pod_spec(doc)]
+
+
+@pytest.mark.parametrize("directory", BUILDABLE, ids=BUILDABLE_IDS)
+def test_only_the_file_overlays_give_features_d_to_gfds_group(directory: Path) -> None:
+    docs = list(render(directory))
+    inits = init_containers(docs)
+    if rel(directory) not in ("overlays/file", "overlays/mig"):
+        assert inits == [], rel(directory)
+        return
+    (init,) = inits
+    assert init["name"] == FEATURES_D_INIT
+    sc = init["securityContext"]
+    assert (sc["runAsUser"], sc["runAsNonRoot"], sc["capabilities"]) == (
+        0, False, {"drop": ["ALL"], "add": ["CHOWN"]})
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert [m["mountPath"] for m in init["volumeMounts"]] == [FEATURES_D]
+    script = init["command"][-1]
+    assert "chgrp 65532 ." in script and "chmod 1775 ." in script
+    (_, _, gfd) = next(gfd_containers(docs))
+    sc = gfd["securityContext"]
+    if rel(directory) == "overlays/file":  # the mig overlay's gfd is root for SYS_ADMIN
+        assert (sc["runAsUser"], sc["runAsGroup"], sc["runAsNonRoot"]) == (65532, 65532, True)
+
+
+def test_the_init_container_hands_features_d_to_group_65532_with_only_chown(
+        tmp_path: Path) -> None:
+    """Its script, run as uid 0 holding CHOWN alone, on a features.d a root gfd used."""
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv")
+    (init,) = init_containers(list(render(MANIFESTS / "overlays/file")))
+    directory = tmp_path / "features.d"
+    directory.mkdir()
+    for name in ("gfd", ".gfd.lock", ".gfd-x1y2", "nfd-local"):
+        (directory / name).write_text("x\n")
+    script = init["command"][-1].replace(FEATURES_D, str(directory))
+    result = subprocess.run(
+        ["setpriv", "--bounding-set=-all,+chown", "--inh-caps=-all", "--no-new-privs", "--",
+         *init["command"][:-1], script], capture_output=True, text=True, timeout=30,
+        check=False)
+    assert result.returncode == 0, result.stderr
+    st = directory.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 65532, 0o1775)
+    assert sorted(p.name for p in directory.iterdir()) == ["gfd", "nfd-local"]
+    assert (directory / "gfd").stat().st_uid == 65532, "gfd may replace its own file"
+    assert (directory / "nfd-local").stat().st_uid == 0, "nobody else's file is touched"
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    without_chown = subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--", *init["command"][:-1],
+         init["command"][-1].replace(FEATURES_D, str(fresh))], capture_output=True, text=True,
+        timeout=30, check=False)
+    assert without_chown.returncode != 0, "CHOWN is what it needs, not a spare"
+    assert fresh.stat().st_gid == 0

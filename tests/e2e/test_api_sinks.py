@@ -184,6 +184,27 @@ def test_node_sink_422_drops_only_the_named_label(server: FakeApiServer, kube: K
     assert labels["nvidia.com/gpu.count"] == "8" and bad not in labels
 
 
+def test_node_sink_a_transient_422_on_an_unchanged_label_leaves_it_on_the_node(
+        server: FakeApiServer, kube: Kube) -> None:
+    """Regression (issue 20): the apply after the 422 went out without the label, and
+    server-side apply deleted it from the Node."""
+    sink = node_sink(kube, Clock())
+    sink.publish(LABELS)
+    count = "nvidia.com/gpu.count"
+    server.inject(422, 1, method="PATCH", body={
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
+        "code": 422, "message": f'Node "{NODE}" is invalid: metadata.labels: Invalid value: '
+                                '"8": refused by a webhook',
+        "details": {"causes": [{"reason": "FieldValueInvalid", "field": "metadata.labels",
+                                "message": 'Invalid value: "8": refused by a webhook'}]}})
+    server.clear_log()
+    result = sink.publish({**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"})
+    assert result.rejected == (count,)
+    assert [r.status for r in server.requests] == [422, 200]
+    assert server.requests[1].json()["metadata"]["labels"][count] == "8", "sent again"
+    assert server.labels(NODE)[count] == "8"
+
+
 @on_both("node")
 def test_node_prune_removes_gfds_labels_only(server: FakeApiServer, kube: Kube) -> None:
     sink = node_sink(kube, Clock())
@@ -336,6 +357,24 @@ def test_nodefeature_concurrent_edit_is_overwritten_safely(server: FakeApiServer
     assert sink.publish({**LABELS, "nvidia.com/gpu.count": "4"}).written
     assert server.nodefeature(NS, object_name(NODE))["spec"]["labels"] == {
         **LABELS, "nvidia.com/gpu.count": "4"}
+
+
+def test_nodefeature_a_transient_422_on_an_unchanged_label_keeps_it(server: FakeApiServer,
+                                                                    kube: Kube) -> None:
+    sink = nf_sink(kube, Clock())
+    sink.publish(LABELS)
+    server.inject(422, 1, method="PUT", body={
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
+        "code": 422, "message": f'NodeFeature.nfd.k8s-sigs.io "{object_name(NODE)}" is '
+                                'invalid: spec.labels: Invalid value: "8": refused by a webhook',
+        "details": {"causes": [{"reason": "FieldValueInvalid", "field": "spec.labels",
+                                "message": 'Invalid value: "8": refused by a webhook'}]}})
+    server.clear_log()
+    wanted = {**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"}
+    result = sink.publish(wanted)
+    assert result.rejected == ("nvidia.com/gpu.count",)
+    assert [r.status for r in server.requests] == [422, 200]
+    assert nf_labels(server) == wanted
 
 
 def test_nodefeature_crd_missing_is_one_clear_error(server: FakeApiServer, kube: Kube) -> None:

@@ -8,6 +8,7 @@ Xid costs no cycle; GPUs without events leave the work to polling, said once.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,4 +104,32 @@ def test_gpus_without_events_leave_changes_to_polling(
         gpu.events = 0
     agent.set_machine(new)
     wait_for(lambda: agent.labels().get("nvidia.com/mig-1g.5gb.count") == "56", timeout=5)
+    assert agent.stop() == 0
+
+
+def test_a_gpu_an_xid_made_unusable_stays_so_across_a_reload_of_its_back_end(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent], pipe: EventPipe) -> None:
+    """A discovery-class change builds a new Discovery (a new NVML session): the GPU stays
+    counted unhealthy, as the log says, until gfd restarts."""
+    (tmp_path / "dmi-a").write_text("DGX H100\n")
+    (tmp_path / "dmi-b").write_text("PowerEdge XE9680\n")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"flags: {{gfd: {{machineTypeFile: {tmp_path}/dmi-a}}}}")
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "1h",
+                  "--config-file", str(cfg), "--metrics-port", str(port),
+                  env={"FAKE_NVML_EVENTS": str(pipe.path)}, machine_type_flag=False)
+    agents.append(agent)
+    wait_for(lambda: REGISTERED in agent.logs())
+    pipe.send(3, "xid", 79)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "7", timeout=5)
+    new = cfg.with_name("config.yaml.new")  # swapped whole, as a ConfigMap update is
+    new.write_text(f"flags: {{gfd: {{machineTypeFile: {tmp_path}/dmi-b}}}}")
+    new.replace(cfg)
+    agent.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.machine") == "PowerEdge-XE9680",
+             timeout=5)
+    assert "config reloaded: flags.gfd.machineTypeFile" in agent.logs()
+    labels = agent.labels()
+    assert (labels["nvidia.com/gpu.count"], labels["nvidia.com/gpu.unhealthy"]) == ("7", "1")
     assert agent.stop() == 0

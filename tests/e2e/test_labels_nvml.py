@@ -189,3 +189,24 @@ def test_fabric_clique_label_and_its_conflict(fake_nvml_lib: Path, tmp_path: Pat
     assert result.returncode == 0
     assert "gpu.clique" not in result.stdout
     assert "different fabric cliques" in result.stderr
+
+
+def power(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("nvidia.com/gpu.power.")]
+
+
+@pytest.mark.parametrize("error", ["NOT_SUPPORTED", "FUNCTION_NOT_FOUND"])
+def test_a_gpu_whose_nvml_lacks_the_power_query_leaves_the_power_labels_out(
+        error: str, fake_nvml_lib: Path, tmp_path: Path) -> None:
+    machine = profiles.hgx_h100()
+    profile = machine.write(tmp_path / "profile.txt")
+    result = gfd(fake_nvml_lib, profile, "labels", "--sysfs-root", str(tmp_path))
+    assert power(result.stdout) == ["nvidia.com/gpu.power.limit.max=700000",
+                                    "nvidia.com/gpu.power.limit.min=200000"]
+    machine.gpus[6].fail["nvmlDeviceGetPowerManagementLimitConstraints"] = error
+    profile = machine.write(tmp_path / "profile.txt")
+    result = gfd(fake_nvml_lib, profile, "labels", "--sysfs-root", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert power(result.stdout) == []
+    assert "nvidia.com/gpu.nvlink=true" in result.stdout.splitlines(), "the rest stays"
+    assert "power" not in result.stderr, "an absent feature is not a warning"

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from fakes import profiles
+from fakes.fakenvml import subprocess_env
 from helpers.process import Agent, free_port, http, metric, wait_for
 
 from gfd.sinks.featurefile import parse
@@ -202,6 +203,33 @@ def test_a_metrics_address_that_is_not_an_ip_address_is_exit_2() -> None:
     assert "must be an IP address such as 0.0.0.0, :: or 127.0.0.1, got 'localhost'" in (
         result.stderr)
     assert "Traceback" not in result.stderr
+
+
+def test_after_gpu_feature_discovery_oneshot_features_d_holds_only_the_feature_file(
+        tmp_path: Path, fake_nvml_lib: Path) -> None:
+    features_d = tmp_path / "features.d"
+    features_d.mkdir()
+    profile = profiles.t4x4().write(tmp_path / "profile.txt")
+    binary = Path(sys.executable).parent / "gpu-feature-discovery"
+    result = subprocess.run(
+        [str(binary), "-oneshot", "-output-file", str(features_d / "gfd"),
+         "--sysfs-root", str(tmp_path), "--nvidia-smi=/nonexistent"],
+        env=subprocess_env(fake_nvml_lib, profile), capture_output=True, text=True, timeout=30,
+        check=False)
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in features_d.iterdir()] == ["gfd"], "no lock file, no temporary"
+    assert parse((features_d / "gfd").read_text())[0]["nvidia.com/gpu.count"] == "4"
+
+
+def test_after_a_daemons_sigterm_features_d_holds_only_the_feature_file(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--sleep-interval", "100ms")
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "4")
+    assert [p.name for p in agent.out.parent.iterdir()] == ["gfd"], "none while it runs"
+    assert agent.stop(signal.SIGTERM) == 0
+    assert [p.name for p in agent.out.parent.iterdir()] == ["gfd"]
+    assert agent.labels()["nvidia.com/gpu.count"] == "4", "the labels stay"
 
 
 def test_auto_follows_the_dra_plugin_registering_and_leaving_while_running(

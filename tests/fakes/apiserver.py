@@ -172,10 +172,19 @@ NODEFEATURES = Resource(
 )
 RESOURCESLICES = Resource("resourceslices", "ResourceSlice", "resource.k8s.io", "v1",
                           namespaced=False)
-RESOURCES = {r.plural: r for r in (NODES, PODS, DAEMONSETS, NODEFEATURES, RESOURCESLICES)}
-SELECTABLE_FIELDS = {RESOURCESLICES: ("spec.nodeName", "spec.driver")}
+EVENTS = Resource("events", "Event", "", "v1", namespaced=True)
+RESOURCES = {r.plural: r for r in (NODES, PODS, DAEMONSETS, NODEFEATURES, RESOURCESLICES,
+                                   EVENTS)}
+EVENT_FIELDS = frozenset({
+    "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+    "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+    "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
+})
+"""The fields the API server selects Events by (besides metadata.name / namespace)."""
+SELECTABLE_FIELDS = {RESOURCESLICES: frozenset({"spec.nodeName", "spec.driver"}),
+                     EVENTS: EVENT_FIELDS}
 """Field selectors a resource takes besides metadata.name and metadata.namespace (the real
-server's ResourceSlice strategy indexes exactly these two)."""
+server's ResourceSlice strategy indexes exactly spec.nodeName and spec.driver)."""
 
 
 # --------------------------------------------------------------------------- errors
@@ -710,9 +719,10 @@ def _split_selector(selector: str) -> list[str]:
 def _parse_field_selector(selector: str, res: Resource | None = None
                           ) -> list[tuple[str, Requirement]]:
     """``metadata.name`` and ``metadata.namespace`` (and the resource's own selectable
-    fields, ``SELECTABLE_FIELDS``) with ``=``, ``==``, ``!=``; any other field is a 400 as
-    the real server words it."""
-    extra = SELECTABLE_FIELDS.get(res, ()) if res is not None else ()
+    fields, ``SELECTABLE_FIELDS``: an Event's, a ResourceSlice's) with ``=``, ``==``,
+    ``!=``; each as (field path, requirement). Any other field is a 400 (for ResourceSlices
+    in the real server's words)."""
+    extra = SELECTABLE_FIELDS.get(res, frozenset()) if res is not None else frozenset()
     out: list[tuple[str, Requirement]] = []
     for term in filter(None, (t.strip() for t in selector.split(","))):
         m = re.fullmatch(r"([A-Za-z.]+)\s*(==|=|!=)\s*(\S*)", term)
@@ -720,9 +730,8 @@ def _parse_field_selector(selector: str, res: Resource | None = None
             raise _bad_request(f'"{term}" is not a known field selector')
         path = m.group(1)
         if path not in ("metadata.name", "metadata.namespace", *extra):
-            if not extra:
+            if res is not RESOURCESLICES:
                 raise _bad_request(f'"{term}" is not a known field selector')
-            assert res is not None
             raise _bad_request(f"field label not supported for {res.api_version}, "
                                f"Kind={res.kind}: {path}")
         op = "!=" if m.group(2) == "!=" else "="
@@ -730,12 +739,14 @@ def _parse_field_selector(selector: str, res: Resource | None = None
     return out
 
 
-def _field(obj: JSON, path: str) -> str:
-    """The string at a dotted ``path`` of ``obj`` ("" where absent), for field selectors."""
+def _field_value(obj: JSON, path: str) -> str:
+    """The value a field selector compares: ``source`` is the Event's source.component."""
+    if path == "source":
+        path = "source.component"
     value: Any = obj
     for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value if isinstance(value, str) else ""
+        value = value.get(part, "") if isinstance(value, dict) else ""
+    return str(value) if value is not None else ""
 
 
 # --------------------------------------------------------------------------- state
@@ -918,7 +929,7 @@ class _Watch:
             return False
         labels = meta.get("labels") or {}
         return all(r.matches(labels) for r in self.labels) and all(
-            r.matches({path: _field(obj, path)}) for path, r in self.fields
+            r.matches({attr: _field_value(obj, attr)}) for attr, r in self.fields
         )
 
     def event(self, change: _Change) -> JSON | None:
@@ -1759,6 +1770,12 @@ class FakeApiServer:
             ("DELETE", f"{nf_ns}/{name}", NODEFEATURES, "delete", self._delete_nodefeature),
             ("GET", "/apis/resource.k8s.io/v1/resourceslices", RESOURCESLICES, "list",
              self._list_resourceslices),
+            ("GET", "/api/v1/events", EVENTS, "list", self._list_events),
+            ("GET", f"/api/v1/namespaces/{ns}/events", EVENTS, "list", self._list_events),
+            ("POST", f"/api/v1/namespaces/{ns}/events", EVENTS, "create", self._create_event),
+            ("GET", f"/api/v1/namespaces/{ns}/events/{name}", EVENTS, "get", self._get_event),
+            ("PATCH", f"/api/v1/namespaces/{ns}/events/{name}", EVENTS, "patch",
+             self._patch_event),
         ]  # fmt: skip
         return [
             _Route(m, re.compile(pattern), res, verb, fn) for m, pattern, res, verb, fn in table
@@ -1841,6 +1858,38 @@ class FakeApiServer:
         if _flag(req.query.get("watch")):
             return self._watch(RESOURCESLICES, None, req)
         return _Response(200, self._list(RESOURCESLICES, None, req))
+
+    # ------------------------------------------------------------------ handlers: events
+
+    def _list_events(self, req: _Request, p: dict[str, str]) -> _Response:
+        if _flag(req.query.get("watch")):
+            return self._watch(EVENTS, p.get("ns"), req)
+        return _Response(200, self._list(EVENTS, p.get("ns"), req))
+
+    def _get_event(self, req: _Request, p: dict[str, str]) -> _Response:
+        return _Response(200, self._render(EVENTS, self._require(EVENTS, p["ns"], p["name"])))
+
+    def _create_event(self, req: _Request, p: dict[str, str]) -> _Response:
+        body = _parse_json(req.body)
+        if isinstance(body, dict):
+            _check_event(body, p["ns"])
+        return _Response(201, self._create(EVENTS, p["ns"], body, self._manager(req),
+                                           _dry(req)))
+
+    def _patch_event(self, req: _Request, p: dict[str, str]) -> _Response:
+        kind = _patch_kind(req, EVENTS)
+        if kind == APPLY_PATCH:
+            raise ApiError(501, "NotImplemented", "fake apiserver: server-side apply on events")
+        stored = self._require(EVENTS, p["ns"], p["name"])
+        patched = _patched(kind, self._render(EVENTS, stored), req.body)
+        updated = self._update(EVENTS, stored, patched, self._manager(req), _dry(req))
+        return _Response(200, updated)
+
+    def events(self, namespace: str | None = None) -> list[JSON]:
+        """Every Event stored (in ``namespace``), as a GET returns it."""
+        with self._lock:
+            return [self._render(EVENTS, s) for (ns, _), s in sorted(self._objects[EVENTS].items())
+                    if namespace is None or ns == namespace]
 
     # ------------------------------------------------------------------ handlers: nodefeatures
 
@@ -1979,7 +2028,7 @@ class FakeApiServer:
             meta = stored.obj["metadata"]
             labels = meta.get("labels", {})
             if all(r.matches(labels) for r in selectors) and all(
-                r.matches({path: _field(stored.obj, path)}) for path, r in fields
+                r.matches({attr: _field_value(stored.obj, attr)}) for attr, r in fields
             ):
                 item = self._render(res, stored)
                 if not res.custom:  # built-in lists carry no kind/apiVersion per item
@@ -2411,6 +2460,25 @@ class FakeApiServer:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _check_event(body: JSON, namespace: str) -> None:
+    """The API server's legacy Event validation (core/v1): an Event about a cluster-scoped
+    object (no involvedObject.namespace) lives in ``default``; reasons and the reporting
+    component are at most 128 characters."""
+    involved = body.get("involvedObject") if isinstance(body.get("involvedObject"), dict) else {}
+    name = str((body.get("metadata") or {}).get("name", ""))
+    errors = []
+    obj_ns = str(involved.get("namespace") or "")
+    if (not obj_ns and namespace not in ("", "default")) or (obj_ns and obj_ns != namespace):
+        errors.append(FieldError("involvedObject.namespace", "FieldValueInvalid",
+                                 "does not match event.namespace", _q(obj_ns)))
+    for key in ("reason", "reportingComponent"):
+        if len(str(body.get(key) or "")) > 128:
+            errors.append(FieldError(key, "FieldValueTooLong", "must have at most 128 bytes",
+                                     _q(str(body.get(key)))))
+    if errors:
+        raise _invalid(EVENTS, name, errors)
 
 
 def _selected_name(selector: str) -> str | None:

@@ -32,6 +32,7 @@ Profile file format (line based, ``key fields...``; see parse_line in fake_nvml.
     ...
     gip <index> <id> <slices> <instances> <sms> <ce> <dec> <enc> <jpeg> <ofa> <MiB> <p2p> <name>
     cip <gi profile id> <index> <id> <slices> <instances> <sms> <name>
+    minor <n>
     gi <id> <profile id> <start> <size>
     ci <gi id> <ci id> <ci profile id> <slot> <start> <size> <MIG-uuid>
     events 0x411f
@@ -48,7 +49,7 @@ import os
 import stat
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -562,6 +563,8 @@ class GpuSpec:
     """None: same as mig_enabled."""
     compute_mode: str | None = "default"
     """None: NOT_SUPPORTED."""
+    power_limits_mw: tuple[int, int] | None = None
+    """nvmlDeviceGetPowerManagementLimitConstraints (min, max) in mW; None: NOT_SUPPORTED."""
     nvlinks: int = 0
     """0: NOT_SUPPORTED."""
     nvlinks_active: int = 0
@@ -576,6 +579,8 @@ class GpuSpec:
     mig_table: MigTable | None = None
     """None: looked up by name in MIG_TABLES."""
     max_mig_devices: int = 7
+    minor: int | None = None
+    """nvmlDeviceGetMinorNumber (the N of /dev/nvidiaN). None: the GPU's index."""
     events: int | None = None
     """nvmlDeviceGetSupportedEventTypes (an ``event_mask(...)``; 0: none supported).
     None: ``default_events(self)``."""
@@ -591,6 +596,9 @@ class ResolvedMig:
     uuid: str
     gi_profile: GiProfile
     ci_profile: CiProfile
+    gi_start: int = 0
+    """The GPU instance's placement start (nvmlGpuInstanceGetInfo); its size is
+    ``gi_profile.slices``. The fake places GPU instances side by side in gi_id order."""
 
     @property
     def profile_name(self) -> str:
@@ -690,6 +698,12 @@ class Machine:
         slots = [m.slot for m in out]
         if len(set(slots)) != len(slots) or max(slots) >= gpu.max_mig_devices:
             raise ValueError(f"{gpu.name}: bad MIG device slots {slots}")
+        starts: dict[int, int] = {}
+        for m in sorted(out, key=lambda m: m.gi_id):
+            if m.gi_id not in starts:
+                starts[m.gi_id] = sum(o.gi_profile.slices for o in
+                                      {x.gi_id: x for x in out if x.gi_id < m.gi_id}.values())
+        out = [replace(m, gi_start=starts[m.gi_id]) for m in out]
         return tuple(sorted(out, key=lambda m: m.slot))
 
     # -- rendering -----------------------------------------------------------------
@@ -749,8 +763,11 @@ def _render_gpu(gpu: GpuSpec, resolved: ResolvedGpu) -> list[str]:
         f"compute_mode {mode}",
         f"nvlink {gpu.nvlinks} {gpu.nvlinks_active}",
         f"max_mig {gpu.max_mig_devices}",
+        *([f"minor {gpu.minor}"] if gpu.minor is not None else []),
         f"events {default_events(gpu) if gpu.events is None else gpu.events:#x}",
     ]
+    if gpu.power_limits_mw is not None:
+        lines.append(f"power {gpu.power_limits_mw[0]} {gpu.power_limits_mw[1]}")
     if gpu.fabric is not None:
         f = gpu.fabric
         hex_uuid = uuidlib.UUID(f.cluster_uuid).hex
@@ -773,15 +790,14 @@ def _render_gpu(gpu: GpuSpec, resolved: ResolvedGpu) -> list[str]:
                     f"cip {gi_profile_id} {c.index} {c.id} {c.slices} {c.instances} {c.sms} "
                     f"{c.name}"
                 )
-    seen_gis: dict[int, int] = {}
+    seen_gis: set[int] = set()
     gi_lines: list[str] = []
     ci_lines: list[str] = []
     ci_starts: dict[int, int] = {}
     for m in sorted(resolved.mig, key=lambda m: (m.gi_id, m.ci_id)):
         if m.gi_id not in seen_gis:
-            start = sum(seen_gis.values())
-            seen_gis[m.gi_id] = m.gi_profile.slices
-            gi_lines.append(f"gi {m.gi_id} {m.gi_profile.id} {start} {m.gi_profile.slices}")
+            seen_gis.add(m.gi_id)
+            gi_lines.append(f"gi {m.gi_id} {m.gi_profile.id} {m.gi_start} {m.gi_profile.slices}")
         ci_start = ci_starts.get(m.gi_id, 0)
         ci_starts[m.gi_id] = ci_start + m.ci_profile.slices
         ci_lines.append(

@@ -2,7 +2,10 @@
 
 Figures are what NVML reports on real hardware (nvidia-smi shows the same):
 H100 80GB HBM3 81559 MiB, A100-SXM4-40GB 40960 MiB, A100 80GB 81920 MiB,
-A30 24576 MiB, Tesla T4 15360 MiB, A10 23028 MiB, GB200 189471 MiB.
+A30 24576 MiB, Tesla T4 15360 MiB, A10 23028 MiB, GB200 189471 MiB. Power limit ranges
+(nvidia-smi -q's Min/Max Power Limit): H100 SXM 200-700 W, A100 SXM4 100-400 W, A100 PCIe
+150-300 W, A30 100-165 W, GB200 200-1200 W, T4 60-70 W, A10 100-150 W; a laptop's GeForce
+does not support the query.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ def h100(**overrides: Any) -> GpuSpec:
         architecture="hopper",
         pci_device_id=0x233010DE,
         mig_supported=True,
+        power_limits_mw=(200000, 700000),
         nvlinks=18,
         nvlinks_active=18,
     )
@@ -39,6 +43,7 @@ def a100_40gb(**overrides: Any) -> GpuSpec:
         architecture="ampere",
         pci_device_id=0x20B010DE,
         mig_supported=True,
+        power_limits_mw=(100000, 400000),
         nvlinks=12,
         nvlinks_active=12,
     )
@@ -54,6 +59,7 @@ def a100_80gb_pcie(**overrides: Any) -> GpuSpec:
         architecture="ampere",
         pci_device_id=0x20B510DE,
         mig_supported=True,
+        power_limits_mw=(150000, 300000),
         nvlinks=12,  # NVLink bridge connectors, no bridge fitted
         nvlinks_active=0,
     )
@@ -69,6 +75,7 @@ def a30(**overrides: Any) -> GpuSpec:
         architecture="ampere",
         pci_device_id=0x20B710DE,
         mig_supported=True,
+        power_limits_mw=(100000, 165000),
     )
     spec.update(overrides)
     return GpuSpec(**spec)
@@ -82,6 +89,7 @@ def gb200(**overrides: Any) -> GpuSpec:
         architecture="blackwell",
         pci_device_id=0x294110DE,
         mig_supported=True,
+        power_limits_mw=(200000, 1200000),
         nvlinks=18,
         nvlinks_active=18,
     )
@@ -117,6 +125,7 @@ def t4x4() -> Machine:
                 brand="nvidia",  # current drivers report NVIDIA, not Tesla, for T4
                 pci_bus_id=f"00000000:00:{0x1B + i:02X}.0",
                 pci_device_id=0x1EB810DE,
+                power_limits_mw=(60000, 70000),
             )
             for i in range(4)
         ],
@@ -139,6 +148,7 @@ def a100_a10() -> Machine:
                 architecture="ampere",
                 pci_bus_id="00000000:CA:00.0",
                 pci_device_id=0x223610DE,
+                power_limits_mw=(100000, 150000),
             ),
         ],
         seed="a100_a10",

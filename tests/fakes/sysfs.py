@@ -110,6 +110,22 @@ def pci_device(root: Path, bus_id: str, *, pci_class: str = COMPUTE, vendor: str
     return path
 
 
+def linked_device(root: Path, bus_id: str, *, pcie_root: str, bridges: tuple[str, ...] = (),
+                  numa_node: int | None = None, **kwargs: object) -> Path:
+    """A device laid out as the kernel does it: the directory under
+    ``devices/<pcie_root>/<bridges...>/<bus id>`` and ``bus/pci/devices/<bus id>`` a relative
+    link to it; ``numa_node`` written when given. ``kwargs`` go to ``pci_device``."""
+    name = sysfs_name(bus_id)
+    root.joinpath("devices", pcie_root, *bridges, name).mkdir(parents=True, exist_ok=True)
+    link = root / "bus" / "pci" / "devices" / name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(os.path.join("..", "..", "..", "devices", pcie_root, *bridges, name), link)
+    path = pci_device(root, bus_id, **kwargs)  # type: ignore[arg-type]
+    if numa_node is not None:
+        (path / "numa_node").write_text(f"{numa_node}\n")
+    return path
+
+
 def a100(root: Path, bus_id: str, n: int = 0, *, driver: str | None = VFIO) -> Path:
     """An A100-SXM4-40GB (``10de:20b0``, 3D controller) bound to ``driver``."""
     return pci_device(root, bus_id, device=A100_SXM4_40GB, driver=driver,

@@ -1322,3 +1322,38 @@ def test_a_watch_client_on_a_descriptor_past_1024_is_not_taken_for_gone() -> Non
     finally:
         for fd in filler:
             os.close(fd)
+
+
+# ---------------------------------------------------------------------------- events
+
+
+def _node_event(name: str, node: str, reason: str, uid: str) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "involvedObject": {"kind": "Node", "name": node, "uid": uid, "apiVersion": "v1"},
+            "reason": reason, "message": f"{reason} on {node}", "type": "Warning",
+            "source": {"component": "gfd", "host": node}, "count": 1}
+
+
+def test_events_are_created_patched_and_selected_by_involved_object(core: Api) -> None:
+    core.create_namespaced_event("default", _node_event("n1.1", "n1", "GpuLost", "u1"))
+    core.create_namespaced_event("default", _node_event("n2.1", "n2", "GpuLost", "u2"))
+    core.patch_namespaced_event("n1.1", "default", {"count": 3},
+                                _content_type=MERGE_PATCH)
+    # what kubectl describe node asks for: every namespace, by the involved object
+    found = core.list_event_for_all_namespaces(
+        field_selector="involvedObject.kind=Node,involvedObject.name=n1,"
+                       "involvedObject.uid=u1").items
+    assert [(e.metadata.name, e.count, e.source.component) for e in found] == [
+        ("n1.1", 3, "gfd")]
+    assert [e.metadata.name for e in core.list_namespaced_event(
+        "default", field_selector="reason=GpuLost,source=gfd").items] == ["n1.1", "n2.1"]
+    with pytest.raises(ApiException) as err:
+        core.list_namespaced_event("default", field_selector="spec.nodeName=n1")
+    assert err.value.status == 400
+
+
+def test_an_event_about_a_node_must_be_in_the_default_namespace(core: Api) -> None:
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_event("gfd", _node_event("n1.1", "n1", "GpuLost", "u1"))
+    assert err.value.status == 422
+    assert "involvedObject.namespace" in json.loads(err.value.body)["message"]

@@ -431,3 +431,25 @@ def test_the_call_log_counts_every_call_up_to_each_device_count(
     assert len(rows) == 2
     (t1, c1), (t2, c2) = ((float(t), int(c)) for t, c in rows)
     assert c2 - c1 == 4 * 2 + 1 and t2 >= t1
+
+
+# ----------------------------------------------------------------------------- power limits
+
+
+def test_power_limit_constraints_come_from_the_profile_in_milliwatts(session: Any) -> None:
+    assert pynvml.nvmlDeviceGetPowerManagementLimitConstraints(handle(0)) == [200000, 700000]
+    assert pynvml.nvmlDeviceGetPowerManagementLimitConstraints(handle(2)) == [60000, 70000]
+
+
+def test_power_limit_constraints_are_not_supported_without_a_range(session: Any) -> None:
+    session(Machine(gpus=[profiles.h100(power_limits_mw=None), t4()], seed="power"))
+    pynvml.nvmlDeviceGetCount()  # the open session sees the new machine from here
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetPowerManagementLimitConstraints(handle(0))
+    assert pynvml.nvmlDeviceGetPowerManagementLimitConstraints(handle(1)) == [60000, 70000]
+
+
+def test_power_limit_constraints_need_both_pointers(session: Any) -> None:
+    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetPowerManagementLimitConstraints")
+    low = ctypes.c_uint()
+    assert fn(handle(0), ctypes.byref(low), None) == pynvml.NVML_ERROR_INVALID_ARGUMENT

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from helpers.timing import Clock as LoopClock
 from helpers.timing import LoopTime
 
 from gfd.backoff import backoff
+from gfd.configfile import ConfigWatch
 from gfd.daemon import BACKOFF_CAP, Signals
 from gfd.errors import ApiError, PublishError
 from gfd.kube import Kube
@@ -37,6 +39,7 @@ from gfd.sinks.node import NodeSink
 from gfd.sinks.nodefeature import CONFLICT_RETRIES, NodeFeatureSink, object_name
 from gfd.sinks.retry import Retry
 from gfd.snapshot import Snapshot
+from gfd.triggers import Trigger
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -73,6 +76,9 @@ class Source:
     def read(self) -> Snapshot:
         self.reads += 1
         return self.snapshot
+
+    def refresh(self) -> None:
+        pass
 
     def watch(self, fire: object) -> None:
         pass
@@ -325,6 +331,74 @@ def test_an_outage_costs_a_handful_of_requests_then_about_one_retry_per_backoff_
         cap_minutes = int(BACKOFF_CAP // 60)
         assert sum(per_minute[-cap_minutes:]) <= 2 * 2, per_minute  # <= 2 retries per cap
         assert sum(per_minute) <= 20, per_minute
+
+
+class BusyOutage(LoopTime):
+    """Simulated time around an outage in a busy neighbourhood: every 0.1 s a line is
+    appended to a real log file beside the config file (watched by the real ConfigWatch),
+    every second a watch event arrives from the API sink's watch, every 7 s a SIGHUP."""
+
+    def __init__(self, clock: LoopClock, signals: Signals, until: float, busy: Path) -> None:
+        super().__init__(clock, signals, until)
+        self.busy = busy
+        self.ticks = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        step = 0.1 if timeout is None else min(timeout, 0.1)
+        if self.clock.now + step >= self.until:
+            self.signals.stop = True
+            return True
+        self.clock.now += step
+        self.ticks += 1
+        with self.busy.open("a") as log_file:
+            log_file.write(f"line {self.ticks}\n")
+        time.sleep(0.003)  # the config watch's thread sees the write
+        if self.ticks % 10 == 0:
+            self.signals.fire(Trigger(source="api", kind="changed", at=self.clock.now))
+        if self.ticks % 70 == 0:
+            self.signals.request_reload()
+        return True
+
+
+class UnchangedConfig:
+    def poll(self, current: Any, *, force: bool) -> None:
+        return None
+
+
+def test_a_busy_file_beside_the_config_watch_events_and_sighups_wait_for_the_backoff(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """Regression (issue 20): gfd's log beside its config woke a cycle at every line, and each
+    cycle skipped the backoff: 135-179 PATCH requests in 30 s of outage while gfd said
+    "retrying in 292 s". A 60 s outage costs what the backoff says: cycles at 0, 10 and 30 s
+    (one interval, doubling), two requests each."""
+    config = tmp_path / "config" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text("version: v1\n")
+    clock = LoopClock(0.0)
+    made: list[float] = []
+    kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
+                on_request=lambda verb, code: made.append(clock.now))
+    signals = Signals()
+    loop = BusyOutage(clock, signals, until=60.0, busy=config.parent / "gfd.log")
+    sink = NodeSink(kube, NODE, retry=Retry(sleep=loop.sleep, rand=lambda: 1.0))
+    source = Source(H100)
+    agent = make_agent(source, sink, OPTIONS, interval=10.0, clock=clock, rand=lambda: 1.0,
+                       reloader=UnchangedConfig(), config_watched=True)
+    assert agent.cycle()
+    server.set_down(True)
+    source.snapshot = MIXED
+    made.clear()
+    watch = ConfigWatch(str(config), signals.fire, clock=clock)
+    assert watch.start()
+    try:
+        assert agent.run(signals) == 0
+    finally:
+        watch.close()
+        server.set_down(False)
+    # each cycle: a request and its one retry (a 0.5 s sleep in the sink)
+    assert len(made) == 3 * 2, made
+    assert all(t < 1 or 10 <= t < 12 or 30 <= t < 33 for t in made), made
 
 
 def test_an_interval_longer_than_the_backoff_cap_is_kept(server: FakeApiServer,

@@ -7,12 +7,12 @@ of the last good config; the message is one line naming the problem and the fix.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from fakes import profiles
+from fakes.apiserver import FakeApiServer
 from helpers.process import Agent, free_port, http, metric, wait_for
-
-from gfd.configfile import ConfigSource
 
 GOOD_4 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}\n"
 GOOD_2 = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}\n"
@@ -21,6 +21,7 @@ BAD = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: -2}]
 KEPT = "keeping the last good config"
 UNCHANGED = 'gfd_cycles_total{result="unchanged"}'
 CYCLES_WHILE_BAD = 8
+NODE = "gpu-node-1"
 
 
 def _start(tmp_path: Path, lib: Path, agents: list[Agent], port: int) -> tuple[Agent, Path]:
@@ -77,20 +78,79 @@ def test_invalid_config_error_is_logged_once_not_every_cycle(
     assert "recovered" not in logs
 
 
-def test_a_config_rewritten_in_place_is_never_taken_empty_or_half_written(tmp_path: Path) -> None:
-    """A writer that truncates the file, then writes it (as `cat > file` or an editor does):
-    gfd may look between the two steps. It waits until two reads agree."""
-    path = tmp_path / "config.yaml"
-    good = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}\n"
-    path.write_text("sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}")
-    steps = iter(["", good[:30], good])  # what the file holds after each pause
+TS = ("version: v1\nflags: {{gfd: {{sleepInterval: 100ms}}}}\nsharing:\n  timeSlicing:\n"
+      "    resources:\n    - name: nvidia.com/gpu\n      replicas: {}\n")
+REPLICAS = "nvidia.com/gpu.replicas"
 
-    def writer_moves_on(seconds: float) -> None:
-        path.write_text(next(steps, good))
 
-    source = ConfigSource(str(path), sleep=writer_moves_on)
-    source.poll()
-    path.write_text("")  # the truncation, seen by the next poll
-    config = source.poll()
-    assert config is not None
-    assert config.sharing.replicas("nvidia.com/gpu") == 4, "neither the empty nor the half file"
+def slow_rewrite(path: Path, text: str) -> None:
+    """``slow-cmd > config.yaml``: the file truncated, left empty a while, then written in
+    pieces with pauses -- each state in between a valid config without sharing."""
+    with path.open("w") as handle:
+        time.sleep(0.06)
+        for start in range(0, len(text), len(text) // 3 + 1):
+            handle.write(text[start:start + len(text) // 3 + 1])
+            handle.flush()
+            time.sleep(0.02)
+
+
+def test_a_hundred_in_place_rewrites_never_publish_a_config_the_writer_had_not_finished(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """Regression (issue 20): gfd took the truncated, empty file for a valid empty config
+    after two equal reads 50 ms apart, and published ``gpu.replicas=1`` (and the product
+    without -SHARED) for as long as the writer took. Every label write gfd sends to the API
+    server is in its request log: none may lack the 4 replicas the file says."""
+    with FakeApiServer() as server:
+        server.add_node(NODE, labels={"team": "ml"})
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text(TS.format(4))
+        agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--sink", "node",
+                      "--config-file", str(cfg), "--no-timestamp", output_flag=False,
+                      env={"NODE_NAME": NODE,
+                           "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))})
+        agents.append(agent)
+        wait_for(lambda: server.labels(NODE).get(REPLICAS) == "4")
+        for _ in range(100):
+            slow_rewrite(cfg, TS.format(4))
+        slow_rewrite(cfg, TS.format(8))  # a real change is still taken, once settled
+        wait_for(lambda: server.labels(NODE).get(REPLICAS) == "8", timeout=10)
+        applied = [(r.json() or {}).get("metadata", {}).get("labels", {})
+                   for r in server.requests if r.method == "PATCH" and r.status == 200]
+        logs = agent.logs()
+        assert agent.stop() == 0
+    assert [labels.get(REPLICAS) for labels in applied] == ["4", "8"], logs[-2000:]
+    assert logs.count("config reloaded") == 1 and KEPT not in logs
+
+
+
+
+def test_a_busy_log_beside_the_config_during_an_api_outage_costs_only_the_backoffs_requests(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """Regression (issue 20): with gfd's log beside its config, every line woke a cycle and
+    each cycle skipped the API backoff (135-179 PATCHes in 30 s). In 8 s of outage with a
+    1 s interval the backoff allows cycles at about 0, 1, 3 and 7 s: two PATCHes each."""
+    with FakeApiServer() as server:
+        server.add_node(NODE, labels={"team": "ml"})
+        cfg = tmp_path / "config" / "config.yaml"
+        cfg.parent.mkdir()
+        cfg.write_text(TS.format(4).replace("100ms", "1s"))
+        agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--sink", "node",
+                      "--config-file", str(cfg), "--no-timestamp", output_flag=False,
+                      env={"NODE_NAME": NODE,
+                           "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))})
+        agents.append(agent)
+        wait_for(lambda: server.labels(NODE).get(REPLICAS) == "4")
+        server.set_down(True)
+        server.clear_log()
+        agent.set_machine(profiles.one_gpu_lost())  # a change to publish: every cycle tries
+        busy = cfg.parent / "gfd.log"
+        end = time.monotonic() + 8
+        with busy.open("a") as log_file:
+            while time.monotonic() < end:
+                log_file.write("a line of gfd's log\n")
+                log_file.flush()
+                time.sleep(0.01)
+        patches = [r for r in server.requests if r.method == "PATCH"]
+        server.set_down(False)
+        assert agent.stop() == 0
+    assert 2 <= len(patches) <= 10, len(patches)

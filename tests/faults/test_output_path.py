@@ -104,9 +104,9 @@ def test_a_second_agent_on_the_same_file_fails_clearly_then_takes_over(
              if out.exists() else False)
     second = Agent(second_dir, fake_nvml_lib, profiles.hgx_h100(), *common, output_flag=False)
     agents.append(second)
-    wait_for(lambda: "another gfd is writing it" in second.logs(), timeout=10)
+    wait_for(lambda: "another gfd is writing in" in second.logs(), timeout=10)
     line = next(ln for ln in second.logs().splitlines() if "another gfd" in ln)
-    assert f"pid {first.proc.pid} " in line, line
+    assert f"(pid {first.proc.pid} holds its lock)" in line, line
     assert parse(out.read_text())[0]["nvidia.com/gpu.count"] == "4", "the first one's labels"
     assert first.stop() == 0
     wait_for(lambda: parse(out.read_text())[0].get("nvidia.com/gpu.count") == "8", timeout=10)

@@ -139,3 +139,49 @@ def test_a_hung_nvidia_smi_is_killed_with_every_process_it_started(
     finally:
         for pid in filter(_alive, pids):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_ten_thousand_sighups_at_random_moments_keep_the_agent_cycling_and_truthful(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """Each SIGHUP lands wherever the loop happens to be (its wait, a cycle, the clear): the
+    loop keeps cycling, /healthz answers 200 throughout, and the last reload is applied."""
+    import random
+    import threading
+
+    from helpers.process import free_port, http, metric
+
+    port = free_port()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("flags: {migStrategy: none}")
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--sleep-interval",
+                  "200ms", "--config-file", str(cfg), "--metrics-port", str(port))
+    agents.append(agent)
+    wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
+    probes: list[int] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            probes.append(http(port, "/healthz")[0])
+            time.sleep(0.05)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    rand = random.Random(20)
+    try:
+        for n in range(10_000):
+            if n == 9_999:  # the last SIGHUP carries a change that must be applied
+                cfg.write_text("flags: {migStrategy: mixed}")
+            agent.proc.send_signal(signal.SIGHUP)
+            if rand.random() < 0.1:
+                time.sleep(rand.random() * 0.002)
+        assert agent.proc.poll() is None, agent.logs()
+        wait_for(lambda: agent.labels().get("nvidia.com/mig.strategy") == "mixed", timeout=10)
+        cycles = metric(http(port, "/metrics")[1], 'gfd_cycles_total{result="unchanged"}')
+        wait_for(lambda: metric(http(port, "/metrics")[1],
+                                'gfd_cycles_total{result="unchanged"}') > cycles + 2, timeout=5)
+    finally:
+        done.set()
+        prober.join()
+    assert probes and set(probes) == {200}, f"/healthz answered {sorted(set(probes))}"
+    assert agent.stop() == 0

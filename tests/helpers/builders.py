@@ -125,11 +125,12 @@ CUDA_550_12040 = {
 EXTENDED_KEYS = (
     "gpu.heterogeneous", "gpu.memory.min", "gpu.accelerator", "gpu.compute-mode",
     "gpu.nvlink", "mig.enabled.count", "mig.pending", "gpu.unhealthy", "gpu.timeslice",
+    "gpu.power.limit.min", "gpu.power.limit.max",
 )
 
 
 def is_extended_key(k: str) -> bool:
     """Keys of gfd's extended set (not GFD's labels; left out by --label-set compat), prefix
     stripped."""
-    return (k in EXTENDED_KEYS or k.startswith("gpu.product.")
+    return (k in EXTENDED_KEYS or k.startswith(("gpu.product.", "gpu.devices."))
             or k.endswith(".memory.per-replica"))

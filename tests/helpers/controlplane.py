@@ -337,18 +337,28 @@ def load_yaml(path: Path) -> list[JSON]:
 
 def rbac_objects(mode: str) -> list[JSON]:
     """The RBAC objects of ``manifests/overlays/<mode>``: every file the kustomization lists
-    that is not a folder (its own resources: base is shared), RBAC kinds only."""
+    that is not a folder (its own resources: base is shared), and the files of the
+    components it lists (components/events), RBAC kinds only."""
     overlay = MANIFESTS / "overlays" / mode
     kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    files = [overlay / r for r in kustomization.get("resources", [])]
+    for component in kustomization.get("components", []):
+        folder = overlay / component
+        listed = yaml.safe_load((folder / "kustomization.yaml").read_text())
+        files += [folder / r for r in listed.get("resources", [])]
     found: list[JSON] = []
-    for resource in kustomization.get("resources", []):
-        path = overlay / resource
+    for path in files:
         if path.is_file():
             found += [doc for doc in load_yaml(path)
                       if doc.get("apiVersion", "").startswith("rbac.authorization.k8s.io/")]
     if not found:
         raise ControlPlaneError(f"manifests/overlays/{mode} lists no RBAC objects")
     return found
+
+
+def _grant(rule: JSON, verb: str) -> tuple[str, str, str, str]:
+    """What a SubjectAccessReview of ``ControlPlane.allowed`` asks about one rule's verb."""
+    return rule["apiGroups"][0], rule["resources"][0], rule.get("namespace", ""), verb
 
 
 def base_identity() -> tuple[JSON, JSON]:
@@ -725,14 +735,11 @@ class ControlPlane:
                 self.apply(obj)
         user = (f"system:serviceaccount:{account['metadata']['namespace']}:"
                 f"{account['metadata']['name']}")
-        # Modes may share a permission (list resourceslices): what this mode grants is
-        # allowed, whichever mode's rule names it.
-        granted = {(r["apiGroups"][0], r["resources"][0], r["namespace"], verb)
-                   for r in (self._rules(mode) if mode is not None else ())
-                   for verb in r["verbs"]}
-        expected = [(rule, verb, (rule["apiGroups"][0], rule["resources"][0],
-                                  rule["namespace"], verb) in granted)
-                    for m in RBAC_MODES for rule in self._rules(m) for verb in rule["verbs"]]
+        # a rule both modes grant (components/events) is allowed in either
+        granted = {_grant(rule, verb) for rule in (self._rules(mode) if mode else ())
+                   for verb in rule["verbs"]}
+        expected = [(rule, verb, _grant(rule, verb) in granted) for m in RBAC_MODES
+                    for rule in self._rules(m) for verb in rule["verbs"]]
         _poll(lambda: all(self.allowed(user, rule, verb) == want
                           for rule, verb, want in expected),
               f"RBAC of mode {mode} to take effect", timeout)

@@ -172,3 +172,19 @@ def test_a_failing_wait_reopens_the_event_set(monkeypatch: pytest.MonkeyPatch) -
     finally:
         watch.close()
     assert watch.join(5)
+
+
+def test_a_watch_thread_that_dies_says_so_once_and_fires_its_death(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An error no one expected (not a GfdError) ends the thread: logged at error level,
+    the event set freed, and a trigger the loop counts; polling carries on."""
+    source, fired = Source(ALL), Fired()
+    source.events.put(RuntimeError("unexpected event layout"))
+    watch = GpuEventWatch(source, fired, marks()[1], wait=0.05).start()
+    assert watch.join(5)
+    assert [(t.source, t.kind) for t in fired.triggers] == [("nvml", "watcher-died")]
+    assert "RuntimeError: unexpected event layout" in fired.triggers[0].detail
+    assert source.closed == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == ["NVML event watch stopped: RuntimeError: unexpected event layout; "
+                      "changes are seen at the next poll"]

@@ -9,7 +9,14 @@ import os
 from pathlib import Path
 
 import pytest
-from fakes.sysfs import COMPUTE, GRAPHICS, config_space, gpu_tree, pci_device
+from fakes.sysfs import (
+    COMPUTE,
+    GRAPHICS,
+    config_space,
+    gpu_tree,
+    linked_device,
+    pci_device,
+)
 
 from gfd.readers.host import (
     MACHINE_TYPE_MAX_BYTES,
@@ -127,6 +134,48 @@ def test_a_gpu_without_a_sysfs_entry_has_no_class_and_is_warned_once(
     assert len(warnings(caplog)) == 1 and "0000:18:00.0" in warnings(caplog)[0]
 
 
+def test_the_pcie_root_and_numa_node_are_read_as_the_kernel_lays_them_out(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    linked_device(tmp_path / "sys", BUS, pcie_root="pci0000:15",
+                  bridges=("0000:15:01.0", "0000:16:00.0"), numa_node=1)
+    host = reader(tmp_path)
+    assert host.pcie_root(BUS) == "pci0000:15"
+    assert host.numa_node(BUS) == 1
+    assert host.pci_class(BUS) == COMPUTE  # read through the link
+    assert warnings(caplog) == []
+
+
+@pytest.mark.parametrize("numa", ["-1", "", "zero\n"], ids=["no-affinity", "empty", "text"])
+def test_a_numa_node_of_minus_one_or_not_a_number_is_none(tmp_path: Path, numa: str) -> None:
+    path = pci_device(tmp_path / "sys", BUS)
+    (path / "numa_node").write_text(numa)
+    assert reader(tmp_path).numa_node(BUS) is None
+
+
+def test_a_device_directory_that_is_not_a_link_has_no_pcie_root(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    pci_device(tmp_path / "sys", BUS)  # a plain directory: no root complex to tell
+    host = reader(tmp_path)
+    assert host.pcie_root(BUS) is None
+    assert host.pcie_root("") is None and host.numa_node("") is None
+    assert host.numa_node(BUS) is None  # no numa_node file
+    assert warnings(caplog) == []
+
+
+def test_a_link_outside_devices_pci_or_to_another_device_has_no_pcie_root(
+        tmp_path: Path) -> None:
+    sys = tmp_path / "sys"
+    (sys / "elsewhere" / "0000:18:00.0").mkdir(parents=True)
+    (sys / "bus" / "pci" / "devices").mkdir(parents=True)
+    os.symlink("../../../elsewhere/0000:18:00.0", sys / "bus/pci/devices/0000:18:00.0")
+    assert reader(tmp_path).pcie_root(BUS) is None
+    linked_device(sys, "0000:19:00.0", pcie_root="pci0000:00")
+    os.rename(sys / "devices/pci0000:00/0000:19:00.0", sys / "devices/pci0000:00/0000:1a:00.0")
+    os.remove(sys / "bus/pci/devices/0000:19:00.0")
+    os.symlink("../../../devices/pci0000:00/0000:1a:00.0", sys / "bus/pci/devices/0000:19:00.0")
+    assert reader(tmp_path).pcie_root("00000000:19:00.0") is None
+
+
 def test_a_gpu_without_a_bus_id_has_no_class(tmp_path: Path,
                                              caplog: pytest.LogCaptureFixture) -> None:
     assert reader(tmp_path).pci_class("") is None
@@ -140,6 +189,21 @@ def test_a_vgpu_guest_is_found_with_its_host_driver(tmp_path: Path) -> None:
     gpu_tree(tmp_path / "sys", [BUS, "00000000:19:00.0"], vgpu=("550.54.16", "r550_40"))
     assert reader(tmp_path).vgpu() == Vgpu(present=True, host_driver_version="550.54.16",
                                            host_driver_branch="r550_40")
+
+
+def test_without_the_scan_no_config_space_is_read_and_there_is_no_vgpu_fact(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """--no-vgpu-labels: nothing under the devices directory is opened, so an unprivileged
+    gfd says nothing about the config space it could not read."""
+    gpu_tree(tmp_path / "sys", [BUS], vgpu=("550.54.16", "r550_40"))
+    for config in (tmp_path / "sys").glob("bus/pci/devices/*/config"):
+        config.unlink()
+        os.mkfifo(config)  # opening it would block: it is never opened
+    host = HostReader(machine_type_file="", sysfs_root=str(tmp_path / "sys"), scan_vgpu=False)
+    assert host.vgpu() is None
+    assert warnings(caplog) == []
+    assert reader(tmp_path).vgpu() is None, "the scan itself refuses the FIFO"
+    assert any("vgpu:" in w for w in warnings(caplog))
 
 
 def test_plain_gpus_beside_another_vendors_device_are_no_vgpu(tmp_path: Path) -> None:

@@ -80,6 +80,9 @@ def expected(machine: Machine) -> Snapshot:
                 encoders=m.gi_profile.encoders,
                 jpegs=m.gi_profile.jpegs,
                 ofas=m.gi_profile.ofas,
+                gi_profile_id=m.gi_profile.id,
+                placement_start=m.gi_start,
+                placement_size=m.gi_profile.slices,
             )
             for m in res.mig
         )
@@ -87,6 +90,7 @@ def expected(machine: Machine) -> Snapshot:
             Gpu(
                 index=index,
                 uuid=res.uuid,
+                minor=index if spec.minor is None else spec.minor,
                 name=spec.name,
                 memory_total_bytes=spec.memory_bytes,
                 compute_capability=spec.compute,
@@ -99,6 +103,7 @@ def expected(machine: Machine) -> Snapshot:
                 compute_mode=spec.compute_mode,
                 nvlink_active=None if spec.nvlinks == 0 else spec.nvlinks_active > 0,
                 fabric=fabric,
+                power_limits_mw=spec.power_limits_mw,
                 mig_devices=devices if enabled else (),
             )
         )
@@ -451,6 +456,7 @@ SIDE_QUERIES = {
     "nvmlDeviceGetComputeMode": ("compute_mode", False),
     "nvmlDeviceGetNvLinkState": ("nvlink", False),
     "nvmlDeviceGetGpuFabricInfoV": ("fabric", False),
+    "nvmlDeviceGetPowerManagementLimitConstraints": ("power_limits", False),
 }
 
 
@@ -492,6 +498,31 @@ def test_not_supported_is_absent_except_where_gfds_labels_need_the_fact(nvml_mac
     fact, reported = SIDE_QUERIES[call]
     assert gpu.error is None
     assert [d.fact for d in gpu.degraded] == ([fact] if reported else [])
+
+
+def test_power_limits_are_read_in_milliwatts_per_gpu(nvml_machine: Any) -> None:
+    machine = profiles.a100_a10()
+    snap = read(nvml_machine, machine)
+    assert [g.power_limits_mw for g in snap.gpus] == [
+        (150000, 300000), (150000, 300000), (100000, 150000)]
+
+
+@pytest.mark.parametrize("error", ["NOT_SUPPORTED", "FUNCTION_NOT_FOUND"])
+def test_power_limits_the_gpu_or_driver_lacks_are_absent_not_degraded(nvml_machine: Any,
+                                                                        error: str) -> None:
+    machine = profiles.hgx_h100()
+    machine.gpus[5].fail["nvmlDeviceGetPowerManagementLimitConstraints"] = error
+    snap = read(nvml_machine, machine)
+    assert snap.gpus[5].power_limits_mw is None and not snap.gpus[5].degraded
+    assert snap.gpus[4].power_limits_mw == (200000, 700000)
+
+
+def test_power_limits_with_min_above_max_are_an_unknown_fact(nvml_machine: Any) -> None:
+    machine = profiles.hgx_h100()
+    machine.gpus[1].power_limits_mw = (700000, 200000)
+    gpu = read(nvml_machine, machine).gpus[1]
+    assert gpu.power_limits_mw is None and gpu.unknown("power_limits")
+    assert [d.error for d in gpu.degraded] == ["returned min 700000 mW above max 200000 mW"]
 
 
 def test_a_name_that_cannot_be_read_on_a_first_read_loses_the_gpu_later_holds_it(
@@ -556,6 +587,22 @@ def test_mig_profile_tables_are_read_once_per_session(nvml_machine: Any) -> None
     reader.read()
     assert sum(fake.call_count(c) for c in TABLE_CALLS) > tables
     reader.close()
+
+
+def test_the_minor_number_and_each_gpu_instances_placement_are_read(nvml_machine: Any) -> None:
+    machine = profiles.dgx_a100_layout()
+    machine.gpus[0] = replace(machine.gpus[0], minor=5)
+    snap = read(nvml_machine, machine)
+    assert snap.gpus[0].minor == 5 and snap.gpus[1].minor == 1
+    resolved = {m.uuid: m for g in machine.resolve() for m in g.mig}
+    placed = [m for g in snap.gpus for m in g.mig_devices]
+    assert placed, "the layout has MIG devices"
+    for device in placed:
+        want = resolved[device.uuid]
+        assert (device.gi_profile_id, device.placement_start, device.placement_size) == (
+            want.gi_profile.id, want.gi_start, want.gi_profile.slices)
+    starts = {(m.gpu_instance_id, m.placement_start) for m in snap.gpus[0].mig_devices}
+    assert len({s for _, s in starts}) == len(starts), "GPU instances do not overlap"
 
 
 def test_machine_change_is_seen_without_reinit(nvml_machine: Any) -> None:

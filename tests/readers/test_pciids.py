@@ -77,15 +77,18 @@ def test_the_bundled_database_is_the_nvidia_section_with_the_upstream_header() -
     text = importlib.resources.files("gfd").joinpath(BUNDLED).read_text(encoding="utf-8")
     vendors = [line for line in text.splitlines() if line[:1].isalnum()]
     assert vendors == ["10de  NVIDIA Corporation"]
-    assert "#\tVersion: 2023.04.10" in text
+    assert "#\tVersion: 2025.07.11" in text
     assert "GNU General Public License" in text and "3-clause BSD License" in text
-    assert "pci.ids package 0.0~2023.04.11-1" in text
+    assert "the copy NVIDIA's GFD v0.20.0 embeds" in text
 
 
 def test_the_bundled_database_names_nvidia_gpus() -> None:
     db = load_bundled()
-    assert db.version == "2023.04.10"
+    assert db.version == "2025.07.11"
     assert db.device_name(NVIDIA, 0x20B0) == "GA100 [A100 SXM4 40GB]"
+    # GFD v0.20.0's copy (go-nvlib's default_pci.ids), not Debian's 2023 one, which spelt
+    # it "GH100[H100 SXM5 80GB]" and so named the GPU GH100H100-SXM5-80GB
+    assert db.device_name(NVIDIA, 0x2330) == "GH100 [H100 SXM5 80GB]"
     assert db.device_name(NVIDIA, 0x1EB8) == "TU104GL [Tesla T4]"
     assert len(db.names) > 1500
 

@@ -24,6 +24,8 @@ from fakes.sysfs import (
 )
 
 from gfd.errors import BackendInitError
+from gfd.labelers.options import LabelOptions
+from gfd.labelers.pipeline import compute_labels
 from gfd.readers.pciids import parse_pci_ids
 from gfd.readers.vfio import (
     UNKNOWN_DEVICE,
@@ -136,6 +138,17 @@ def test_name_comes_from_the_given_pci_ids_database(tmp_path: Path) -> None:
     db = parse_pci_ids("10de  NVIDIA Corporation\n\t20b0  GA100 [A100 custom]\n"
                        "\t\t10de 134f  A100-SXM4-40GB\n")
     assert read(tmp_path, pci_ids=db).gpus[0].name == "GA100 [A100 custom]"
+
+
+def test_an_h100_sxm5_gets_gfds_product_name(tmp_path: Path) -> None:
+    """10de:2330 in GFD v0.20.0's database is ``GH100 [H100 SXM5 80GB]``; GFD's sanitise drops
+    the brackets and joins the words: ``GH100-H100-SXM5-80GB`` (gfd-behaviour.md §2.5)."""
+    pci_device(tmp_path, "0000:07:00.0", device="0x2330", driver=VFIO,
+               resource=a100_sxm4_40gb_bars())
+    snap = read(tmp_path)
+    assert snap.gpus[0].name == "GH100 [H100 SXM5 80GB]"
+    labelled = compute_labels(snap, LabelOptions(label_set="compat")).labels
+    assert labelled["nvidia.com/gpu.product"] == "GH100-H100-SXM5-80GB"
 
 
 def test_a_device_missing_from_the_database_is_unknown_device_with_one_warning(

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,7 +16,14 @@ import pytest
 from helpers.process import wait_for
 
 from gfd.errors import PublishError
-from gfd.sinks.featurefile import FeatureFileSink, lock_path, parse, refusal, render
+from gfd.sinks.featurefile import (
+    FeatureFileSink,
+    legacy_lock_path,
+    lock_path,
+    parse,
+    refusal,
+    render,
+)
 from gfd.triggers import Trigger
 
 LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/cuda.driver.rev": "",
@@ -57,7 +68,7 @@ def test_first_publish_writes_the_file_with_mode_0644_and_no_dot_file_left(tmp_p
     assert result.written and result.change.added == tuple(sorted(LABELS))
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert parse(path.read_text())[0] == LABELS
-    assert sorted(os.listdir(tmp_path)) == [".gfd.lock", "gfd"], "the lock, no temporary file"
+    assert sorted(os.listdir(tmp_path)) == ["gfd"], "no lock file, no temporary file"
 
 
 def test_unchanged_labels_do_not_rewrite_the_file(tmp_path) -> None:
@@ -151,7 +162,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monk
         sink.publish({"a/b": "c"})
     monkeypatch.undo()
     assert path.read_text() == before
-    assert sorted(os.listdir(tmp_path)) == [".gfd.lock", "gfd"], "the lock, no temporary file"
+    assert sorted(os.listdir(tmp_path)) == ["gfd"], "no lock file, no temporary file"
 
 
 def test_a_file_over_nfds_64_kib_limit_is_refused_before_writing(tmp_path) -> None:
@@ -278,6 +289,29 @@ def test_close_stops_the_watch(tmp_path, watched: tuple[FeatureFileSink, Fired])
     assert fired.triggers == []
 
 
+def test_a_watch_that_dies_fires_its_death_and_the_next_cycle_still_heals(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gfd.sinks import featurefile
+
+    def broken(st: os.stat_result) -> object:
+        raise OverflowError("inode out of range")
+
+    sink = FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=lambda: 1_790_000_000.0)
+    fired = Fired()
+    try:
+        sink.publish({"nvidia.com/gpu.count": "8"})
+        sink.watch(fired)
+        monkeypatch.setattr(featurefile, "identity", broken)
+        with (tmp_path / "gfd").open("a") as handle:
+            handle.write("nvidia.com/gpu.count=99\n")
+        wait_for(lambda: bool(fired.triggers), timeout=5)
+        assert [(t.source, t.kind) for t in fired.triggers] == [("output", "watcher-died")]
+        monkeypatch.undo()
+        assert sink.publish({"nvidia.com/gpu.count": "8"}).written, "healed by the cycle"
+    finally:
+        sink.close()
+
+
 # ----------------------------------------------------------------------------- the output path
 
 VICTIM = "secret.example.com/key=victim\n"
@@ -386,8 +420,8 @@ def test_a_second_sink_on_the_same_file_fails_naming_the_holder(tmp_path) -> Non
     with pytest.raises(PublishError) as err:
         second.publish({"a/b": "c"})
     message = _one_line(err)
-    assert f"another gfd is writing it (pid {os.getpid()} on " in message
-    assert str(lock_path(str(path))) in message and "one gfd per output file" in message
+    assert f"another gfd is writing in {tmp_path} (pid {os.getpid()} holds its lock)" in message
+    assert lock_path(str(path)) == str(tmp_path) and "one gfd per features directory" in message
     assert parse(path.read_text())[0] == LABELS
     first.close()
     assert second.publish({"a/b": "c"}).written, "the lock is free once the first is closed"
@@ -419,7 +453,7 @@ def test_prune_is_refused_while_another_gfd_writes_the_file(tmp_path) -> None:
     path = tmp_path / "gfd"
     writer = FeatureFileSink(str(path), expiry=3600, clock=Clock())
     writer.publish(LABELS)
-    with pytest.raises(PublishError, match="another gfd is writing it"):
+    with pytest.raises(PublishError, match="another gfd is writing in"):
         FeatureFileSink(str(path), expiry=3600, clock=Clock()).prune()
     assert parse(path.read_text())[0] == LABELS
 
@@ -433,28 +467,77 @@ def test_prune_leaves_no_lock_file_behind(tmp_path) -> None:
     assert os.listdir(tmp_path) == []
 
 
-def test_a_link_as_the_lock_file_is_refused(tmp_path) -> None:
+def test_a_second_sink_on_another_file_of_the_same_directory_is_refused(tmp_path) -> None:
+    first = FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=Clock())
+    first.publish(LABELS)
+    with pytest.raises(PublishError, match="run one gfd per features directory"):
+        FeatureFileSink(str(tmp_path / "other"), expiry=3600, clock=Clock()).publish(LABELS)
+    assert sorted(os.listdir(tmp_path)) == ["gfd"]
+
+
+def test_the_lock_ends_with_the_process_and_leaves_nothing_behind(tmp_path) -> None:
+    """SIGKILL: the kernel drops the flock with the process; the next gfd writes at once."""
+    path = tmp_path / "gfd"
+    script = ("import os, sys, time\n"
+              "from gfd.sinks.featurefile import FeatureFileSink\n"
+              f"FeatureFileSink({str(path)!r}, expiry=3600).publish({{'a/b': 'c'}})\n"
+              "print('written', flush=True)\n"
+              "time.sleep(60)\n")
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "written\n"
+        with pytest.raises(PublishError, match=rf"pid {holder.pid} holds its lock"):
+            FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS).written
+    assert os.listdir(tmp_path) == ["gfd"]
+
+
+def test_an_older_gfds_lock_file_is_removed_once_free(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    legacy = legacy_lock_path(str(path))
+    held = os.open(legacy, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(held, fcntl.LOCK_EX)  # an older gfd still running
+    sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    sink.publish(LABELS)
+    assert os.path.exists(legacy), "held: left to the older gfd"
+    sink.close()
+    os.close(held)  # it exited
+    FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
+    assert os.listdir(tmp_path) == ["gfd"]
+
+
+def test_a_link_where_the_older_lock_file_was_is_left_alone(tmp_path) -> None:
     victim = tmp_path / "victim"
     victim.write_text(VICTIM)
-    os.symlink(victim, lock_path(str(tmp_path / "gfd")))
-    with pytest.raises(PublishError, match=r"lock file .* is a symbolic link"):
-        FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=Clock()).publish(LABELS)
+    os.symlink(victim, legacy_lock_path(str(tmp_path / "gfd")))
+    FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=Clock()).publish(LABELS)
     assert victim.read_text() == VICTIM
+    assert os.path.islink(legacy_lock_path(str(tmp_path / "gfd")))
 
 
-def test_a_lock_file_removed_while_held_is_not_shared(tmp_path) -> None:
-    """A lock file removed (e.g. by prune) and created again: the new holder checks that
-    the path still names the file it locked."""
-    path = tmp_path / "gfd"
-    first = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+def test_a_directory_replaced_while_held_is_not_shared(tmp_path) -> None:
+    """features.d removed and created again: the new holder locks the new directory."""
+    directory = tmp_path / "features.d"
+    directory.mkdir()
+    first = FeatureFileSink(str(directory / "gfd"), expiry=3600, clock=Clock())
     first.publish(LABELS)
-    os.unlink(lock_path(str(path)))
-    second = FeatureFileSink(str(path), expiry=3600, clock=Clock())
-    assert second.publish({"a/b": "c"}).written  # the first's lock is on a removed file
-    assert os.path.exists(lock_path(str(path)))
-    third = FeatureFileSink(str(path), expiry=3600, clock=Clock())
+    shutil.rmtree(directory)
+    directory.mkdir()
+    second = FeatureFileSink(str(directory / "gfd"), expiry=3600, clock=Clock())
+    assert second.publish({"a/b": "c"}).written
     with pytest.raises(PublishError, match="another gfd"):
-        third.publish(LABELS)
+        FeatureFileSink(str(directory / "gfd"), expiry=3600, clock=Clock()).publish(LABELS)
+
+
+def test_a_missing_directory_is_one_line_naming_the_fix(tmp_path) -> None:
+    with pytest.raises(PublishError) as err:
+        FeatureFileSink(str(tmp_path / "none" / "gfd"), expiry=3600, clock=Clock()).publish(LABELS)
+    assert "does not exist (mount NFD's features.d there" in _one_line(err)
 
 
 # ----------------------------------------------------------------------------- healing
@@ -513,3 +596,37 @@ def test_a_file_that_is_not_utf8_is_replaced_not_a_crash(tmp_path) -> None:
     sink = FeatureFileSink(str(path), expiry=3600, clock=Clock())
     assert sink.publish(LABELS).written
     assert parse(path.read_text())[0] == LABELS
+
+
+def test_a_sink_sharing_the_lock_of_one_in_the_same_directory_writes_beside_it(
+        tmp_path) -> None:
+    """A reload moving the output within features.d: the new sink shares the lock, the old
+    one prunes its file and closes, and the directory stays locked against anyone else."""
+    old = FeatureFileSink(str(tmp_path / "gfd"), expiry=3600, clock=Clock())
+    old.publish(LABELS)
+    new = FeatureFileSink(str(tmp_path / "gfd-moved"), expiry=3600, clock=Clock())
+    new.share_lock(old)
+    assert new.publish(LABELS).written
+    assert old.prune().written
+    old.close()
+    with pytest.raises(PublishError, match="another gfd is writing in"):
+        FeatureFileSink(str(tmp_path / "x"), expiry=3600, clock=Clock()).publish(LABELS)
+    new.close()
+    assert sorted(os.listdir(tmp_path)) == ["gfd-moved"]
+    assert FeatureFileSink(str(tmp_path / "x"), expiry=3600, clock=Clock()).publish(LABELS)
+
+
+def test_no_lock_is_shared_across_directories(tmp_path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old = FeatureFileSink(str(tmp_path / "a" / "gfd"), expiry=3600, clock=Clock())
+    old.publish(LABELS)
+    new = FeatureFileSink(str(tmp_path / "b" / "gfd"), expiry=3600, clock=Clock())
+    new.share_lock(old)
+    old.close()
+    assert FeatureFileSink(str(tmp_path / "a" / "x"), expiry=3600, clock=Clock()).publish(
+        LABELS).written, "a's lock went with the old sink"
+    assert new.publish(LABELS).written  # b's lock, taken on its own
+    with pytest.raises(PublishError, match="another gfd"):
+        FeatureFileSink(str(tmp_path / "b" / "x"), expiry=3600, clock=Clock()).publish(LABELS)
+    new.close()

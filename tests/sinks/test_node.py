@@ -8,6 +8,7 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -244,6 +245,36 @@ def test_a_transient_422_keeps_the_published_value_in_the_same_request(
     api.clear_log()
     clock.now += 10 * REJECTED_RETRY_CAP
     assert not node.publish({**LABELS, COUNT: "7"}).written, "and then left alone"
+
+
+def test_a_transient_422_on_an_unchanged_label_sends_it_again_and_leaves_it_on_the_node(
+        api: MemoryApi, caplog: pytest.LogCaptureFixture) -> None:
+    """Regression (issue 20): a rejected value equal to the published one was left out of the
+    apply, and server-side apply without the key deleted it from the Node."""
+    clock = Clock()
+    node = sink(api, clock=clock)
+    node.publish(LABELS)
+    rejecting(api, "8")  # the published value of COUNT, refused once
+    api.clear_log()
+    result = node.publish({**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"})
+    assert api.labels(NODE)[COUNT] == "8", "the unchanged label stays on the Node"
+    assert result.rejected == (COUNT,) and result.change.changed == ("nvidia.com/gpu.product",)
+    assert methods(api) == ["apply_node_labels", "apply_node_labels"]
+    assert "sending its published value again" in caplog.text
+    api.clear_log()
+    clock.now += 10 * REJECTED_RETRY_CAP
+    assert not node.publish({**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"}).written, \
+        "the value went through: nothing is held, nothing retried"
+
+
+def test_an_unchanged_label_rejected_twice_in_a_row_is_left_out(api: MemoryApi) -> None:
+    node = sink(api)
+    node.publish(LABELS)
+    rejecting(api, "8")
+    rejecting(api, "8")
+    result = node.publish({**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"})
+    assert result.rejected == (COUNT,) and COUNT not in api.labels(NODE)
+    assert api.count("apply_node_labels") == 1 + 3
 
 
 def test_a_persistent_422_costs_requests_only_at_growing_intervals(
@@ -493,6 +524,82 @@ def watched(tmp_path: Any) -> Iterator[tuple[NodeSink, FakeApiServer, Fired]]:
         wait_for(lambda: server.open_watches == 1)
         yield node_sink, server, fired
         node_sink.close()
+
+
+class HeldList:
+    """The sink's watch API, whose LIST is answered at once but handed to the watch only when
+    the test says: a read taken before gfd's write and delivered after it. The first
+    ``free`` reads are handed on at once."""
+
+    def __init__(self, kube: Kube, free: int = 0) -> None:
+        self.kube = kube
+        self.free = free
+        self.listed = threading.Event()
+        self.release = threading.Event()
+
+    def list_object(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self.kube.list_object(*args, **kwargs)
+        if self.free > 0:
+            self.free -= 1
+            return answer
+        self.listed.set()
+        self.release.wait(5)
+        return answer
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        return self.kube.watch(*args, **kwargs)
+
+
+def test_the_watchs_first_read_and_gfds_first_apply_are_no_drift(tmp_path: Any) -> None:
+    """Regression (issue 20): the loop starts the watch, then publishes; the watch's first
+    LIST, taken before gfd's first apply, was read as drift -- a phantom repair (a read and an
+    apply) per node at every start."""
+    with FakeApiServer() as server:
+        server.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+        held = HeldList(kube)
+        node_sink = NodeSink(kube, NODE, watch_api=held)
+        fired = Fired()
+        try:
+            node_sink.watch(fired)  # as the loop does, before its first cycle
+            held.listed.wait(0.5)  # a LIST sent now would be answered by now
+            node_sink.publish({"nvidia.com/gpu.count": "8"})
+            held.release.set()
+            wait_for(lambda: server.open_watches == 1)
+            time.sleep(0.3)
+            assert fired == [], [t.detail for t in fired]
+            server.set_label(NODE, "nvidia.com/gpu.count", "99")  # real drift is still seen
+            wait_for(lambda: len(fired) == 1, timeout=5)
+        finally:
+            node_sink.close()
+
+
+def test_a_read_after_an_expired_watch_taken_before_gfds_apply_is_no_drift(
+        tmp_path: Any) -> None:
+    """The watch reads the Node again after a 410; that read, taken before an apply of gfd's
+    and delivered after it, shows the old labels: the apply itself repairs whatever it shows."""
+    with FakeApiServer() as server:
+        server.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+        held = HeldList(kube, free=1)
+        node_sink = NodeSink(kube, NODE, watch_api=held)
+        fired = Fired()
+        try:
+            node_sink.watch(fired)
+            node_sink.publish({"nvidia.com/gpu.count": "8"})
+            wait_for(lambda: server.open_watches == 1)
+            server.set_label(NODE, "team", "ml")  # the Node's last change is not gfd's
+            server.send_watch_error(410, "Expired", "too old resource version")
+            assert held.listed.wait(5)
+            node_sink.publish({"nvidia.com/gpu.count": "7"})
+            held.release.set()
+            wait_for(lambda: server.open_watches == 1)
+            time.sleep(0.3)
+            assert fired == [], [t.detail for t in fired]
+            server.set_label(NODE, "nvidia.com/gpu.count", "99")  # real drift is still seen
+            wait_for(lambda: len(fired) == 1, timeout=5)
+        finally:
+            node_sink.close()
 
 
 def test_gfds_own_apply_seen_by_the_watch_is_no_drift(

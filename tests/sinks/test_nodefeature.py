@@ -8,6 +8,7 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,10 +17,11 @@ import pytest
 from fakes.apiserver import FakeApiServer
 from fakes.memory_api import MemoryApi
 from helpers.process import wait_for
-from helpers.timing import Sleeps
+from helpers.timing import Clock, Sleeps
 
 from gfd.errors import ApiError, ApiSinkError, PublishError
 from gfd.kube import Kube
+from gfd.sinks.node import REJECTED_RETRY_CAP
 from gfd.sinks.nodefeature import (
     API_VERSION,
     CONFLICT_RETRIES,
@@ -277,6 +279,67 @@ def test_a_missing_crd_during_a_replace_is_not_taken_for_a_deleted_object(
 GFD_DS = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "gpu-feature-discovery",
           "uid": "ds-nvidia", "controller": True}
 GFD_POD = {"apiVersion": "v1", "kind": "Pod", "name": "gpu-feature-discovery-x1", "uid": "p1"}
+
+
+# ----------------------------------------------------------------------------- a rejected value
+
+COUNT = "nvidia.com/gpu.count"
+
+
+def rejecting(api: MemoryApi, value: str, method: str = "replace_nodefeature") -> None:
+    """One 422 naming ``value``, as a validating admission webhook answers."""
+    cause = f'Invalid value: "{value}": refused by a webhook'
+    api.fail(method, 422, message=f'NodeFeature.nfd.k8s-sigs.io "{NF}" is invalid: '
+                                  f"spec.labels: {cause}", causes=(cause,))
+
+
+def test_a_transient_422_on_an_unchanged_label_sends_it_again_and_publishes_the_rest(
+        api: MemoryApi) -> None:
+    """Regression (issue 20): one rejected value failed the whole write, every cycle, so no
+    other label could change either."""
+    clock = Clock()
+    nf_sink = NodeFeatureSink(api, NODE, namespace=NS, pod_name=POD, retry=Retry(sleep=Sleeps()),
+                              clock=clock)
+    nf_sink.publish(LABELS)
+    rejecting(api, "8")
+    api.clear_log()
+    wanted = {**LABELS, "nvidia.com/gpu.product": "NVIDIA-H100"}
+    result = nf_sink.publish(wanted)
+    assert result.written and result.rejected == (COUNT,)
+    assert stored_labels(api) == wanted, "the unchanged value sent again, the change through"
+    assert methods(api) == ["replace_nodefeature", "replace_nodefeature"]
+    api.clear_log()
+    clock.now += 10 * REJECTED_RETRY_CAP
+    assert not nf_sink.publish(wanted).written and api.count() == 0, "nothing held"
+
+
+def test_a_rejected_new_value_keeps_the_published_one_and_is_tried_again_later(
+        api: MemoryApi, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    nf_sink = NodeFeatureSink(api, NODE, namespace=NS, pod_name=POD, retry=Retry(sleep=Sleeps()),
+                              clock=clock)
+    nf_sink.publish(LABELS)
+    rejecting(api, "4")
+    result = nf_sink.publish(CHANGED)
+    assert result.rejected == (COUNT,) and stored_labels(api) == LABELS
+    assert "keeping its published value '8'" in caplog.text
+    api.clear_log()
+    assert not nf_sink.publish(CHANGED).written and api.count() == 0, "not every cycle"
+    clock.now += REJECTED_RETRY_CAP
+    result = nf_sink.publish(CHANGED)
+    assert result.written and result.change.changed == (COUNT,)
+    assert stored_labels(api) == CHANGED
+
+
+def test_a_rejected_fallback_is_left_out_and_the_others_stay(api: MemoryApi) -> None:
+    nf_sink = sink(api)
+    nf_sink.publish(LABELS)
+    rejecting(api, "4")
+    rejecting(api, "8")
+    result = nf_sink.publish(CHANGED)
+    assert result.rejected == (COUNT,) and stored_labels(api) == {
+        k: v for k, v in LABELS.items() if k != COUNT}
+    assert api.count("replace_nodefeature") == 3
 
 
 def others_edit(api: MemoryApi) -> None:
@@ -583,6 +646,48 @@ def watched(tmp_path: Any) -> Iterator[tuple[NodeFeatureSink, FakeApiServer, Fir
         wait_for(lambda: server.open_watches == 1)
         yield nf_sink, server, fired
         nf_sink.close()
+
+
+class HeldList:
+    """The sink's watch API, whose LIST is answered at once but handed to the watch only when
+    the test says: a read taken before gfd's first write and delivered after it."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.listed = threading.Event()
+        self.release = threading.Event()
+
+    def list_object(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self.kube.list_object(*args, **kwargs)
+        self.listed.set()
+        self.release.wait(5)
+        return answer
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        return self.kube.watch(*args, **kwargs)
+
+
+def test_the_watchs_first_read_and_gfds_first_write_are_no_drift(tmp_path: Any) -> None:
+    """Regression (issue 20): the watch's first LIST, taken before gfd created the object,
+    found none and reported it deleted once gfd had written it: a phantom re-read and write
+    per node at every start."""
+    with FakeApiServer() as server:
+        server.add_node(NODE)
+        server.add_pod(NS, POD, owner_daemonset="gfd", node_name=NODE)
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+        held = HeldList(kube)
+        nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=held)
+        fired = Fired()
+        try:
+            nf_sink.watch(fired)
+            held.listed.wait(0.5)
+            nf_sink.publish(LABELS)
+            held.release.set()
+            wait_for(lambda: server.open_watches == 1)
+            time.sleep(0.3)
+            assert fired == [], [t.detail for t in fired]
+        finally:
+            nf_sink.close()
 
 
 def test_gfds_own_writes_seen_by_the_watch_are_no_drift(

@@ -363,3 +363,24 @@ def test_the_callbacks_may_close_the_watch(server: FakeApiServer, kube: Kube) ->
     wait_for(lambda: got != [])
     wait_for(lambda: not [t for t in threading.enumerate() if t.name.startswith("gfd-watch-")])
     assert server.watch_requests == 0 and len(got) == 1
+
+
+def test_a_watch_thread_that_dies_says_so_once_and_reports_its_death(
+        server: FakeApiServer, kube: Kube, caplog: pytest.LogCaptureFixture) -> None:
+    deaths: list[BaseException] = []
+
+    def on_change(obj: dict[str, Any] | None) -> None:
+        raise KeyError("metadata")
+
+    w = ObjectWatch(kube, "node", NODE, on_change=on_change, on_death=deaths.append)
+    w.start()
+    try:
+        wait_for(lambda: bool(deaths))
+        wait_for(lambda: not [t for t in threading.enumerate()
+                              if t.name.startswith("gfd-watch-")])
+        assert not w.healthy, "the sink's resync takes over"
+        errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert errors == [f"watch on node {NODE} stopped: KeyError: 'metadata'; drift is "
+                          "repaired at the resync instead"]
+    finally:
+        w.close()

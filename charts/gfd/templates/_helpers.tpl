@@ -31,6 +31,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* On the test pod: the release's labels with a name of its own, so that no controller
+of the chart selects it (the DaemonSet would adopt the pod and delete it as surplus). */}}
+{{- define "gfd.testLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
 {{- define "gfd.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
@@ -81,6 +91,10 @@ hand gfd the devices another way (the toolkit's volume-mount device list, or CDI
   value: all
 - name: NVIDIA_DRIVER_CAPABILITIES
   value: utility
+# Without CAP_SYS_ADMIN (which only MIG grants) gfd cannot read all of PCI config space:
+# it skips the vGPU scan and its vgpu.* labels (docs/privileges.md).
+- name: GFD_NO_VGPU_LABELS
+  value: {{ ternary "false" "true" (eq (include "gfd.mig" .) "true") | quote }}
 {{- if include "gfd.mig" . }}
 # The MIG "monitor" capability device, without which NVML cannot enumerate
 # MIG devices it was not given (NVIDIA/gpu-feature-discovery#6).
@@ -92,13 +106,11 @@ hand gfd the devices another way (the toolkit's volume-mount device list, or CDI
 {{/*
 Container securityContext. Called with (dict "root" BOOL "seccomp" BOOL "ctx" $).
 
-Why uid 0 where it is (root = the feature-file sink): the features.d directory on the
-host is owned by root with mode 0755 (kubelet creates it so for DirectoryOrCreate; NFD
-and other labellers expect it so). fsGroup does not apply to hostPath volumes, and
-making the directory group-writable, or chowning it from an init container, would change
-the host for every other writer. Uid 0 writes there through the directory's owner bits
-alone; with every capability dropped it cannot override file permissions, change
-ownership, mount, or use raw devices. The API sinks need no host write and run as 65532.
+Why uid 0 where it is (root = the nfd-sidecar's feature file): there features.d is
+nfd-worker's volume, and the chart adds no init container to NFD's pod to change its
+owner; uid 0 writes there through the directory's owner bits alone, with every
+capability dropped. The DaemonSet's file mode runs as 65532 like the API sinks: its init
+container (gfd.featuresDirInit) gives features.d to group 65532, mode 1775.
 
 Why uid 0 and SYS_ADMIN with MIG: the NVIDIA runtime grants the MIG monitor capability
 only to a container holding CAP_SYS_ADMIN, and for a non-root user container runtimes
@@ -134,6 +146,46 @@ seccompProfile:
 {{- end -}}
 
 {{/* Liveness and readiness on gfd's metrics port (named gfd-metrics). */}}
+{{/*
+The file mode's init container: features.d on the host belongs to root, mode 0755
+(kubelet creates it so for DirectoryOrCreate), and fsGroup does not apply to hostPath.
+Uid 0 with CHOWN alone gives it to group 65532 with mode 1775: gfd (uid 65532) may
+create its file there, and the sticky bit keeps any file it does not own (NFD's, another
+labeller's) from being removed or replaced by it. Files stay world-readable (0644), so
+nfd-worker reads them as before. It also hands over what a gfd running as root left.
+*/}}
+{{- define "gfd.featuresDirInit" -}}
+- name: features-d-owner
+  image: {{ include "gfd.image" . }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  command:
+    - sh
+    - -c
+    - >-
+      cd /etc/kubernetes/node-feature-discovery/features.d &&
+      chgrp 65532 . && chmod 1775 . &&
+      rm -f .gfd.lock .gfd-* &&
+      if [ -f gfd ] && [ ! -L gfd ]; then chown 65532:65532 gfd; fi
+  resources:
+    requests:
+      cpu: 10m
+      memory: 16Mi
+    limits:
+      memory: 32Mi
+  securityContext:
+    runAsNonRoot: false
+    runAsUser: 0
+    runAsGroup: 0
+    readOnlyRootFilesystem: true
+    allowPrivilegeEscalation: false
+    capabilities:
+      drop: ["ALL"]
+      add: ["CHOWN"]
+  volumeMounts:
+    - name: features-d
+      mountPath: /etc/kubernetes/node-feature-discovery/features.d
+{{- end -}}
+
 {{- define "gfd.probes" -}}
 livenessProbe:
   httpGet:

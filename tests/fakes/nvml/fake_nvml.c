@@ -156,6 +156,8 @@ struct gpu {
     int mig_supported;
     unsigned mig_current, mig_pending;
     int compute_mode; /* -1: NOT_SUPPORTED */
+    int has_power;    /* 0: power limit constraints NOT_SUPPORTED */
+    unsigned power_min, power_max; /* mW */
     unsigned nvlinks, nvlinks_active;
     int has_fabric;
     unsigned fabric_state, fabric_clique;
@@ -164,6 +166,7 @@ struct gpu {
     nvmlReturn_t fault;     /* every device call on this GPU */
     nvmlReturn_t mig_fault; /* MIG device enumeration calls */
     unsigned max_mig;
+    unsigned minor; /* nvmlDeviceGetMinorNumber (/dev/nvidia<minor>) */
     unsigned long long events; /* nvmlDeviceGetSupportedEventTypes */
     int n_fail;
     struct fail fails[MAX_FAILS];
@@ -367,11 +370,14 @@ static struct gpu_instance *find_gi(struct gpu *g, unsigned id)
  *   pci <bus id> <pciDeviceId hex> <pciSubSystemId hex>
  *   mig <supported 0|1> <current 0|1> <pending 0|1>
  *   compute_mode <0..3 | -1 for NOT_SUPPORTED>
+ *   power <min mW> <max mW>              nvmlDeviceGetPowerManagementLimitConstraints
+ *                                        (absent: NOT_SUPPORTED)
  *   nvlink <links> <active>              links 0: NOT_SUPPORTED
  *   fabric <state> <status ERROR> <clique id> <32 hex digits cluster uuid>
  *   fault <ERROR>                        every device call on this GPU fails
  *   mig_fault <ERROR>                    MIG enumeration calls fail
  *   max_mig <n>                          nvmlDeviceGetMaxMigDeviceCount
+ *   minor <n>                            nvmlDeviceGetMinorNumber (absent: the GPU's index)
  *   events <mask>                        nvmlDeviceGetSupportedEventTypes (C number syntax;
  *                                        absent: 0, the GPU supports no event type)
  *   gip <index> <id> <slices> <instances> <sms> <ce> <dec> <enc> <jpeg> <ofa> <memMiB> <p2p> <name...>
@@ -435,6 +441,7 @@ static int parse_line(struct machine *m, char *line, const char **why)
         g->compute_mode = NVML_COMPUTEMODE_DEFAULT;
         g->arch = NVML_DEVICE_ARCH_UNKNOWN;
         g->max_mig = 7;
+        g->minor = (unsigned)(m->n_gpu - 1);
         g->fault = NVML_SUCCESS;
         g->mig_fault = NVML_SUCCESS;
         g->fabric_status = NVML_SUCCESS;
@@ -470,6 +477,10 @@ static int parse_line(struct machine *m, char *line, const char **why)
     } else if (strcmp(key, "compute_mode") == 0) {
         NEED_GPU();
         SCAN(1, "%d", &g->compute_mode);
+    } else if (strcmp(key, "power") == 0) {
+        NEED_GPU();
+        SCAN(2, "%u %u", &g->power_min, &g->power_max);
+        g->has_power = 1;
     } else if (strcmp(key, "nvlink") == 0) {
         NEED_GPU();
         SCAN(2, "%u %u", &g->nvlinks, &g->nvlinks_active);
@@ -494,6 +505,9 @@ static int parse_line(struct machine *m, char *line, const char **why)
             *why = "max_mig too large";
             return -1;
         }
+    } else if (strcmp(key, "minor") == 0) {
+        NEED_GPU();
+        SCAN(1, "%u", &g->minor);
     } else if (strcmp(key, "events") == 0) {
         NEED_GPU();
         char *end = NULL;
@@ -950,8 +964,8 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
     ENTER();
     DEVICE(device, 0);
     NOT_NULL(minorNumber);
-    (void)g;
-    *minorNumber = h->gpu;
+    (void)h;
+    *minorNumber = g->minor;
     return NVML_SUCCESS;
 }
 
@@ -1067,6 +1081,21 @@ nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mo
     if (g->compute_mode < 0)
         return NVML_ERROR_NOT_SUPPORTED;
     *mode = (nvmlComputeMode_t)g->compute_mode;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device,
+                                                          unsigned int *minLimit,
+                                                          unsigned int *maxLimit)
+{
+    ENTER();
+    DEVICE(device, 0);
+    NOT_NULL(minLimit);
+    NOT_NULL(maxLimit);
+    if (!g->has_power)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *minLimit = g->power_min;
+    *maxLimit = g->power_max;
     return NVML_SUCCESS;
 }
 
