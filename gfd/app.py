@@ -18,7 +18,7 @@ from gfd.discovery import Discovery, GpuSource, UnusableGpus, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.readers.host import HostReader
-from gfd.readers.resourcemanager import ResourceManagerReader
+from gfd.readers.resourcemanager import DRA_DRIVER, SLICE_RECHECK, ResourceManagerReader
 from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
 
@@ -95,17 +95,40 @@ def make_gpu_source(settings: Settings) -> GpuSource:
     return NvmlReader()
 
 
-def make_manager(settings: Settings) -> ResourceManagerReader:
-    """What decides the resource manager at each read (``--resource-manager``)."""
-    return ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
+def make_manager(settings: Settings, *, api: bool = False,
+                 on_request: OnRequest | None = None) -> ResourceManagerReader:
+    """What decides the resource manager at each read (``--resource-manager``). With ``api``
+    (a running agent whose sink talks to the API server) ``auto`` also asks the API server
+    for this node's ResourceSlices of the DRA driver, through a client of its own: one LIST
+    at start and once a day (``SLICE_RECHECK``, a duty of the loop), never per cycle."""
+    reader = ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
+    if (not api or settings.resource_manager != "auto" or not settings.node_name
+            or settings.effective_sink not in ("node", "nodefeature")):
+        return reader
+    kube = make_kube(settings, on_request=on_request)
+    node = settings.node_name
+    reader.slices = lambda: kube.count_resourceslices(node, DRA_DRIVER)
+    reader.release = kube.close
+    return reader
 
 
-def make_discovery(settings: Settings, unusable: UnusableGpus | None = None) -> Discovery:
+def make_discovery(settings: Settings, unusable: UnusableGpus | None = None, *,
+                   api: bool = False, on_request: OnRequest | None = None) -> Discovery:
     """The readers for these settings, composed into one snapshot per read. ``unusable``:
-    the agent's marks of GPUs an event made unusable (kept across reloads)."""
+    the agent's marks of GPUs an event made unusable (kept across reloads); ``api``: see
+    :func:`make_manager`."""
+    manager = make_manager(settings, api=api, on_request=on_request)
+    try:
+        return _discovery(settings, unusable, manager)
+    except BaseException:
+        manager.close()
+        raise
+
+
+def _discovery(settings: Settings, unusable: UnusableGpus | None,
+               manager: ResourceManagerReader) -> Discovery:
     host = HostReader(machine_type_file=settings.machine_type_file,
                       sysfs_root=settings.sysfs_root, scan_vgpu=not settings.no_vgpu_labels)
-    manager = make_manager(settings)
     if settings.simulate or settings.snapshot:
         if settings.simulate:
             from gfd.readers.simulate import simulate
@@ -199,6 +222,9 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
 def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[Duty, ...]:
     """The periodic duties besides the label cycle, each with its interval from a setting."""
     duties = [Duty("host refresh", settings.host_refresh_interval, discovery.refresh)]
+    if discovery.manager is not None and discovery.manager.slices is not None:
+        duties.append(Duty("resourceslice check", SLICE_RECHECK,
+                           discovery.recheck_resource_manager))
     kind = settings.effective_sink
     if kind in ("node", "nodefeature"):
         duties.append(Duty("resync", settings.resync_interval, sink.refresh))
@@ -232,7 +258,8 @@ class Factory:
         return sink, events
 
     def parts(self, settings: Settings) -> Parts:
-        discovery = make_discovery(settings, self.unusable)
+        discovery = make_discovery(settings, self.unusable, api=True,
+                                   on_request=self.on_request)
         try:
             sink, events = self._publishing(settings)
         except BaseException:
@@ -250,7 +277,8 @@ class Factory:
             raise ConfigError(f"{names} cannot change while gfd runs (restart gfd to apply it)")
         discovery = current.discovery
         if Part.DISCOVERY in parts:
-            discovery = make_discovery(settings, self.unusable)
+            discovery = make_discovery(settings, self.unusable, api=True,
+                                       on_request=self.on_request)
         sink, events = current.sink, current.events
         if Part.SINK in parts:
             try:

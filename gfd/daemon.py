@@ -27,6 +27,7 @@ from typing import Protocol
 from gfd.backoff import BACKOFF_START, backoff
 from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
+from gfd.features import node_features
 from gfd.labelers.inventory import model_groups
 from gfd.labelers.inventory import unhealthy as unhealthy_gpus
 from gfd.labelers.options import LabelOptions
@@ -450,7 +451,7 @@ class Agent:
             self.health.cycle_started()
         try:
             parts, snapshot, labelling, read_done = self._labelled(force_reload, reload_config)
-            result = parts.sink.publish(labelling.labels)
+            result = parts.sink.publish(labelling.labels, features=node_features(snapshot))
             self._last_written = result.written
         except BackendInitError as exc:
             if first and self.parts.discovery.fail_on_init_error:

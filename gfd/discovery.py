@@ -80,11 +80,18 @@ class Discovery:
         read at start, when the set of GPUs changes, and when the loop's host-refresh duty
         (``--host-refresh-interval``) or a SIGHUP calls this -- not every cycle."""
         self._slow = None
+
+    def recheck_resource_manager(self) -> None:
+        """Ask the API server for the node's ResourceSlices again at the next read (the
+        loop's duty, every ``SLICE_RECHECK``; only where ``auto`` asks the API at all)."""
         if self.manager is not None:
             self.manager.refresh()
 
     def watch(self, fire: Fire) -> None:
-        """Start the GPU back end's event watcher, if it has one (NVML events)."""
+        """Start the GPU back end's event watcher, if it has one (NVML events), and the
+        resource manager's watch on the kubelet's plugin registry (``auto``)."""
+        if self.manager is not None:
+            self.manager.watch(fire)
         if self.gpus is None or self._events is not None:
             return
         source = self.gpus.events()
@@ -151,6 +158,8 @@ class Discovery:
             self._events = None
         if self.gpus is not None:
             self.gpus.close()
+        if self.manager is not None:
+            self.manager.close()
 
 
 SNAPSHOT_MAX_BYTES = 16 * 2**20

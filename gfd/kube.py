@@ -49,6 +49,10 @@ _NODE = "/api/v1/nodes/{name}"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
 _NODEFEATURES = f"/apis/{NFD_GROUP}/{NFD_VERSION}/namespaces/{{namespace}}/{NODEFEATURES}"
 _NODEFEATURE = _NODEFEATURES + "/{name}"
+_RESOURCESLICES = "/apis/resource.k8s.io/v1/resourceslices"
+RESOURCESLICE_LIMIT = 8
+"""The most ResourceSlices one count lists: a node has one per driver pool, and gfd only
+needs to know whether there are any."""
 _EVENTS = "/api/v1/namespaces/{namespace}/events"
 _EVENT = _EVENTS + "/{name}"
 MERGE = "application/merge-patch+json"
@@ -649,6 +653,24 @@ class Kube:
                 return False
             raise
         return True
+
+    # ResourceSlices -------------------------------------------------------------------
+
+    def count_resourceslices(self, node: str, driver: str) -> int:
+        """How many ResourceSlices (``resource.k8s.io/v1``) of ``driver`` this ``node`` has,
+        up to ``RESOURCESLICE_LIMIT`` (plus the count the server says remain, if it says).
+        One LIST, field-selected by ``spec.nodeName`` and ``spec.driver`` -- the two
+        fields the API server indexes for ResourceSlices besides the metadata ones."""
+        answer = self._call("list", f"resourceslices of driver {driver} on node {node}",
+                            "GET", _RESOURCESLICES, path_params={},
+                            query=[("fieldSelector",
+                                    f"spec.nodeName={node},spec.driver={driver}"),
+                                   ("limit", str(RESOURCESLICE_LIMIT))])
+        items = answer.get("items")
+        count = len(items) if isinstance(items, list) else 0
+        meta = answer.get("metadata")
+        remaining = meta.get("remainingItemCount") if isinstance(meta, dict) else None
+        return count + (remaining if isinstance(remaining, int) and remaining > 0 else 0)
 
     # Pods ---------------------------------------------------------------------------
 

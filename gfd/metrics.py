@@ -158,8 +158,9 @@ class Metrics:
         )
         self._events: Any = Counter(
             "gfd_events",
-            "Changes watchers saw, by source (nvml, config, output, api) and kind "
-            "(mig-config-change, xid, gpu-unavailable, changed, drift, deleted, ...).",
+            "Changes watchers saw, by source (nvml, config, output, api, registry) and kind "
+            "(mig-config-change, xid, gpu-unavailable, changed, drift, deleted, "
+            "registration, ...).",
             ["source", "kind"],
             registry=reg,
         )

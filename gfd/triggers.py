@@ -1,10 +1,10 @@
 """What wakes the agent loop besides its timer: a change seen by a watcher.
 
 Watchers run in their own threads (NVML events, the config file, the feature file's
-directory, a watch on gfd's object at the API server). They never touch the agent's state:
-each hands the loop a :class:`Trigger`, and the loop runs the trigger's ``action`` (if any)
-on its own thread, then one label cycle for every trigger that arrived within the coalescing
-window.
+directory, a watch on gfd's object at the API server, the kubelet's plugin registry). They
+never touch the agent's state: each hands the loop a :class:`Trigger`, and the loop runs the
+trigger's ``action`` (if any) on its own thread, then one label cycle for every trigger
+that arrived within the coalescing window.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SOURCES = ("nvml", "config", "output", "api")
+SOURCES = ("nvml", "config", "output", "api", "registry")
 """Where triggers come from (the ``source`` label of ``gfd_events_total``)."""
 
 

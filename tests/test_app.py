@@ -52,6 +52,7 @@ class Tracked:
 
     fail_on_init_error = True
     name = "tracked"
+    manager = None
 
     def __init__(self) -> None:
         self.closed = False
@@ -273,6 +274,57 @@ def test_auto_finds_the_resource_manager_in_the_plugins_registry(tmp_path: Path)
     assert read_once(settings).resource_manager.name == "dra"
 
 
+@pytest.mark.parametrize("sink", ["node", "nodefeature"])
+def test_auto_with_an_api_sink_asks_for_the_nodes_resource_slices(
+        kubeconfig: tuple[FakeApiServer, str], tmp_path: Path, sink: str) -> None:
+    server, path = kubeconfig
+    requests: list[tuple[str, str]] = []
+    settings = Settings(simulate="hgx-h100", plugins_registry=str(tmp_path), sink=sink,
+                        node_name="n1", kubeconfig=path)
+    discovery = make_discovery(settings, api=True,
+                               on_request=lambda verb, code: requests.append((verb, code)))
+    try:
+        assert discovery.read().resource_manager.name == "device-plugin"
+        server.add_resourceslice("n1", "gpu.nvidia.com")
+        assert discovery.read().resource_manager.name == "device-plugin"  # not asked again
+        discovery.recheck_resource_manager()  # the loop's daily duty
+        found = discovery.read().resource_manager
+        assert found.name == "dra" and "ResourceSlice" in found.evidence
+    finally:
+        discovery.close()
+    assert requests == [("list", "200")] * 2
+    assert [r.query["fieldSelector"] for r in server.requests] == [
+        "spec.nodeName=n1,spec.driver=gpu.nvidia.com"] * 2
+
+
+@pytest.mark.parametrize("changes", [
+    {"sink": "file"}, {"resource_manager": "device-plugin"}, {"resource_manager": "dra"},
+], ids=["file-sink", "device-plugin", "dra"])
+def test_the_api_is_asked_only_for_auto_with_an_api_sink(
+        kubeconfig: tuple[FakeApiServer, str], tmp_path: Path, changes: dict[str, str]) -> None:
+    server, path = kubeconfig
+    server.add_resourceslice("n1", "gpu.nvidia.com")
+    settings = replace(Settings(simulate="hgx-h100", plugins_registry=str(tmp_path),
+                                sink="node", node_name="n1", kubeconfig=path), **changes)
+    discovery = make_discovery(settings, api=True)
+    try:
+        assert discovery.manager is not None and discovery.manager.slices is None
+        discovery.read()
+    finally:
+        discovery.close()
+    assert server.requests == []
+
+
+def test_one_shot_reads_never_ask_the_api(kubeconfig: tuple[FakeApiServer, str],
+                                          tmp_path: Path) -> None:
+    server, path = kubeconfig
+    server.add_resourceslice("n1", "gpu.nvidia.com")
+    settings = Settings(simulate="hgx-h100", plugins_registry=str(tmp_path), sink="node",
+                        node_name="n1", kubeconfig=path)
+    assert read_once(settings).resource_manager.name == "device-plugin"
+    assert server.requests == []
+
+
 def test_a_recorded_snapshot_is_a_fixed_snapshot_read_from_its_file(tmp_path: Path) -> None:
     path = tmp_path / "snap.json"
     path.write_text(simulate("hgx-h100").snapshot.to_json())
@@ -361,6 +413,30 @@ def test_the_host_refresh_refreshes_discovery_and_the_others_the_sink() -> None:
         assert (discovery.refreshed, sink.refreshed) == (1, 1)
 
 
+def test_the_resourceslice_check_is_a_daily_duty_only_where_the_api_is_asked(
+        kubeconfig: tuple[FakeApiServer, str], tmp_path: Path) -> None:
+    server, path = kubeconfig
+    settings = Settings(simulate="hgx-h100", plugins_registry=str(tmp_path), sink="node",
+                        node_name="n1", kubeconfig=path)
+    for api, fixed in ((True, "auto"), (False, "auto"), (True, "dra")):
+        discovery = make_discovery(replace(settings, resource_manager=fixed), api=api)
+        try:
+            duties = {d.name: d for d in make_duties(settings, discovery, Tracked())}  # type: ignore[arg-type]
+            assert ("resourceslice check" in duties) is (api and fixed == "auto")
+            if "resourceslice check" not in duties:
+                continue
+            assert duties["resourceslice check"].every == 86400.0  # SPEC §4: <= 1/node-hour
+            discovery.read()
+            discovery.refresh()  # the 5-minute host refresh asks the API nothing
+            discovery.read()
+            assert server.count(path_contains="resourceslices") == 1
+            duties["resourceslice check"].action()
+            discovery.read()
+            assert server.count(path_contains="resourceslices") == 2
+        finally:
+            discovery.close()
+
+
 # ----------------------------------------------------------------------------- Factory.parts
 
 
@@ -377,7 +453,7 @@ def test_parts_are_built_from_the_settings_with_the_start_time(tmp_path: Path) -
 def test_parts_close_the_new_discovery_when_the_sink_cannot_be_built(
         monkeypatch: pytest.MonkeyPatch) -> None:
     built = Tracked()
-    monkeypatch.setattr(app, "make_discovery", lambda settings, unusable=None: built)
+    monkeypatch.setattr(app, "make_discovery", lambda settings, unusable=None, **_: built)
     with pytest.raises(ConfigError, match="NODE_NAME"):
         Factory(started=1, write=lambda text: None).parts(Settings(sink="node"))
     assert built.closed
@@ -388,7 +464,7 @@ def test_rebuild_closes_the_new_discovery_when_the_new_sink_cannot_be_built(
     factory, settings = running(tmp_path)
     current = factory.parts(settings)
     built = Tracked()
-    monkeypatch.setattr(app, "make_discovery", lambda settings, unusable=None: built)
+    monkeypatch.setattr(app, "make_discovery", lambda settings, unusable=None, **_: built)
     with pytest.raises(ConfigError, match="NODE_NAME"):
         factory.rebuild(current, replace(settings, machine_type_file="/x", sink="node"))
     assert built.closed

@@ -322,7 +322,7 @@ class AlwaysFailing:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
         raise self.error
 
     def watch(self, fire: Any) -> None:
@@ -407,7 +407,7 @@ class CountingFailing(AlwaysFailing):
         self.clock = clock
         self.attempts: list[float] = []
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
         self.attempts.append(self.clock.now)
         return super().publish(labels)
 
@@ -454,7 +454,7 @@ class Recovering:
         self.after = after
         self.published: list[float] = []
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
         if len(self.failing.attempts) < self.after:
             return self.failing.publish(labels)
         self.published.append(self.failing.clock.now)
@@ -523,7 +523,7 @@ class FailingSink:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
         self.publishes += 1
         if self.error is not None and self.publishes > 1:
             raise self.error
@@ -591,7 +591,7 @@ class RejectingSink:
 
     name = "node"
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], **kw: Any) -> PublishResult:
         return PublishResult(written=True, rejected=("nvidia.com/a", "nvidia.com/b"))
 
     def close(self) -> None:

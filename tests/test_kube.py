@@ -27,6 +27,7 @@ from gfd.hostfile import what_is
 from gfd.kube import (
     APPLY,
     MAX_ANSWER_BYTES,
+    RESOURCESLICE_LIMIT,
     Kube,
     RateLimiter,
     WatchEvent,
@@ -521,6 +522,41 @@ def test_requests_go_through_the_rate_limit(server: FakeApiServer, tmp_path: Pat
     finally:
         api.close()
     assert waited >= 0.04, "the second request waited for its token (1/20 s)"
+
+
+# ----------------------------------------------------------------------------- resourceslices
+
+
+def test_resourceslices_are_counted_with_one_field_selected_list(
+        server: FakeApiServer, kube: Kube, requests: list[tuple[str, str]]) -> None:
+    assert kube.count_resourceslices(NODE, "gpu.nvidia.com") == 0
+    server.add_resourceslice(NODE, "gpu.nvidia.com")
+    server.add_resourceslice(NODE, "gpu.nvidia.com")
+    server.add_resourceslice(NODE, "compute-domain.nvidia.com")
+    server.add_resourceslice("other-node", "gpu.nvidia.com")
+    server.clear_log()
+    assert kube.count_resourceslices(NODE, "gpu.nvidia.com") == 2
+    [listed] = server.requests
+    assert (listed.method, listed.path, listed.query) == (
+        "GET", "/apis/resource.k8s.io/v1/resourceslices",
+        {"fieldSelector": f"spec.nodeName={NODE},spec.driver=gpu.nvidia.com",
+         "limit": str(RESOURCESLICE_LIMIT)})
+    assert requests[-1] == ("list", "200")
+
+
+def test_resourceslices_beyond_the_limit_still_count(server: FakeApiServer,
+                                                     kube: Kube) -> None:
+    for _ in range(RESOURCESLICE_LIMIT + 2):
+        server.add_resourceslice(NODE, "gpu.nvidia.com")
+    assert kube.count_resourceslices(NODE, "gpu.nvidia.com") == RESOURCESLICE_LIMIT
+
+
+def test_resourceslices_forbidden_is_an_api_error_naming_the_fix(
+        server: FakeApiServer, kube: Kube) -> None:
+    server.forbid("list", "resourceslices")
+    error = api_error(lambda: kube.count_resourceslices(NODE, "gpu.nvidia.com"))
+    assert error.status == 403 and RBAC_HINT in str(error)
+    assert str(error).startswith(f"list resourceslices of driver gpu.nvidia.com on node {NODE}")
 
 
 # ----------------------------------------------------------------------------- watches

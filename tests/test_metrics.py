@@ -562,7 +562,7 @@ def test_watcher_deaths_are_counted_by_watcher_from_zero(metrics: Metrics) -> No
     families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
     counts = {s.labels["watcher"]: s.value for s in families["gfd_watcher_failures"].samples
               if s.name == "gfd_watcher_failures_total"}
-    assert counts == {"nvml": 0.0, "config": 1.0, "output": 0.0, "api": 0.0}
+    assert counts == {"nvml": 0.0, "config": 1.0, "output": 0.0, "api": 0.0, "registry": 0.0}
 
 
 def test_unhealthy_gpus_and_the_running_cycle_are_exported() -> None:

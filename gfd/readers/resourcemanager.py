@@ -4,9 +4,14 @@ DRA driver (``--resource-manager``; ``auto`` finds it on the node).
 Evidence of DRA, cheapest first: the DRA kubelet plugin's registration socket
 ``gpu.nvidia.com-reg.sock`` in the kubelet's plugin registry (one ``stat`` per cycle), and,
 where gfd talks to the API server, the node's ResourceSlices of driver ``gpu.nvidia.com``
-(one field-selected LIST at start and on each host refresh, through a callable the wiring
-passes in: this module imports no Kubernetes client). No evidence means ``device-plugin``,
-what GFD assumes. A decision is logged once with its evidence, and again when it changes.
+(one field-selected LIST at start and then once a day, ``SLICE_RECHECK``, through a callable
+the wiring passes in: this module imports no Kubernetes client). No evidence means
+``device-plugin``, what GFD assumes. A decision is logged once with its evidence, and
+again when it changes.
+
+A running agent also watches the plugin registry (inotify, ``watch()``): the plugin
+registering or leaving fires a ``registry`` trigger, so the switch is published at once, not
+at the next cycle. Without inotify the per-cycle ``stat`` still sees it.
 """
 
 from __future__ import annotations
@@ -14,11 +19,14 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gfd.errors import GfdError
+from gfd.fswatch import DirWatch, open_watch
 from gfd.snapshot import ResourceManager
+from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +34,12 @@ DRA_DRIVER = "gpu.nvidia.com"
 """The NVIDIA DRA driver's name (its ResourceSlices' ``spec.driver``)."""
 REGISTRATION_SOCKET = f"{DRA_DRIVER}-reg.sock"
 """The socket the DRA kubelet plugin registers with the kubelet through."""
+
+SLICE_RECHECK = 86400.0
+"""Seconds between two ResourceSlice LISTs of a running agent (the loop's duty). Rare on
+purpose: SPEC §4 allows an API sink at most one request per node-hour in steady state, and
+this is the fallback evidence -- a plugin that registers or leaves is seen at once through
+the plugin registry, at no API cost; a resource manager changes with a driver reinstall."""
 
 SliceCount = Callable[[], int]
 """How many ResourceSlices of driver ``gpu.nvidia.com`` this node has (raises GfdError)."""
@@ -40,16 +54,56 @@ class ResourceManagerReader:
     plugins_registry: str
     slices: SliceCount | None = None
     """Counts this node's gpu.nvidia.com ResourceSlices; None without an API sink."""
+    release: Callable[[], None] | None = None
+    """Frees what ``slices`` holds (its API client), called by ``close()``."""
     _last: ResourceManager | None = field(default=None, init=False)
     _slices: int | None = field(default=None, init=False)
     """The last ResourceSlice count (None: the API did not answer)."""
     _asked: bool = field(default=False, init=False)
     """Whether the API was asked since the last refresh."""
     _slice_error: str = field(default="", init=False)
+    _watch: DirWatch | None = field(default=None, init=False)
 
     def refresh(self) -> None:
-        """Ask the API server again at the next read (the host-refresh duty, SIGHUP)."""
+        """Ask the API server again at the next read (the loop's ResourceSlice duty)."""
         self._asked = False
+
+    def watch(self, fire: Fire) -> None:
+        """Under ``auto``, fire a ``registry`` trigger whenever the DRA kubelet plugin's
+        socket appears in or leaves the plugin registry (idempotent). Where inotify or the
+        directory cannot be watched, say so once at debug level: each cycle's ``stat``
+        still sees the change, one ``--sleep-interval`` later."""
+        if self.setting != "auto" or self._watch is not None:
+            return
+        registry = self.plugins_registry
+
+        def changed(directory: str, name: str) -> None:
+            if name in (REGISTRATION_SOCKET, ""):
+                fire(Trigger(source="registry", kind="registration", at=time.monotonic(),
+                             detail=os.path.join(directory, name)))
+
+        opened = open_watch(
+            changed, name="registry-watch",
+            on_death=lambda why: fire(died("registry", why, time.monotonic())),
+            fallback="the plugin registry is checked each cycle")
+        if isinstance(opened, str):
+            log.debug("resource manager: %s; the plugin registry is checked each cycle", opened)
+            return
+        problems = opened.watch([registry])
+        if problems:
+            log.debug("resource manager: %s; the plugin registry is checked each cycle",
+                      "; ".join(problems))
+            opened.close()
+            return
+        self._watch = opened.start()
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        if self.release is not None:
+            self.release()
+            self.release = None
 
     def read(self) -> ResourceManager:
         if self.setting != "auto":

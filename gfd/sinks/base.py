@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from gfd.triggers import Fire
 
@@ -49,8 +49,11 @@ class Sink(Protocol):
 
     name: str
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
-        """Make the target hold exactly these labels (as far as gfd owns them)."""
+    def publish(self, labels: dict[str, str], *,
+                features: Mapping[str, Any] | None = None) -> PublishResult:
+        """Make the target hold exactly these labels (as far as gfd owns them); ``features``:
+        NFD's ``spec.features`` for a target that carries them (the NodeFeature), else
+        ignored."""
         ...
 
     def published(self, also: Collection[str] = ()) -> dict[str, str]:

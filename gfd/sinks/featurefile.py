@@ -29,9 +29,10 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from gfd.errors import PublishError
 from gfd.fswatch import DirWatch, open_watch
@@ -424,7 +425,8 @@ class FeatureFileSink:
             return expires is None
         return expires is not None and expires - now > self.expiry / 2
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], *,
+                features: Mapping[str, Any] | None = None) -> PublishResult:
         self._acquire()
         current = self._target()
         if self._state is None:

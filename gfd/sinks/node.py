@@ -24,7 +24,7 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -218,7 +218,8 @@ class NodeSink:
         """The Node's current values of the keys gfd alone owns and of ``also``."""
         return current_labels(self._read(), self.field_manager, also)
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], *,
+                features: Mapping[str, Any] | None = None) -> PublishResult:
         now = self.clock()
         due = any(held.retry_at <= now for held in self._held.values())
         if self._wanted == labels and not self._stale and not due:

@@ -2,9 +2,11 @@
 turns into Node labels. Owned by the DaemonSet (never the Pod), written only on change,
 conflict-safe, and free in steady state (no request unless labels change or a resync is due).
 
-gfd writes only what it owns there -- ``spec.labels``, the ``nfd.node.kubernetes.io/node-name``
-label, its mark (``app.kubernetes.io/managed-by: gfd``) and its DaemonSet owner reference --
-and keeps everything else the object holds (others' labels, annotations, owners, features):
+gfd writes only what it owns there -- ``spec.labels``, the features named ``nvidia.*`` in
+``spec.features`` (per-GPU facts for NodeFeatureRules, ``gfd.features``), the
+``nfd.node.kubernetes.io/node-name`` label, its mark (``app.kubernetes.io/managed-by: gfd``)
+and its DaemonSet owner reference -- and keeps everything else the object holds (others'
+labels, annotations, owners, features of other names):
 each write is a read-modify-write PUT of the last object read, a 409 re-reads. Those verbs
 (get, create, update) are all the GPU Operator's Role grants: no patch, no apply, no delete.
 
@@ -24,7 +26,7 @@ import copy
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
@@ -70,15 +72,53 @@ def owner_references(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
+EMPTY_FEATURES: dict[str, Any] = {}
+"""``spec.features`` when gfd is given none (GFD's: an empty object)."""
+FEATURE_KINDS = ("attributes", "flags", "instances")
+OWNED_FEATURE_PREFIX = "nvidia."
+"""Features gfd owns in its object: those named ``nvidia.*`` (``nvidia.gpu`` ...)."""
+
+
+def merged_features(stored: Any, features: Mapping[str, Any]) -> dict[str, Any]:
+    """``stored`` features with gfd's (``nvidia.*``) replaced by ``features`` (pure)."""
+    base = stored if isinstance(stored, dict) else {}
+    out: dict[str, Any] = {}
+    for kind in FEATURE_KINDS:
+        stored_kind = base.get(kind)
+        theirs: dict[str, Any] = stored_kind if isinstance(stored_kind, dict) else {}
+        mine = features.get(kind) or {}
+        merged = {k: copy.deepcopy(v) for k, v in theirs.items()
+                  if not k.startswith(OWNED_FEATURE_PREFIX)}
+        merged.update(copy.deepcopy(dict(mine)))
+        if merged or kind in base or kind in features:
+            out[kind] = dict(sorted(merged.items()))
+    return out
+
+
+def owned_features(stored: Any) -> dict[str, Any]:
+    """gfd's part of stored features: the ``nvidia.*`` names, empty kinds dropped."""
+    base = stored if isinstance(stored, dict) else {}
+    out = {}
+    for kind in FEATURE_KINDS:
+        value = base.get(kind)
+        mine = {k: v for k, v in value.items() if k.startswith(OWNED_FEATURE_PREFIX)} \
+            if isinstance(value, dict) else {}
+        if mine:
+            out[kind] = mine
+    return out
+
+
 def build(node: str, namespace: str, labels: dict[str, str],
-          owners: list[dict[str, Any]]) -> dict[str, Any]:
-    """The NodeFeature object for these labels (pure)."""
+          owners: list[dict[str, Any]],
+          features: Mapping[str, Any] = EMPTY_FEATURES) -> dict[str, Any]:
+    """The NodeFeature object for these labels and features (pure)."""
     metadata: dict[str, Any] = {"name": object_name(node), "namespace": namespace,
                                 "labels": {NODE_NAME_LABEL: node, MANAGED_BY_LABEL: MANAGED_BY}}
     if owners:
         metadata["ownerReferences"] = owners
     return {"apiVersion": API_VERSION, "kind": "NodeFeature", "metadata": metadata,
-            "spec": {"features": {}, "labels": dict(sorted(labels.items()))}}
+            "spec": {"features": merged_features({}, features),
+                     "labels": dict(sorted(labels.items()))}}
 
 
 def _is_daemonset(ref: dict[str, Any], owner: dict[str, Any]) -> bool:
@@ -113,7 +153,8 @@ def foreign_owner(obj: dict[str, Any], owners: list[dict[str, Any]]) -> str:
 
 
 def updated(current: dict[str, Any], node: str, labels: dict[str, str],
-            owners: list[dict[str, Any]]) -> dict[str, Any]:
+            owners: list[dict[str, Any]],
+            features: Mapping[str, Any] = EMPTY_FEATURES) -> dict[str, Any]:
     """``current`` with gfd's parts set and everything else kept (pure): the body of a
     read-modify-write PUT (its resourceVersion and uid are its preconditions)."""
     obj = copy.deepcopy(current)
@@ -129,15 +170,23 @@ def updated(current: dict[str, Any], node: str, labels: dict[str, str],
             refs.append(mine)
         meta["ownerReferences"] = refs
     spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
-    obj["spec"] = {**spec, "labels": dict(sorted(labels.items()))}
+    obj["spec"] = {**spec, "features": merged_features(spec.get("features"), features),
+                   "labels": dict(sorted(labels.items()))}
     return obj
+
+
+def _same_features(stored: Any, wanted: Mapping[str, Any]) -> bool:
+    """gfd's features in ``stored`` are ``wanted``'s (empty kinds count as absent)."""
+    return owned_features(stored) == owned_features(wanted)
 
 
 def _in_sync(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """Writing ``wanted`` (``updated(current, ...)``) would change nothing gfd owns."""
     meta, want = current.get("metadata", {}), wanted["metadata"]
+    spec = current.get("spec") or {}
     return bool(
-        (current.get("spec") or {}).get("labels") == wanted["spec"]["labels"]
+        spec.get("labels") == wanted["spec"]["labels"]
+        and _same_features(spec.get("features"), wanted["spec"]["features"])
         and meta.get("labels") == want.get("labels")
         and (meta.get("ownerReferences") or []) == (want.get("ownerReferences") or [])
     )
@@ -156,6 +205,8 @@ class NodeFeatureSink:
     name: str = "nodefeature"
     _owners: list[dict[str, Any]] | None = field(default=None, init=False)
     _labels: dict[str, str] | None = field(default=None, init=False)
+    _features: dict[str, Any] = field(default_factory=dict, init=False)
+    """The features of the last write (compared like the labels: written only on change)."""
     _current: dict[str, Any] | None = field(default=None, init=False)
     """The object as the server last answered it: the base of the next write."""
     _stale: bool = field(default=False, init=False)
@@ -166,6 +217,7 @@ class NodeFeatureSink:
     _watched: Watched = field(default_factory=Watched, init=False)
     _sending: dict[str, str] | None = field(default=None, init=False)
     """The labels of the write in flight (its own echo from the watch is no drift)."""
+    _sending_features: dict[str, Any] | None = field(default=None, init=False)
     _synced: float = field(default=float("-inf"), init=False)
     _own: deque[str] = field(default_factory=lambda: deque(maxlen=OWN_VERSIONS), init=False)
     """resourceVersions of gfd's own writes: their echo from the watch is no drift, however
@@ -215,9 +267,15 @@ class NodeFeatureSink:
             return
         if str((obj.get("metadata") or {}).get("resourceVersion") or "") in self._own:
             return  # gfd's own write
-        labels = dict((obj.get("spec") or {}).get("labels") or {})
+        spec = obj.get("spec") or {}
+        labels = dict(spec.get("labels") or {})
         if labels not in (published, sending):
             self._watched.report("changed", f"{self._what}: its labels were changed by "
+                                            "someone else")
+        elif labels == published and not any(
+                _same_features(spec.get("features"), f)
+                for f in (self._features, self._sending_features) if f is not None):
+            self._watched.report("changed", f"{self._what}: its features were changed by "
                                             "someone else")
 
     def _drifted(self) -> None:
@@ -280,10 +338,13 @@ class NodeFeatureSink:
                 raise ApiSinkError(refusal)
         return dict(((current or {}).get("spec") or {}).get("labels") or {})
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], *,
+                features: Mapping[str, Any] | None = None) -> PublishResult:
+        wanted = copy.deepcopy(dict(features or EMPTY_FEATURES))
         now = self.clock()
         due = any(retry_at <= now for _, retry_at, _ in self._held.values())
-        if self._wanted == labels and not self._stale and not due:
+        if (self._wanted == labels and self._features == wanted and not self._stale
+                and not due):
             return PublishResult(written=False)
         owners = self._resolve_owners()
         if self._stale or self._labels is None:
@@ -296,10 +357,10 @@ class NodeFeatureSink:
         self._read_labels = None
         try:
             for attempt in range(3):  # the wanted values, their fallbacks, then without them
-                self._sending = dict(sent)
+                self._sending, self._sending_features = dict(sent), wanted
                 self._writes += 1
                 try:
-                    result = self._write(sent, owners, current, old)
+                    result = self._write(sent, owners, current, old, wanted)
                     break
                 except ApiError as exc:
                     bad = offending_keys(exc, sent) if exc.status == 422 else set()
@@ -312,7 +373,7 @@ class NodeFeatureSink:
                     rejected |= bad
                     current = self._current if known else None
         finally:
-            self._sending = None
+            self._sending = self._sending_features = None
         self._wanted = dict(labels)
         for key in [k for k, (value, _, _) in self._held.items() if sent.get(k) == value]:
             del self._held[key]  # what went through is no longer held
@@ -360,30 +421,32 @@ class NodeFeatureSink:
                              key, value, self._what, exc, key=f"rejected {key}={value}")
 
     def _write(self, labels: dict[str, str], owners: list[dict[str, Any]],
-               current: dict[str, Any] | None, old: dict[str, str]) -> PublishResult:
+               current: dict[str, Any] | None, old: dict[str, str],
+               features: dict[str, Any]) -> PublishResult:
         for _ in range(CONFLICT_RETRIES):  # one request per attempt
             try:
                 if current is not None:  # a read-modify-write of the last object read
                     stored = self.retry.run(partial(
                         self.api.replace_nodefeature, self.namespace,
-                        updated(current, self.node, labels, owners)))
-                    return self._done(labels, stored, diff(old, labels))
+                        updated(current, self.node, labels, owners, features)))
+                    return self._done(labels, features, stored, diff(old, labels))
                 current = self._read()
                 if current is None:
                     if self._current is not None:
                         log.info("%s was deleted: creating it again", self._what)
                     self._read_labels = {}
                     stored = self.retry.run(lambda: self.api.create_nodefeature(
-                        self.namespace, build(self.node, self.namespace, labels, owners)))
-                    return self._done(labels, stored, diff({}, labels))
+                        self.namespace,
+                        build(self.node, self.namespace, labels, owners, features)))
+                    return self._done(labels, features, stored, diff({}, labels))
                 refusal = self._refusal(current, owners)
                 if refusal:
                     self._current = None
                     raise ApiSinkError(refusal)
                 old = dict((current.get("spec") or {}).get("labels") or {})
                 self._read_labels = old
-                if _in_sync(current, updated(current, self.node, labels, owners)):
-                    self._remember(labels, current)
+                if _in_sync(current, updated(current, self.node, labels, owners, features)):
+                    self._remember(labels, features, current)
                     return PublishResult(written=False, change=diff(old, labels))
             except ApiError as exc:
                 if exc.status == 404 and not exc.resource_missing and current is not None:
@@ -396,16 +459,18 @@ class NodeFeatureSink:
                 current = None
         raise ApiSinkError(f"{self._what}: still conflicting after {CONFLICT_RETRIES} attempts")
 
-    def _remember(self, labels: dict[str, str], stored: dict[str, Any]) -> None:
+    def _remember(self, labels: dict[str, str], features: dict[str, Any],
+                  stored: dict[str, Any]) -> None:
         self._own.append(str((stored.get("metadata") or {}).get("resourceVersion") or ""))
         self._labels = dict(labels)
+        self._features = features
         self._current = stored
         self._stale = False
         self._watched.published()
 
-    def _done(self, labels: dict[str, str], stored: dict[str, Any],
+    def _done(self, labels: dict[str, str], features: dict[str, Any], stored: dict[str, Any],
               change: Change) -> PublishResult:
-        self._remember(labels, stored)
+        self._remember(labels, features, stored)
         return PublishResult(written=True, change=change)
 
     def prune(self) -> PublishResult:

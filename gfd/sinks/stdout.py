@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.featurefile import render
@@ -21,7 +22,8 @@ class StdoutSink:
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
         return dict(self._last or {})
 
-    def publish(self, labels: dict[str, str]) -> PublishResult:
+    def publish(self, labels: dict[str, str], *,
+                features: Mapping[str, Any] | None = None) -> PublishResult:
         change = diff(self._last or {}, labels)
         if self._last is not None and change.empty:
             return PublishResult(written=False, change=change)

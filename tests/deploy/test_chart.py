@@ -315,6 +315,11 @@ def validate() -> Any:
     seen: set[str] = set()
 
     def check(doc: dict[str, Any], what: str) -> None:
+        if str(doc.get("apiVersion", "")).startswith("nfd.k8s-sigs.io/"):
+            # NFD's kinds are no Kubernetes schema: the chart's NodeFeatureRules equal
+            # manifests/nodefeaturerules (the twins), checked against NFD's CRD there and
+            # created on a real API server in tests/realapi.
+            return
         key = json.dumps(doc, sort_keys=True)
         if key in seen:
             return
@@ -351,6 +356,9 @@ RENDER_CASES = {
     "node+everything": merged(EVERYTHING, {"mode": "node"}, MIG, CONFIG),
     "no-test": {"test": {"enabled": False}},
     "fullname-override": {"fullnameOverride": "labeller", "mode": "nodefeature"},
+    "nodefeature+dra": {"mode": "nodefeature", "resourceManager": "dra"},
+    "nodefeature+rules": {"mode": "nodefeature", "nodeFeatureRules": {"enabled": True}},
+    "node+device-plugin": {"mode": "node", "resourceManager": "device-plugin"},
 }
 SIDECAR_CASES = {
     "nfd-sidecar": SIDECAR,
@@ -403,6 +411,11 @@ TWINS = {
                      ("components/mig",)),
     "node-without-guard": Twin({"mode": "node", "nodeLabelGuard": {"enabled": False}},
                                ("overlays/node",)),
+    "nodefeature+rules": Twin({"mode": "nodefeature", "nodeFeatureRules": {"enabled": True}},
+                              ("overlays/nodefeature", "nodefeaturerules")),
+    # Beside the GPU Operator's DRA mode: the values file the chart ships for it.
+    "gpucluster": Twin(yaml.safe_load((CHART / "values-gpucluster.yaml").read_text()),
+                       ("overlays/dra",)),
 }
 
 
@@ -614,15 +627,31 @@ def test_only_the_file_mode_daemonset_has_the_features_d_init_container(chart: C
                 assert inits == [], f"{name}: {object_id(doc)}"
 
 
+def test_the_example_rules_are_off_by_default(chart: Chart) -> None:
+    for name, values, docs in all_renders(chart):
+        rules = [d for d in docs if d["kind"] == "NodeFeatureRule"]
+        wanted = values.get("nodeFeatureRules", {}).get("enabled", False)
+        assert len(rules) == (3 if wanted else 0), name
+
+
 def test_rbac_and_token_per_mode_are_least_privilege(chart: Chart) -> None:
-    # each API mode also gets create/patch on events in `default` (events.enabled)
+    # each API mode also gets create/patch on events in `default` (events.enabled), and
+    # under resourceManager auto list on resourceslices (a ClusterRole)
     expected = {"file": [], "nfd-sidecar": [],
-                "nodefeature": ["Role", "Role", "RoleBinding", "RoleBinding"],
+                "nodefeature": ["ClusterRole", "ClusterRoleBinding", "Role", "Role",
+                                "RoleBinding", "RoleBinding"],
                 "node": ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]}
+    slices = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+              "verbs": ["list"]}
     for name, values, docs in all_renders(chart):
         mode = values.get("mode", "file")
-        assert sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS) == expected[mode], (
-            name)
+        auto = values.get("resourceManager", "auto") == "auto"
+        kinds = [k for k in expected[mode] if auto or mode != "nodefeature"
+                 or not k.startswith("Cluster")]
+        assert sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS) == kinds, name
+        # list on ResourceSlices only where gfd asks for them: an API sink under auto
+        granted = [d for d in docs if d["kind"] == "ClusterRole" and slices in d["rules"]]
+        assert len(granted) == (1 if auto and mode in ("node", "nodefeature") else 0), name
         for doc in workloads(docs):
             spec = pod_spec(doc)
             if doc["metadata"]["name"] == "nfd-worker":  # NFD keeps its token, gfd masks it
@@ -634,15 +663,26 @@ def test_rbac_and_token_per_mode_are_least_privilege(chart: Chart) -> None:
 
 
 def test_host_paths_are_sysfs_read_only_and_features_d(chart: Chart) -> None:
+    """And the kubelet's plugin registry, read-only, for --resource-manager auto."""
+    registry = "/var/lib/kubelet/plugins_registry"
     for name, _, docs in all_renders(chart):
         for doc in workloads(docs):
             host = {v["name"]: v["hostPath"]["path"].rstrip("/")
                     for v in pod_spec(doc)["volumes"] if "hostPath" in v}
             for mount in gfd_container(doc)["volumeMounts"]:
                 path = host.get(mount["name"])
-                assert path in (None, "/sys", FEATURES_D), (name, path)
-                if path == "/sys":
+                assert path in (None, "/sys", FEATURES_D, registry), (name, path)
+                if path in ("/sys", registry):
                     assert mount["readOnly"] is True, name
+
+
+def test_the_resource_manager_value_sets_the_agents_variable(chart: Chart) -> None:
+    def env(values: dict[str, Any]) -> dict[str, str]:
+        (doc,) = [d for d in chart.render(values) if d["kind"] == "DaemonSet"]
+        return {e["name"]: e.get("value", "") for e in gfd_container(doc).get("env", [])}
+
+    assert "GFD_RESOURCE_MANAGER" not in env({}), "auto is gfd run's default"
+    assert env({"resourceManager": "dra"})["GFD_RESOURCE_MANAGER"] == "dra"
 
 
 # --------------------------------------------------------------------------- the CLI

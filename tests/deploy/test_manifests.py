@@ -37,11 +37,14 @@ from typing import Any
 import click
 import pytest
 import yaml
+from helpers.controlplane import shared_dir
 from helpers.paths import ROOT
 
 from gfd.cli import cli
 
 MANIFESTS = ROOT / "manifests"
+PLUGINS_REGISTRY = "/var/lib/kubelet/plugins_registry"
+"""The kubelet's plugin registry, mounted read-only for --resource-manager auto."""
 DOCKERFILE = ROOT / "Dockerfile"
 IMAGE = "ghcr.io/gfd-project/gfd"
 
@@ -68,7 +71,9 @@ RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
 NODEFEATURE_RULES = {("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "update", "delete",
                                                            "list", "watch"},
                      ("", "pods"): {"get"}}
-NODE_RULES = {("", "nodes"): {"get", "patch", "list", "watch"}}
+# --resource-manager auto (the default) lists the node's ResourceSlices: cluster-scoped.
+RESOURCESLICE_RULES = {("resource.k8s.io", "resourceslices"): {"list"}}
+NODE_RULES = {("", "nodes"): {"get", "patch", "list", "watch"}, **RESOURCESLICE_RULES}
 EVENT_RULES = {("", "events"): {"create", "patch"}}
 OPERATOR_KINDS = "monitoring.coreos.com/"
 """The Prometheus Operator's kinds (components/monitoring): no Kubernetes schema to check
@@ -274,7 +279,37 @@ def k8s_versions() -> list[str]:
     return sorted({MIN_K8S, kubernetes_validate.latest_version()})
 
 
+def nfd_crds() -> Path | None:
+    """NFD's CRDs, one source for every suite: ``../shared/k8s-assets/nfd-api-crds.yaml``
+    (node-feature-discovery's deployment/base/nfd-crds at 76e6cc8c), the file the real-API
+    tier installs; None in a checkout without it."""
+    shared = shared_dir()
+    path = shared / "k8s-assets" / "nfd-api-crds.yaml" if shared else None
+    return path if path is not None and path.is_file() else None
+
+
+@cache
+def nfd_schemas() -> dict[str, dict[str, Any]]:
+    """The NodeFeatureRule examples' schema, offline; tests/realapi also creates them on a
+    real API server with these CRDs, which validates them the same way and more."""
+    path = nfd_crds()
+    if path is None:
+        pytest.skip("NFD's CRDs are in ../shared/k8s-assets, absent here; "
+                    "tests/realapi/test_nodefeature_features.py checks the rules on a real server")
+    return {crd["spec"]["names"]["kind"]: crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            for crd in load(path)}
+
+
 def validate(doc: dict[str, Any], version: str, what: str) -> None:
+    if str(doc.get("apiVersion", "")).startswith("nfd.k8s-sigs.io/"):
+        import jsonschema
+
+        try:
+            jsonschema.validate(doc, nfd_schemas()[doc["kind"]])
+        except jsonschema.ValidationError as exc:
+            raise AssertionError(f"{what} (NFD's CRD): {exc.message} at "
+                                 f"{'/'.join(map(str, exc.path))}") from None
+        return
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     try:
         kubernetes_validate.validate(doc, version, strict=True)
@@ -531,13 +566,16 @@ def test_rendered_modes_without_api_access_mount_no_token(directory: str) -> Non
         assert doc["kind"] not in RBAC_KINDS, f"{directory} renders {doc['kind']}"
 
 
-def test_nodefeature_mode_grants_exactly_its_namespaced_role() -> None:
+def test_nodefeature_mode_grants_its_namespaced_role_and_resourceslice_list() -> None:
     rbac = rbac_of("overlays/nodefeature")
-    assert not rbac["ClusterRole"] and not rbac["ClusterRoleBinding"], "nothing cluster-wide"
     (role,) = [r for r in rbac["Role"] if r["metadata"]["namespace"] == "gfd"]
     assert rbac_rules(role) == NODEFEATURE_RULES
     (binding,) = [b for b in rbac["RoleBinding"] if b["metadata"]["namespace"] == "gfd"]
     assert binds_gfd(binding, role)
+    (cluster_role,) = rbac["ClusterRole"]  # the only cluster-wide grant
+    assert rbac_rules(cluster_role) == RESOURCESLICE_RULES
+    (cluster_binding,) = rbac["ClusterRoleBinding"]
+    assert binds_gfd(cluster_binding, cluster_role)
     assert_events_role(rbac)
 
 
@@ -569,6 +607,29 @@ def test_api_modes_get_a_token_and_their_sink(directory: str, sink: str) -> None
     assert {"name": "GFD_SINK", "value": sink} in c["env"]
 
 
+def test_dra_overlay_runs_beside_the_gpu_operators_dra_mode() -> None:
+    """overlays/dra: the NodeFeature sink with --resource-manager dra, placed by NFD's PCI
+    vendor label only, the plugin registry read-only, and no ResourceSlice permission (a
+    fixed resource manager lists none)."""
+    docs = render(MANIFESTS / "overlays" / "dra")
+    ((_, spec, c),) = gfd_containers(docs)
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert (env["GFD_SINK"], env["GFD_RESOURCE_MANAGER"]) == ("nodefeature", "dra")
+    terms = spec["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{
+        "key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In",
+        "values": ["true"]}]}]
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["plugins-registry"]["readOnly"] is True
+    assert mounts["plugins-registry"]["mountPath"] == "/var/lib/kubelet/plugins_registry"
+    kinds = sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS)
+    assert "ClusterRole" not in kinds and "ClusterRoleBinding" not in kinds, kinds
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "gfd"]
+    assert rbac_rules(role) == NODEFEATURE_RULES
+    assert spec["automountServiceAccountToken"] is True
+
+
 def test_no_rbac_rule_is_a_wildcard_or_an_escalation() -> None:
     for _, _, doc in full_object_docs():
         if doc.get("kind") not in ("Role", "ClusterRole"):
@@ -576,9 +637,12 @@ def test_no_rbac_rule_is_a_wildcard_or_an_escalation() -> None:
         for (group, resource), verbs in rbac_rules(doc).items():
             assert "*" not in (group, resource) and "*" not in verbs, doc["metadata"]["name"]
             assert not verbs & {"escalate", "bind", "impersonate"}, verbs
-            # list/watch only on what gfd publishes to (its watch on its own object)
+            # list/watch only on what gfd publishes to (its watch on its own object), and
+            # list on ResourceSlices (--resource-manager auto)
             if verbs & {"list", "watch"}:
-                assert resource in ("nodes", "nodefeatures"), (resource, verbs)
+                assert resource in ("nodes", "nodefeatures") or (
+                    (group, resource, verbs) == ("resource.k8s.io", "resourceslices",
+                                                 {"list"})), (resource, verbs)
 
 
 def check_container_security(what: str, where: str, c: dict[str, Any],
@@ -607,15 +671,15 @@ def check_container_security(what: str, where: str, c: dict[str, Any],
         path = host_paths.get(mount["name"])
         if path is None:
             continue
-        assert path in ("/sys", FEATURES_D), f"{what}: mounts host {path}"
-        if path == "/sys":
-            assert mount.get("readOnly") is True, f"{what}: /sys must be read-only"
+        assert path in ("/sys", FEATURES_D, PLUGINS_REGISTRY), f"{what}: mounts host {path}"
+        if path in ("/sys", PLUGINS_REGISTRY):
+            assert mount.get("readOnly") is True, f"{what}: {path} must be read-only"
 
 
 @pytest.mark.parametrize("directory", BUILDABLE, ids=BUILDABLE_IDS)
 def test_rendered_gfd_containers_are_locked_down(directory: Path) -> None:
     found = list(gfd_containers(render(directory)))
-    if rel(directory) == "node-label-guard":
+    if rel(directory) in ("node-label-guard", "nodefeaturerules"):  # no container: policies
         assert not found
         return
     assert found, f"{rel(directory)} runs no gfd container"
@@ -659,11 +723,12 @@ def test_one_image_reference_everywhere() -> None:
         if "image" in c:
             assert c["image"] == expected, f"{rel(path)}: {c['image']} != {expected}"
     for directory in BUILDABLE:
-        if rel(directory) == "node-label-guard":
+        if rel(directory) in ("node-label-guard", "nodefeaturerules"):  # no image
             continue
         (doc,) = load(directory / "kustomization.yaml")
         chain = [*(doc.get("components") or []), *(doc.get("resources") or [])]
-        assert any("components/image" in r or r.endswith(("/base", "/file")) for r in chain), (
+        assert any("components/image" in r or r.endswith(("/base", "/file", "/nodefeature"))
+                   for r in chain), (
             f"{rel(directory)} does not take its image tag from components/image")
 
 
@@ -813,6 +878,23 @@ def test_no_shell_true_in_gfd() -> None:
     assert files
     offenders = [hit for f in files for hit in shell_true_calls(f)]
     assert not offenders, f"shell=True (or a non-literal shell=) at {offenders}"
+
+
+def test_the_example_nodefeaturerules_match_only_features_gfd_writes() -> None:
+    from gfd.features import FEATURES
+
+    documented = {(feature, element) for feature, element, _ in FEATURES}
+    rules = load(MANIFESTS / "nodefeaturerules" / "rules.yaml")
+    assert {r["metadata"]["name"] for r in rules} == {
+        "gfd-gpu-family", "gfd-gpu-min-memory", "gfd-driver-version"}
+    for rule in rules:
+        for item in rule["spec"]["rules"]:
+            for match in item["matchFeatures"]:
+                for element in match["matchExpressions"]:
+                    assert (match["feature"], element) in documented, rule["metadata"]["name"]
+    driver = next(r for r in rules if r["metadata"]["name"] == "gfd-driver-version")
+    expression = driver["spec"]["rules"][0]["matchFeatures"][0]["matchExpressions"]["version"]
+    assert expression == {"op": "Ge", "value": ["550.0.0"], "type": "version"}
 
 
 # --------------------------------------------------------------------------- features.d

@@ -258,3 +258,22 @@ def test_auto_follows_the_dra_plugin_registering_and_leaving_while_running(
     assert agent.stop() == 0
     assert logs.count("resource manager changed from device-plugin to dra") == 1
     assert logs.count("resource manager changed from dra to device-plugin") == 1
+
+
+def test_the_plugin_registering_is_published_at_once_not_at_the_next_cycle(
+        tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
+    """The plugin registry is watched: with a 10-minute interval the switch still takes a
+    moment, through a registry trigger."""
+    registry = tmp_path / "plugins_registry"
+    registry.mkdir()
+    port = free_port()
+    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--sleep-interval", "10m",
+                  "--plugins-registry", str(registry), "--metrics-port", str(port))
+    agents.append(agent)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "1")
+    os.mknod(registry / "gpu.nvidia.com-reg.sock", stat.S_IFSOCK | 0o600)
+    wait_for(lambda: agent.labels().get("nvidia.com/gpu.present") == "true", timeout=5)
+    text = http(port, "/metrics")[1]
+    assert metric(text, 'gfd_events_total{kind="registration",source="registry"}') >= 1
+    assert metric(text, 'gfd_resource_manager{manager="dra"}') == 1.0
+    assert agent.stop() == 0

@@ -65,11 +65,16 @@ def test_steady_state_is_free_and_a_change_is_one_write(sink: str, tmp_path: Pat
         # Node: GET, apply, LIST; NodeFeature: the pod (its owner), GET, create, LIST -- and
         # no phantom repair: the watch's first read and gfd's first write are no drift
         start = 3 if sink == "node" else 4
-        assert len([r for r in requests if not r.watch]) == start, [(r.method, r.path)
-                                                                    for r in requests]
+        # --resource-manager auto: and one LIST of the node's gpu.nvidia.com ResourceSlices
+        slices = [r for r in requests if r.path.endswith("/resourceslices")]
+        assert [r.query["fieldSelector"] for r in slices] == [
+            f"spec.nodeName={NODE},spec.driver=gpu.nvidia.com"]
+        assert len([r for r in requests if not r.watch and r not in slices]) == start, [
+            (r.method, r.path) for r in requests]
         assert len([r for r in requests if r.watch]) == 1
         time.sleep(0.3)
-        assert len(server.requests) == start + 1, [(r.method, r.path) for r in server.requests]
+        assert len(server.requests) == start + 1 + len(slices), [(r.method, r.path)
+                                                                 for r in server.requests]
         agent_log = (tmp_path / "agent.log").read_text()
         assert "again" not in agent_log, agent_log
         server.clear_log()

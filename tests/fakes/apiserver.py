@@ -14,9 +14,11 @@ Python client through a kubeconfig that points at it::
                 "n1", {"metadata": {"labels": {"a": "b"}}})
 
 It serves Nodes (core/v1, cluster scoped), NodeFeatures
-(``nfd.k8s-sigs.io/v1alpha1``, namespaced) and read-only Pods and DaemonSets,
-and reproduces the behaviour gfd depends on (tests/README.md, "The fakes"): merge,
-strategic-merge, JSON and server-side-apply patches; a global ``resourceVersion``
+(``nfd.k8s-sigs.io/v1alpha1``, namespaced), read-only Pods and DaemonSets, and
+ResourceSlices (``resource.k8s.io/v1``, list and watch, field-selected by ``spec.nodeName``
+and ``spec.driver`` like the real server, ``limit`` honoured), and reproduces the
+behaviour gfd depends on (tests/README.md, "The fakes"): merge, strategic-merge, JSON and
+server-side-apply patches; a global ``resourceVersion``
 bumped on every write (no bump for a write that changes nothing, like the real
 server); 409 for a stale ``resourceVersion``; 422 with the exact label rules; 403 from a rule set;
 404 for missing objects and for the NodeFeature API when the CRD is absent;
@@ -168,14 +170,21 @@ DAEMONSETS = Resource("daemonsets", "DaemonSet", "apps", "v1", namespaced=True)
 NODEFEATURES = Resource(
     "nodefeatures", "NodeFeature", NFD_GROUP, "v1alpha1", namespaced=True, custom=True
 )
+RESOURCESLICES = Resource("resourceslices", "ResourceSlice", "resource.k8s.io", "v1",
+                          namespaced=False)
 EVENTS = Resource("events", "Event", "", "v1", namespaced=True)
-RESOURCES = {r.plural: r for r in (NODES, PODS, DAEMONSETS, NODEFEATURES, EVENTS)}
+RESOURCES = {r.plural: r for r in (NODES, PODS, DAEMONSETS, NODEFEATURES, RESOURCESLICES,
+                                   EVENTS)}
 EVENT_FIELDS = frozenset({
     "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
     "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
     "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
 })
 """The fields the API server selects Events by (besides metadata.name / namespace)."""
+SELECTABLE_FIELDS = {RESOURCESLICES: frozenset({"spec.nodeName", "spec.driver"}),
+                     EVENTS: EVENT_FIELDS}
+"""Field selectors a resource takes besides metadata.name and metadata.namespace (the real
+server's ResourceSlice strategy indexes exactly spec.nodeName and spec.driver)."""
 
 
 # --------------------------------------------------------------------------- errors
@@ -709,18 +718,24 @@ def _split_selector(selector: str) -> list[str]:
 
 def _parse_field_selector(selector: str, res: Resource | None = None
                           ) -> list[tuple[str, Requirement]]:
-    """``metadata.name`` and ``metadata.namespace`` (and an Event's ``EVENT_FIELDS``) with
-    ``=``, ``==``, ``!=``; each as (field path, requirement)."""
+    """``metadata.name`` and ``metadata.namespace`` (and the resource's own selectable
+    fields, ``SELECTABLE_FIELDS``: an Event's, a ResourceSlice's) with ``=``, ``==``,
+    ``!=``; each as (field path, requirement). Any other field is a 400 (for ResourceSlices
+    in the real server's words)."""
+    extra = SELECTABLE_FIELDS.get(res, frozenset()) if res is not None else frozenset()
     out: list[tuple[str, Requirement]] = []
     for term in filter(None, (t.strip() for t in selector.split(","))):
         m = re.fullmatch(r"([A-Za-z.]+)\s*(==|=|!=)\s*(\S*)", term)
-        known = {"metadata.name", "metadata.namespace"}
-        if res is not None and res.plural == "events":
-            known |= EVENT_FIELDS
-        if not m or m.group(1) not in known:
+        if not m:
             raise _bad_request(f'"{term}" is not a known field selector')
+        path = m.group(1)
+        if path not in ("metadata.name", "metadata.namespace", *extra):
+            if res is not RESOURCESLICES:
+                raise _bad_request(f'"{term}" is not a known field selector')
+            raise _bad_request(f"field label not supported for {res.api_version}, "
+                               f"Kind={res.kind}: {path}")
         op = "!=" if m.group(2) == "!=" else "="
-        out.append((m.group(1), Requirement(m.group(1), op, frozenset({m.group(3)}))))
+        out.append((path, Requirement(path, op, frozenset({m.group(3)}))))
     return out
 
 
@@ -1369,6 +1384,31 @@ class FakeApiServer:
             self._bump()
             self._changed(NODEFEATURES, self._render(NODEFEATURES, stored), None)
 
+    def add_resourceslice(self, node: str, driver: str, name: str | None = None) -> JSON:
+        """A ResourceSlice of ``driver`` for ``node`` (one pool of one device), as a DRA
+        kubelet plugin publishes it (read-only through the API: list and watch)."""
+        obj: JSON = {
+            "apiVersion": RESOURCESLICES.api_version, "kind": RESOURCESLICES.kind,
+            "metadata": {"name": name or f"{node}-{driver}-{secrets.token_hex(3)[:5]}"},
+            "spec": {"nodeName": node, "driver": driver,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0",
+                                  "attributes": {"type": {"string": "gpu"}}}]},
+        }  # fmt: skip
+        with self._lock:
+            return self._local(
+                lambda: self._create(RESOURCESLICES, "", obj, "test-setup", False)
+            )
+
+    def delete_resourceslice(self, name: str) -> None:
+        """The DRA kubelet plugin withdraws the slice; KeyError if absent."""
+        with self._lock:
+            stored = self._objects[RESOURCESLICES].pop(("", name), None)
+            if stored is None:
+                raise KeyError(name)
+            self._bump()
+            self._changed(RESOURCESLICES, self._render(RESOURCESLICES, stored), None)
+
     def _get_plain(self, res: Resource, namespace: str, name: str) -> JSON | None:
         with self._lock:
             stored = self._objects[res].get((namespace, name))
@@ -1728,6 +1768,8 @@ class FakeApiServer:
             ("PUT", f"{nf_ns}/{name}", NODEFEATURES, "update", self._put_nodefeature),
             ("PATCH", f"{nf_ns}/{name}", NODEFEATURES, "patch", self._patch_nodefeature),
             ("DELETE", f"{nf_ns}/{name}", NODEFEATURES, "delete", self._delete_nodefeature),
+            ("GET", "/apis/resource.k8s.io/v1/resourceslices", RESOURCESLICES, "list",
+             self._list_resourceslices),
             ("GET", "/api/v1/events", EVENTS, "list", self._list_events),
             ("GET", f"/api/v1/namespaces/{ns}/events", EVENTS, "list", self._list_events),
             ("POST", f"/api/v1/namespaces/{ns}/events", EVENTS, "create", self._create_event),
@@ -1809,6 +1851,13 @@ class FakeApiServer:
     def _get_daemonset(self, req: _Request, p: dict[str, str]) -> _Response:
         stored = self._require(DAEMONSETS, p["ns"], p["name"])
         return _Response(200, self._render(DAEMONSETS, stored))
+
+    # ------------------------------------------------------------------ handlers: resourceslices
+
+    def _list_resourceslices(self, req: _Request, p: dict[str, str]) -> _Response:
+        if _flag(req.query.get("watch")):
+            return self._watch(RESOURCESLICES, None, req)
+        return _Response(200, self._list(RESOURCESLICES, None, req))
 
     # ------------------------------------------------------------------ handlers: events
 
@@ -1986,10 +2035,21 @@ class FakeApiServer:
                     item.pop("kind", None)
                     item.pop("apiVersion", None)
                 items.append(item)
+        meta_out: JSON = {"resourceVersion": str(self._rv)}
+        limit = req.query.get("limit", "")
+        if req.query.get("continue"):
+            raise ApiError(501, "NotImplemented", "fake apiserver: continue on a list")
+        if limit.isdigit() and 0 < int(limit) < len(items):
+            # The real server: a continue token, and the remaining count only when no
+            # selector made it unknown.
+            meta_out["continue"] = f"fake-continue-{limit}"
+            if not req.query.get("fieldSelector") and not req.query.get("labelSelector"):
+                meta_out["remainingItemCount"] = len(items) - int(limit)
+            items = items[: int(limit)]
         return {
             "kind": f"{res.kind}List",
             "apiVersion": res.api_version,
-            "metadata": {"resourceVersion": str(self._rv)},
+            "metadata": meta_out,
             "items": items,
         }
 

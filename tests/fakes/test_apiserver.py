@@ -152,6 +152,37 @@ def test_list_nodes_with_label_selector(api: FakeApiServer, core: Api) -> None:
     assert core.list_node().metadata.resource_version == api.resource_version
 
 
+def test_resourceslices_are_field_selected_by_node_and_driver(
+        api: FakeApiServer, make_client: ClientFactory) -> None:
+    """What the real server (v1.36) answers, checked there by the probe in
+    realapi/test_resourceslices.py: spec.nodeName and spec.driver select, any other spec
+    field is a 400, and a limit below the match count sets a continue token."""
+    for node, driver in (("n1", "gpu.nvidia.com"), ("n1", "other.example.com"),
+                         ("n2", "gpu.nvidia.com"), ("n1", "gpu.nvidia.com")):
+        api.add_resourceslice(node, driver)
+    resource = client.ResourceV1Api(make_client())
+
+    def names(selector: str, **kw: Any) -> list[tuple[str, str]]:
+        got = resource.list_resource_slice(field_selector=selector, **kw)
+        return [(i.spec.node_name, i.spec.driver) for i in got.items]
+
+    assert names("spec.nodeName=n1,spec.driver=gpu.nvidia.com") == [("n1", "gpu.nvidia.com")] * 2
+    assert sorted(names("spec.driver=gpu.nvidia.com")) == [
+        ("n1", "gpu.nvidia.com"), ("n1", "gpu.nvidia.com"), ("n2", "gpu.nvidia.com")]
+    assert names("spec.nodeName=n3") == []
+    limited = resource.list_resource_slice(field_selector="spec.nodeName=n1", limit=1)
+    assert len(limited.items) == 1 and limited.metadata._continue
+    assert limited.metadata.remaining_item_count is None  # unknown under a selector
+    with pytest.raises(ApiException) as err:
+        resource.list_resource_slice(field_selector="spec.pool.name=n1")
+    assert err.value.status == 400
+    assert status_of(err.value)["message"] == (
+        "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.pool.name")
+    with pytest.raises(ApiException) as err:
+        client.CoreV1Api(make_client()).list_node(field_selector="spec.driver=x")
+    assert err.value.status == 400
+
+
 # ----------------------------------------------------------------------------- patches
 
 

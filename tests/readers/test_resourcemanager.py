@@ -6,12 +6,15 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
+from helpers.process import wait_for
 
 from gfd.errors import ApiError
 from gfd.readers.resourcemanager import REGISTRATION_SOCKET, ResourceManagerReader
+from gfd.triggers import Trigger
 
 
 def register(registry: Path) -> Path:
@@ -117,3 +120,35 @@ def test_an_unreadable_api_at_start_means_device_plugin(tmp_path: Path) -> None:
     slices = Slices(ApiError("list resourceslices: forbidden", status=403))
     found = ResourceManagerReader("auto", str(tmp_path), slices=slices).read()
     assert found.name == "device-plugin" and "unreadable" in found.evidence
+
+
+def test_auto_watches_the_registry_and_fires_when_the_plugin_comes_and_goes(
+        tmp_path: Path) -> None:
+    fired: list[Trigger] = []
+    reader = ResourceManagerReader("auto", str(tmp_path))
+    reader.watch(fired.append)
+    reader.watch(fired.append)  # idempotent: one watch
+    try:
+        (tmp_path / "unrelated.sock").write_text("")
+        path = register(tmp_path)
+        wait_for(lambda: len(fired) == 1, timeout=5)
+        path.unlink()
+        wait_for(lambda: len(fired) == 2, timeout=5)
+    finally:
+        reader.close()
+    assert {(t.source, t.kind) for t in fired} == {("registry", "registration")}
+    assert all(t.detail == str(path) for t in fired)
+
+
+def test_a_fixed_setting_or_a_missing_registry_watches_nothing(tmp_path: Path) -> None:
+    fired: list[Trigger] = []
+    fixed = ResourceManagerReader("dra", str(tmp_path))
+    fixed.watch(fired.append)
+    missing = ResourceManagerReader("auto", str(tmp_path / "absent"))
+    missing.watch(fired.append)  # no directory: the per-cycle stat still sees a plugin
+    register(tmp_path)
+    time.sleep(0.2)
+    assert fired == [] and fixed._watch is None
+    assert missing.read().name == "device-plugin"
+    fixed.close()
+    missing.close()

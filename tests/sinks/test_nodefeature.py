@@ -718,3 +718,73 @@ def test_a_pruned_object_is_no_drift(
     assert nf_sink.prune().written
     time.sleep(0.5)
     assert fired == [] and server.nodefeature(NS, NF) is None
+
+
+# ----------------------------------------------------------------------------- features
+
+GPU_FEATURES = {"attributes": {"nvidia.driver": {"elements": {"version": "550.54.15",
+                                                              "cuda": "12.4"}}},
+                "flags": {},
+                "instances": {"nvidia.gpu": {"elements": [
+                    {"attributes": {"index": "0", "uuid": "GPU-0", "memory": "81559"}}]}}}
+FEWER_GPUS = {**GPU_FEATURES, "instances": {"nvidia.gpu": {"elements": []}}}
+
+
+def stored_features(api: MemoryApi) -> dict[str, Any]:
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    return dict(obj["spec"]["features"])
+
+
+def test_features_are_written_with_the_labels_and_only_on_change(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    assert nodefeature.publish(LABELS, features=GPU_FEATURES).written
+    assert stored_features(api) == GPU_FEATURES and stored_labels(api) == LABELS
+    api.clear_log()
+    assert not nodefeature.publish(LABELS, features=GPU_FEATURES).written
+    assert api.count() == 0
+    result = nodefeature.publish(LABELS, features=FEWER_GPUS)
+    assert result.written and result.change.empty, "the labels it requests are unchanged"
+    assert methods(api) == ["replace_nodefeature"]
+    assert stored_features(api) == FEWER_GPUS
+
+
+def test_features_of_other_names_in_the_object_are_kept(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS, features=GPU_FEATURES)
+    others_edit(api)  # adds flags example.feature
+    assert nodefeature.publish(CHANGED, features=FEWER_GPUS).written
+    features = stored_features(api)
+    assert features["flags"] == {"example.feature": {"elements": {"x": {}}}}
+    assert features["instances"] == FEWER_GPUS["instances"]
+    assert features["attributes"] == GPU_FEATURES["attributes"]
+
+
+def test_a_resync_heals_features_someone_changed(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    nodefeature.publish(LABELS, features=GPU_FEATURES)
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    obj["spec"]["features"]["instances"] = {}
+    api.replace_nodefeature(NS, obj)
+    api.clear_log()
+    nodefeature.refresh()
+    assert nodefeature.publish(LABELS, features=GPU_FEATURES).written
+    assert methods(api) == ["get_nodefeature", "replace_nodefeature"]
+    assert stored_features(api) == GPU_FEATURES
+
+
+def test_the_watch_reports_changed_features_as_drift(
+        watched: tuple[NodeFeatureSink, FakeApiServer, Fired], tmp_path: Any) -> None:
+    nf_sink, server, fired = watched
+    someone = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "other")), qps=0)
+    nf_sink.publish(LABELS, features=GPU_FEATURES)
+    time.sleep(0.3)
+    assert fired == [], "gfd's own write is no drift"
+    obj = server.nodefeature(NS, NF)
+    assert obj is not None
+    obj["spec"]["features"]["instances"] = {}
+    someone.replace_nodefeature(NS, obj)
+    someone.close()
+    wait_for(lambda: len(fired) == 1, timeout=5)
+    assert fired[0].kind == "changed"

@@ -1,0 +1,92 @@
+"""The NodeFeature's spec.features: one nvidia.gpu instance per GPU, one nvidia.mig instance
+per MIG device, the driver's attributes; written from hand-built snapshots by the rules in
+gfd/features.py's docstring, never guessed where a fact is unknown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.builders import (
+    A10,
+    A10_BYTES,
+    A100_1G5,
+    A100_80,
+    A100_80_BYTES,
+    gpu,
+    mig_gpu,
+    migs,
+    snapshot,
+    unknown,
+)
+
+from gfd.features import FEATURES, node_features
+from gfd.readers.simulate import SIMULATIONS, simulate
+from gfd.snapshot import Snapshot
+
+
+def gpus(features: dict) -> list[dict[str, str]]:
+    return [e["attributes"] for e in features["instances"]["nvidia.gpu"]["elements"]]
+
+
+def test_a_mixed_node_has_one_instance_per_gpu_with_its_own_facts() -> None:
+    snap = snapshot(gpu(0, A100_80, A100_80_BYTES, (8, 0)), gpu(1, A10, A10_BYTES, (8, 6)))
+    got = gpus(node_features(snap))
+    assert [g["product"] for g in got] == ["NVIDIA-A100-80GB-PCIe", "NVIDIA-A10"]
+    assert [g["name"] for g in got] == [A100_80, A10]
+    assert [g["memory"] for g in got] == [str(A100_80_BYTES // 2**20), str(A10_BYTES // 2**20)]
+    assert [g["compute"] for g in got] == ["8.0", "8.6"]
+    assert [g["family"] for g in got] == ["ampere", "ampere"]
+    assert [g["index"] for g in got] == ["0", "1"]
+    assert all(g["uuid"] for g in got)
+
+
+def test_mig_mode_is_enabled_disabled_or_unsupported() -> None:
+    snap = snapshot(mig_gpu(0, migs(1, **A100_1G5)), gpu(1, mig_capable=True),
+                    gpu(2, A10, A10_BYTES, (8, 6)))
+    assert [g["mig"] for g in gpus(node_features(snap))] == ["enabled", "disabled",
+                                                             "unsupported"]
+
+
+def test_each_mig_device_is_an_instance_naming_its_parent() -> None:
+    snap = snapshot(gpu(0, A10, A10_BYTES, (8, 6)), mig_gpu(1, migs(2, **A100_1G5)))
+    elements = node_features(snap)["instances"]["nvidia.mig"]["elements"]
+    assert [e["attributes"]["parent"] for e in elements] == ["1", "1"]
+    assert {e["attributes"]["profile"] for e in elements} == {"1g.5gb"}
+    assert {e["attributes"]["memory"] for e in elements} == {"4864"}
+    assert {e["attributes"]["multiprocessors"] for e in elements} == {"14"}
+
+
+def test_the_driver_attributes_are_its_version_and_cuda_major_minor() -> None:
+    features = node_features(snapshot(gpu(0), driver="550.54.15", cuda=12040))
+    assert features["attributes"] == {"nvidia.driver": {"elements": {
+        "version": "550.54.15", "cuda": "12.4"}}}
+
+
+def test_an_unknown_fact_is_left_out_not_guessed() -> None:
+    lost = gpu(0, memory=None, cc=None, degraded=unknown("mig_mode"))
+    got = gpus(node_features(snapshot(lost)))[0]
+    assert not {"memory", "compute", "family", "mig"} & got.keys()
+
+
+def test_no_gpu_or_no_nvml_means_no_instances() -> None:
+    assert node_features(snapshot())["instances"] == {}
+    down = Snapshot(nvml_available=False, gpus=(gpu(0),))
+    assert node_features(down) == {"attributes": {}, "flags": {}, "instances": {}}
+
+
+def test_every_simulated_machine_writes_only_documented_elements() -> None:
+    documented = {(feature, element) for feature, element, _ in FEATURES}
+    for name in SIMULATIONS:
+        features = node_features(simulate(name).snapshot)
+        for feature, value in features["instances"].items():
+            for element in value["elements"]:
+                assert all(v and isinstance(v, str) for v in element["attributes"].values())
+                assert {(feature, k) for k in element["attributes"]} <= documented, name
+        for feature, value in features["attributes"].items():
+            assert {(feature, k) for k in value["elements"]} <= documented, name
+
+
+def test_every_feature_element_is_documented() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "features.md").read_text()
+    for feature, element, meaning in FEATURES:
+        assert f"| `{feature}` | `{element}` | {meaning} |" in doc
