@@ -52,7 +52,7 @@ import yaml
 
 from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of
 from gfd.errors import ConfigError, one_line, show
-from gfd.fswatch import IN_CLOSE_WRITE, IN_MODIFY, DirWatch, open_watch
+from gfd.fswatch import IN_CLOSE_WRITE, IN_MODIFY, DirWatch, start_watch
 from gfd.hostfile import FileProblem, read_bytes
 from gfd.sharing import SharedResource, Sharing
 from gfd.triggers import Fire, Trigger, died
@@ -352,18 +352,14 @@ class ConfigWatch:
     def start(self) -> bool:
         """True when watching; False (with the reason logged once) when the agent must check
         the file every cycle instead."""
-        opened = open_watch(lambda directory, name: self._changed(directory, name, 0),
-                            name="config-watch", on_event=self._changed, on_death=self._died,
-                            fallback="the config file is checked every cycle instead")
-        if isinstance(opened, str):
-            log.info("%s; the config file is checked every cycle instead", opened)
+        started = start_watch(lambda directory, name: self._changed(directory, name, 0),
+                              watched_directories(self._path), name="config-watch",
+                              on_event=self._changed, on_death=self._died,
+                              fallback="the config file is checked every cycle instead")
+        if isinstance(started, str):
+            log.info("%s", started)
             return False
-        problems = opened.watch(watched_directories(self._path))
-        if problems:
-            opened.close()
-            log.info("%s; the config file is checked every cycle instead", problems[0])
-            return False
-        self._watch = opened.start()
+        self._watch = started
         return True
 
     def _died(self, why: BaseException) -> None:

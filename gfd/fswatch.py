@@ -200,3 +200,19 @@ def open_watch(on_change: OnChange, *, name: str, on_event: OnEvent | None = Non
     if fd < 0:
         return f"inotify is not available: {os.strerror(ctypes.get_errno())}"
     return DirWatch(calls, fd, on_change, name, on_event, on_death=on_death, fallback=fallback)
+
+
+def start_watch(on_change: OnChange, directories: Iterable[str], *, name: str,
+                fallback: str, on_event: OnEvent | None = None,
+                on_death: OnDeath | None = None) -> DirWatch | str:
+    """A started DirWatch on ``directories``, or why there is none, already joined with
+    ``fallback`` (what the owner does instead) into the one line to log."""
+    opened = open_watch(on_change, name=name, on_event=on_event, on_death=on_death,
+                        fallback=fallback)
+    if isinstance(opened, str):
+        return f"{opened}; {fallback}"
+    problems = opened.watch(directories)
+    if problems:
+        opened.close()
+        return f"{problems[0]}; {fallback}"
+    return opened.start()

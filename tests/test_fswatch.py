@@ -12,7 +12,7 @@ import pytest
 from helpers.process import wait_for
 
 from gfd import fswatch
-from gfd.fswatch import DirWatch, open_watch
+from gfd.fswatch import DirWatch, open_watch, start_watch
 
 
 class Seen:
@@ -167,3 +167,23 @@ def test_closing_a_watch_is_not_a_death(tmp_path: Path, seen: Seen) -> None:
     opened.start()
     opened.close()
     assert deaths == [] and not opened.dead
+
+
+def test_start_watch_without_inotify_says_why_and_what_instead(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(fswatch, "_libc", lambda: "inotify is not available: no libc")
+    started = start_watch(lambda directory, name: None, [str(tmp_path)],
+                          name="test-watch", fallback="polled instead")
+    assert started == "inotify is not available: no libc; polled instead"
+
+
+def test_start_watch_returns_a_running_watch(tmp_path: Path) -> None:
+    seen: list[str] = []
+    started = start_watch(lambda directory, name: seen.append(name), [str(tmp_path)],
+                          name="test-watch", fallback="polled instead")
+    assert not isinstance(started, str)
+    try:
+        (tmp_path / "new").write_text("x")
+        wait_for(lambda: "new" in seen)
+    finally:
+        started.close()

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gfd.errors import GfdError
-from gfd.fswatch import DirWatch, open_watch
+from gfd.fswatch import DirWatch, start_watch
 from gfd.snapshot import ResourceManager
 from gfd.triggers import Fire, Trigger, died
 
@@ -82,20 +82,14 @@ class ResourceManagerReader:
                 fire(Trigger(source="registry", kind="registration", at=time.monotonic(),
                              detail=os.path.join(directory, name)))
 
-        opened = open_watch(
-            changed, name="registry-watch",
+        started = start_watch(
+            changed, [registry], name="registry-watch",
             on_death=lambda why: fire(died("registry", why, time.monotonic())),
             fallback="the plugin registry is checked each cycle")
-        if isinstance(opened, str):
-            log.debug("resource manager: %s; the plugin registry is checked each cycle", opened)
+        if isinstance(started, str):
+            log.debug("resource manager: %s", started)
             return
-        problems = opened.watch([registry])
-        if problems:
-            log.debug("resource manager: %s; the plugin registry is checked each cycle",
-                      "; ".join(problems))
-            opened.close()
-            return
-        self._watch = opened.start()
+        self._watch = started
 
     def close(self) -> None:
         if self._watch is not None:

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gfd.errors import PublishError
-from gfd.fswatch import DirWatch, open_watch
+from gfd.fswatch import DirWatch, start_watch
 from gfd.hostfile import FileProblem, read_with_status, shown, size_text, what_is
 from gfd.sinks.base import PublishResult, diff
 from gfd.triggers import Fire, Trigger, died
@@ -387,19 +387,14 @@ class FeatureFileSink:
             fire(Trigger(source="output", kind="deleted" if now is None else "changed",
                          at=time.monotonic(), detail=self.path))
 
-        opened = open_watch(
-            changed, name="output-watch",
+        started = start_watch(
+            changed, [directory], name="output-watch",
             on_death=lambda why: fire(died("output", why, time.monotonic())),
             fallback="a changed feature file is healed at the next cycle")
-        if isinstance(opened, str):
-            log.info("%s; a changed feature file is healed at the next cycle", opened)
+        if isinstance(started, str):
+            log.info("%s", started)
             return
-        problems = opened.watch([directory])
-        if problems:
-            opened.close()
-            log.info("%s; a changed feature file is healed at the next cycle", problems[0])
-            return
-        self._watch = opened.start()
+        self._watch = started
 
     def close(self) -> None:
         """Stop watching and release the lock (the feature file stays)."""
