@@ -63,6 +63,8 @@ class ResourceManagerReader:
     """Whether the API was asked since the last refresh."""
     _slice_error: str = field(default="", init=False)
     _watch: DirWatch | None = field(default=None, init=False)
+    _denied: bool = field(default=False, init=False)
+    """Whether the registry's permissions were already said to hide the plugin."""
 
     def refresh(self) -> None:
         """Ask the API server again at the next read (the loop's ResourceSlice duty)."""
@@ -120,6 +122,16 @@ class ResourceManagerReader:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
             socket = f"no {path}"
+        except PermissionError as exc:
+            socket = f"{path} unreadable: {exc.strerror or exc}"
+            if not self._denied:  # once; a warning only where nothing else can tell
+                self._denied = True
+                log.log(logging.INFO if self.slices is not None else logging.WARNING,
+                        "resource manager: cannot look into %s (%s): the kubelet makes it "
+                        "0750 root, so only a root gfd sees the DRA plugin there; %s",
+                        self.plugins_registry, exc.strerror or exc,
+                        "the node's ResourceSlices decide" if self.slices is not None
+                        else "set --resource-manager on DRA nodes")
         except OSError as exc:
             socket = f"{path} unreadable: {exc.strerror or exc}"
         else:

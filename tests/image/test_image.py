@@ -46,6 +46,7 @@ pytestmark = pytest.mark.timeout(300)  # the first test may build the image (.ci
 DEPLOYMENTS = DATA / "deployments"
 GOLDEN = DATA / "golden" / "nvml"
 FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
+PLUGINS_REGISTRY = "/var/lib/kubelet/plugins_registry"
 TIMESTAMP = "nvidia.com/gfd.timestamp"
 TIME_SLICED = ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                "      - name: nvidia.com/gpu\n        replicas: 4\n")
@@ -77,7 +78,12 @@ class Pod:
         (sysfs / "class" / "dmi" / "id" / "product_name").write_text(dmi)
         self.features_d = tmp / "host-features.d"
         self.features_d.mkdir()
-        self.host = pods.Host(tmp=tmp, paths={"/sys": sysfs, FEATURES_D: self.features_d})
+        # The kubelet's plugin registry as the kubelet makes it (root, 0750), without the
+        # DRA plugin: --resource-manager auto finds no sign of DRA there.
+        self.plugins_registry = tmp / "host-plugins_registry"
+        self.plugins_registry.mkdir(mode=0o750)
+        self.host = pods.Host(tmp=tmp, paths={"/sys": sysfs, FEATURES_D: self.features_d,
+                                              PLUGINS_REGISTRY: self.plugins_registry})
         self.server: FakeApiServer | None = None
         self.name = f"gfd-image-test-{uuid.uuid4().hex[:10]}"
         self.proc: subprocess.Popen[bytes] | None = None

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import stat
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -152,3 +155,49 @@ def test_a_fixed_setting_or_a_missing_registry_watches_nothing(tmp_path: Path) -
     assert missing.read().name == "device-plugin"
     fixed.close()
     missing.close()
+
+
+@pytest.fixture
+def world() -> Iterator[Path]:
+    """A directory every user may reach (pytest's own are root's alone, mode 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="gfd-registry-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_a_registry_gfd_may_not_look_into_is_said_once_with_the_fix(world: Path) -> None:
+    """The kubelet makes plugins_registry 0750 root: a non-root gfd cannot see the plugin's
+    socket there, and says so (with what to do) rather than quietly deciding device-plugin.
+    The reads run in a forked child that became uid 65532, since root ignores the mode."""
+    registry = world / "plugins_registry"
+    registry.mkdir(mode=0o750)
+    os.mknod(registry / REGISTRATION_SOCKET, stat.S_IFSOCK | 0o600)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to 65532, read twice, report, never return to pytest
+        try:
+            os.close(read_end)
+            out = os.fdopen(write_end, "w")
+            os.setgroups([])
+            os.setresgid(65532, 65532, 65532)
+            os.setresuid(65532, 65532, 65532)
+            handler = logging.StreamHandler(out)
+            handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+            logger = logging.getLogger("gfd.readers.resourcemanager")
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+            reader = ResourceManagerReader(setting="auto", plugins_registry=str(registry))
+            reader.read()
+            out.write(f"DECISION {reader.read().name}\n")
+            out.flush()
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as child:
+        output = child.read()
+    os.waitpid(pid, 0)
+    warnings = [line for line in output.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1, output
+    assert "0750 root" in warnings[0] and "set --resource-manager" in warnings[0]
+    assert "DECISION device-plugin" in output
