@@ -156,6 +156,12 @@ class Metrics:
             "--stuck-after.",
             registry=reg,
         )
+        self._stuck_after: Any = Gauge(
+            "gfd_stuck_after_seconds",
+            "The agent's --stuck-after: /healthz fails when gfd_cycle_running_seconds "
+            "passes it.",
+            registry=reg,
+        )
         self._events: Any = Counter(
             "gfd_events",
             "Changes watchers saw, by source (nvml, config, output, api, registry) and kind "
@@ -266,8 +272,10 @@ class Metrics:
         self._unhealthy.set(count)
 
     def follow(self, health: Health) -> None:
-        """Export how long the cycle in progress has run, read from ``health`` at scrape."""
+        """Export how long the cycle in progress has run, read from ``health`` at scrape, and
+        the limit ``health`` holds it to (the one /healthz uses, so an alert agrees)."""
         self._running.set_function(health.running)
+        self._stuck_after.set(health.stuck_after)
 
     def nvml_up(self, up: bool) -> None:
         """Record whether NVML answered at the last discovery."""
@@ -332,6 +340,11 @@ class Health:
         self._started: float | None = None
         self._turn_by: float | None = None
         self._published = False
+
+    @property
+    def stuck_after(self) -> float:
+        """Seconds a cycle may run, or the loop be late to wake, before liveness fails."""
+        return self._stuck_after
 
     def idle_until(self, at: float) -> None:
         """The agent loop sleeps and will turn again by ``at`` (on this clock)."""

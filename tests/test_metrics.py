@@ -587,3 +587,25 @@ def test_kube_events_are_counted_by_reason_and_result() -> None:
     text = metrics.render().decode()
     assert 'gfd_kube_events_total{reason="GpuLost",result="throttled"} 2.0' in text
     assert 'gfd_kube_events_total{reason="GpuLost",result="created"} 1.0' in text
+
+
+def test_the_stuck_after_limit_is_exported_where_healthz_fails() -> None:
+    """The alert compares gfd_cycle_running_seconds with gfd_stuck_after_seconds: the gauge is
+    the limit /healthz uses, so the two pass it at the same moment."""
+    now = [100.0]
+    metrics, health = Metrics(version="1.2.3"), Health(stuck_after=45, clock=lambda: now[0])
+    metrics.follow(health)
+    assert health.stuck_after == 45
+    assert value(metrics, "gfd_stuck_after_seconds") == 45.0
+    health.cycle_started()
+    now[0] += 45
+    assert value(metrics, "gfd_cycle_running_seconds") == 45.0
+    assert health.live() == (True, "ok")
+    now[0] += 1
+    assert value(metrics, "gfd_cycle_running_seconds") == 46.0
+    assert health.live() == (False, "cycle running for 46s (limit 45s)")
+
+
+def test_the_server_exports_the_limit_of_the_health_it_serves(server: MetricsServer) -> None:
+    families = {f.name: f for f in text_string_to_metric_families(get(server, "/metrics")[2])}
+    assert [s.value for s in families["gfd_stuck_after_seconds"].samples] == [120.0]

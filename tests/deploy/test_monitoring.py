@@ -44,10 +44,10 @@ class Run:
     """A Metrics fed minute by minute as the agent loop feeds it, scraped after each minute
     into the series promtool reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, stuck_after: float = 120) -> None:
         self.now = 0.0
         self.metrics = Metrics(version="0.1.0")
-        self.health = Health(stuck_after=120, clock=lambda: self.now)
+        self.health = Health(stuck_after=stuck_after, clock=lambda: self.now)
         self.metrics.follow(self.health)
         self.samples: dict[str, list[str]] = {}
         self.minutes = 0
@@ -342,18 +342,48 @@ def test_a_writer_fighting_gfd_raises_labels_fought(tmp_path: Path) -> None:
     }))
 
 
+STUCK = alert(
+    "GfdAgentStuck", "warning", TARGET,
+    "A gfd cycle on gpu-node-1 has run past --stuck-after for 2 minutes",
+    "A hung NVML call or a stuck request; /healthz fails past --stuck-after, and the liveness "
+    "probe has not had the kubelet restart the container.")
+
+
+def hang(run: Run, minutes: int) -> None:
+    """A hung NVML call: a cycle that runs ``minutes`` scrapes (0 s, 60 s, ...), then ends."""
+    run.health.cycle_started()
+    run.minute(lambda r: None, minutes)
+    run.health.cycle_finished()
+
+
 def test_a_cycle_that_never_ends_raises_agent_stuck(tmp_path: Path) -> None:
     run = Run()
     run.minute(Run.healthy_cycle, 10)
-    run.health.cycle_started()  # a hung NVML call: the cycle never finishes
-    run.minute(lambda r: None, 10)
-    check(promtool_test(tmp_path, run, "19m", {
-        "GfdAgentStuck": [alert(
-            "GfdAgentStuck", "warning", TARGET,
-            "A gfd cycle on gpu-node-1 has run for minutes",
-            "A hung NVML call or a stuck request; /healthz fails past --stuck-after and the "
-            "kubelet restarts the container.")],
-    }))
+    hang(run, 10)
+    check(promtool_test(tmp_path, run, "19m", {"GfdAgentStuck": [STUCK]}))
+
+
+def test_agent_stuck_follows_a_longer_stuck_after(tmp_path: Path) -> None:
+    """--stuck-after 10m: a cycle of 8 minutes, which 120 s would call stuck, is not; one
+    that passes 10 minutes is, 2 minutes later (scraped at 11 minutes, firing at 13)."""
+    run = Run(stuck_after=600)
+    run.minute(Run.healthy_cycle, 10)
+    hang(run, 9)  # minutes 10-18: 0 s ... 480 s
+    run.minute(Run.healthy_cycle, 5)
+    hang(run, 16)  # minutes 24-39: 0 s ... 900 s
+    for at in ("18m", "21m", "36m"):  # 480 s; between the hangs; 720 s, pending 1 minute
+        check(promtool_test(tmp_path, run, at, {}))
+    check(promtool_test(tmp_path, run, "37m", {"GfdAgentStuck": [STUCK]}))
+
+
+def test_agent_stuck_follows_a_shorter_stuck_after(tmp_path: Path) -> None:
+    """--stuck-after 30s: a cycle past 30 s for 2 minutes fires at 3 minutes, where the old
+    fixed 120 s would have waited for 5."""
+    run = Run(stuck_after=30)
+    run.minute(Run.healthy_cycle, 10)
+    hang(run, 5)  # minutes 10-14: 0 s ... 240 s
+    check(promtool_test(tmp_path, run, "12m", {}))
+    check(promtool_test(tmp_path, run, "13m", {"GfdAgentStuck": [STUCK]}))
 
 
 def test_promtool_fails_an_alert_that_does_not_fire(tmp_path: Path) -> None:

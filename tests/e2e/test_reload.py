@@ -149,4 +149,5 @@ def test_a_config_change_is_seen_at_once_without_a_cycle_or_a_signal(
     text = http(port, "/metrics")[1]
     assert metric(text, 'gfd_events_total{kind="changed",source="config"}') >= 1
     assert metric(text, 'gfd_event_to_publish_seconds_count{source="config"}') >= 1
+    assert metric(text, "gfd_stuck_after_seconds") == 120.0  # a reload keeps the limit
     assert agent.stop() == 0

@@ -122,6 +122,9 @@ def test_healthz_fails_when_a_cycle_hangs(tmp_path: Path, fake_nvml_lib: Path,
     agent.set_machine(machine)
     wait_for(lambda: http(port, "/healthz")[0] == 503, timeout=8)
     assert "cycle running" in http(port, "/healthz")[1]
+    text = http(port, "/metrics")[1]  # what GfdAgentStuck compares, past the same limit
+    assert metric(text, "gfd_stuck_after_seconds") == 1.0
+    assert metric(text, "gfd_cycle_running_seconds") > 1.0
     agent.stop(signal.SIGKILL)
 
 
