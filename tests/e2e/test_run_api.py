@@ -1,7 +1,8 @@
 """`gfd run` with the API sinks as a real process against the local fake API server:
-startup cost, no request in steady state, exactly one write per change, `gfd diff`/`prune`.
-Each runs on the real kube-apiserver too (tests/realapi), as the ServiceAccount with the RBAC
-of manifests/overlays/<sink>."""
+startup cost, no request in steady state, exactly one write per change, `gfd diff`/`prune`
+(what would change, another writer's edit, prune of gfd's own and never of an object of the
+same name gfd did not write). Each runs on the real kube-apiserver too (tests/realapi), as
+the ServiceAccount with the RBAC of manifests/overlays/<sink>."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import profiles
@@ -22,6 +24,9 @@ from helpers.realserver import api_server, on_both
 
 NODE = "gpu-node-1"
 NS = "gfd"
+FEATURE = f"nvidia-features-for-{NODE}"
+PRODUCT = "nvidia.com/gpu.product"
+MANAGED_BY = "app.kubernetes.io/managed-by"
 
 
 @pytest.fixture
@@ -41,6 +46,23 @@ def command(tmp: Path, server: FakeApiServer, lib: Path, *args: str) -> tuple[li
     argv = [sys.executable, "-m", "gfd", *args, "--sysfs-root", str(gpu_tree(tmp / "sys", [])),
             "--nvidia-smi", str(tmp / "none"), "--machine-type-file", str(tmp / "dmi")]
     return argv, env
+
+
+def runner(tmp: Path, server: FakeApiServer, lib: Path
+           ) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``gfd(*args)``: one gfd command run to its end as a process (``command``'s env)."""
+
+    def gfd(*args: str) -> subprocess.CompletedProcess[str]:
+        argv, env = command(tmp, server, lib, *args)
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
+                              check=False)
+
+    return gfd
+
+
+def last(stderr: str) -> str:
+    """The command's own last line (the log's warnings about this machine come before)."""
+    return stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize(("server", "sink"), [
@@ -142,26 +164,106 @@ def test_a_nodefeature_deleted_by_hand_is_back_with_new_labels_in_the_same_cycle
     assert "Traceback" not in logs
 
 
-@on_both("node")
-def test_diff_and_prune_with_the_node_sink(tmp_path: Path, server: FakeApiServer,
-                                           fake_nvml_lib: Path) -> None:
+@pytest.mark.parametrize(("server", "sink"), [
+    ("fake", "node"), ("fake", "nodefeature"),
+    ("real:node", "node"),
+    ("real:nodefeature", "nodefeature")], indirect=["server"])
+def test_diff_and_prune_show_and_remove_only_what_gfd_published(
+        sink: str, tmp_path: Path, server: FakeApiServer, fake_nvml_lib: Path) -> None:
+    """diff: exit 1 with what would be added, exit 0 once published, a key someone else
+    edited shown as changed; prune: the Node labels gfd still owns (not the one kubectl took
+    over), or gfd's own NodeFeature, gone."""
     profiles.hgx_h100().write(tmp_path / "profile.txt")
-
-    def gfd(*args: str) -> subprocess.CompletedProcess[str]:
-        argv, env = command(tmp_path, server, fake_nvml_lib, *args)
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
-                              check=False)
-
-    assert gfd("diff", "--sink", "node").returncode == 1
-    assert gfd("run", "--sink", "node", "--oneshot").returncode == 0
-    in_sync = gfd("diff", "--sink", "node")
+    gfd = runner(tmp_path, server, fake_nvml_lib)
+    before = gfd("diff", "--sink", sink)
+    assert before.returncode == 1, before.stderr
+    assert f"+ {PRODUCT}=NVIDIA-H100-80GB-HBM3" in before.stdout.splitlines()
+    assert last(before.stderr).endswith(f"~0 -0 at {sink}")
+    assert gfd("run", "--sink", sink, "--oneshot").returncode == 0
+    in_sync = gfd("diff", "--sink", sink)
     assert in_sync.returncode == 0, in_sync.stdout + in_sync.stderr
-    profiles.t4x4().write(tmp_path / "profile.txt")
-    changed = gfd("diff", "--sink", "node")
-    assert changed.returncode == 1 and "~ nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3 -> " \
-        "Tesla-T4" in changed.stdout
-    assert gfd("prune", "--sink", "node").returncode == 0
-    assert server.labels(NODE) == {"team": "ml"}
+    assert in_sync.stdout == "" and last(in_sync.stderr).startswith("in sync: ")
+    if sink == "node":
+        server.set_label(NODE, PRODUCT, "hand-edited", manager="kubectl")
+    else:
+        obj = server.nodefeature(NS, FEATURE)
+        assert obj is not None and obj["metadata"]["labels"][MANAGED_BY] == "gfd"
+        server.set_nodefeature_label(NS, FEATURE, PRODUCT, "hand-edited", manager="kubectl")
+    edited = gfd("diff", "--sink", sink)
+    assert edited.returncode == 1
+    assert edited.stdout.splitlines() == [f"~ {PRODUCT}: hand-edited -> NVIDIA-H100-80GB-HBM3"]
+    assert last(edited.stderr) == f"+0 ~1 -0 at {sink}"
+    pruned = gfd("prune", "--sink", sink)
+    assert pruned.returncode == 0, pruned.stderr
+    removed = pruned.stdout.splitlines()
+    assert "- nvidia.com/gpu.count" in removed
+    assert last(pruned.stderr) == f"pruned {len(removed)} labels at {sink}"
+    if sink == "node":  # the edited key is kubectl's now (its field manager): left to it
+        assert f"- {PRODUCT}" not in removed
+        assert server.labels(NODE) == {"team": "ml", PRODUCT: "hand-edited"}
+    else:  # the whole object was gfd's
+        assert f"- {PRODUCT}" in removed
+        assert server.nodefeature(NS, FEATURE) is None
+        assert server.labels(NODE) == {"team": "ml"}  # no nfd-master: the Node untouched
+    kept = server.labels(NODE)
+    again = gfd("prune", "--sink", sink)
+    assert again.returncode == 0 and again.stdout == "", again.stderr
+    assert server.labels(NODE) == kept
+    if sink == "nodefeature":
+        assert last(again.stderr) == "nothing to prune at nodefeature"
+
+
+@on_both("nodefeature")
+@pytest.mark.parametrize("controlled", [True, False],
+                         ids=["another-daemonsets", "no-owner-no-mark"])
+def test_prune_keeps_a_nodefeature_of_the_same_name_gfd_did_not_write(
+        controlled: bool, tmp_path: Path, server: FakeApiServer,
+        fake_nvml_lib: Path) -> None:
+    """NVIDIA's GFD uses the same name: its object (controlled by its DaemonSet, or with
+    neither gfd's mark nor gfd's DaemonSet as controller) is left as it is, with one line;
+    diff and run refuse an object another DaemonSet controls."""
+    profiles.hgx_h100().write(tmp_path / "profile.txt")
+    meta: dict[str, Any] = {"name": FEATURE,
+                            "labels": {"nfd.node.kubernetes.io/node-name": NODE}}
+    if controlled:
+        server.add_pod(NS, "gpu-feature-discovery-xyz", owner_daemonset="gpu-feature-discovery",
+                       node_name=NODE)
+        ds = server.daemonset(NS, "gpu-feature-discovery")
+        assert ds is not None
+        meta["ownerReferences"] = [{
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "gpu-feature-discovery",
+            "uid": ds["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+    server.add_nodefeature(NS, {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+                                "metadata": meta,
+                                "spec": {"labels": {PRODUCT: "from-gpu-feature-discovery"}}},
+                           manager="gpu-feature-discovery")
+    before = server.nodefeature(NS, FEATURE)
+    gfd = runner(tmp_path, server, fake_nvml_lib)
+    server.clear_log()
+    pruned = gfd("prune", "--use-node-feature-api")
+    assert pruned.returncode == 0 and pruned.stdout == "", pruned.stderr
+    warnings = [line for line in pruned.stderr.splitlines() if "left in place" in line]
+    reason = ("belongs to DaemonSet/gpu-feature-discovery (its controller), not to gfd's "
+              "DaemonSet gfd" if controlled else "gfd's mark (label "
+              "app.kubernetes.io/managed-by=gfd) is not on it and gfd's DaemonSet does not "
+              "control it")
+    assert len(warnings) == 1 and reason in warnings[0], pruned.stderr
+    assert f"NodeFeature {NS}/{FEATURE} left in place: " in warnings[0]
+    assert last(pruned.stderr) == "nothing to prune at nodefeature"
+    assert server.nodefeature(NS, FEATURE) == before
+    assert server.count("DELETE") == 0
+    if controlled:
+        for args in (("diff",), ("run", "--oneshot")):
+            refused = gfd(*args, "--use-node-feature-api")
+            assert refused.returncode == 1, refused.stdout + refused.stderr
+            refusal = [line for line in refused.stderr.splitlines() if "belongs to" in line]
+            assert len(refusal) == 1 and refusal[0].endswith(
+                "uninstall it, or run gfd in another namespace (--namespace / NAMESPACE)"), \
+                refused.stderr
+            assert "belongs to DaemonSet/gpu-feature-discovery (its controller)" in refusal[0]
+            assert "Traceback" not in refused.stderr
+        assert server.nodefeature(NS, FEATURE) == before
+        assert [(r.method, r.status) for r in server.requests if r.method != "GET"] == []
 
 
 def test_api_sinks_need_a_node_name(tmp_path: Path, server: FakeApiServer,

@@ -1375,6 +1375,23 @@ class FakeApiServer:
                 lambda: self._create(NODEFEATURES, namespace, copy.deepcopy(obj), manager, False)
             )
 
+    def set_nodefeature_label(
+        self, namespace: str, name: str, key: str, value: str | None, *,
+        manager: str = "other-actor"
+    ) -> None:
+        """Another actor edits the NodeFeature's ``spec.labels`` (a merge patch by
+        ``manager``; ``value`` None removes the key); KeyError if absent."""
+        with self._lock:
+            stored = self._objects[NODEFEATURES].get((namespace, name))
+            if stored is None:
+                raise KeyError(name)
+            patched = merge_patch(
+                self._render(NODEFEATURES, stored), {"spec": {"labels": {key: value}}}
+            )
+            self._local(
+                lambda: self._update(NODEFEATURES, stored, patched, manager, dry_run=False)
+            )
+
     def delete_nodefeature(self, namespace: str, name: str) -> None:
         """Someone deletes the NodeFeature (kubectl delete); KeyError if absent."""
         with self._lock:

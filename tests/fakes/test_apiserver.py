@@ -773,6 +773,22 @@ def test_nodefeature_rejects_strategic_merge(api: FakeApiServer, custom: Api) ->
     assert status_of(exc.value)["reason"] == "UnsupportedMediaType"
 
 
+def test_another_actors_nodefeature_edit_is_a_new_version_with_the_others_labels_kept(
+    api: FakeApiServer, custom: Api
+) -> None:
+    name = "nvidia-features-for-n1"
+    created = api.add_nodefeature(NS, nodefeature(a="1", b="2"))
+    api.set_nodefeature_label(NS, name, "a", "edited", manager="kubectl")
+    api.set_nodefeature_label(NS, name, "b", None)
+    stored = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    assert stored["spec"]["labels"] == {"a": "edited"}
+    assert stored["metadata"]["labels"] == created["metadata"]["labels"]
+    assert int(stored["metadata"]["resourceVersion"]) > int(
+        created["metadata"]["resourceVersion"])
+    with pytest.raises(KeyError):
+        api.set_nodefeature_label(NS, "absent", "a", "1")
+
+
 def test_nodefeature_validates_metadata_labels_not_spec_labels(
     api: FakeApiServer, custom: Api
 ) -> None:

@@ -181,6 +181,15 @@ class RealApiServer:
         body = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
         return self.plane.create(body, manager=manager)
 
+    def set_nodefeature_label(self, namespace: str, name: str, key: str, value: str | None,
+                              *, manager: str = "other-actor") -> None:
+        """Another actor edits the NodeFeature's ``spec.labels`` (a merge patch by
+        ``manager``; ``value`` None removes the key); KeyError if absent."""
+        if self.nodefeature(namespace, name) is None:
+            raise KeyError(name)
+        self.plane.patch(f"{NFD_PATH}/namespaces/{namespace}/nodefeatures/{name}",
+                         {"spec": {"labels": {key: value}}}, manager=manager)
+
     def delete_nodefeature(self, namespace: str, name: str) -> None:
         """Someone deletes the NodeFeature (kubectl delete); KeyError if absent."""
         if self.nodefeature(namespace, name) is None:
