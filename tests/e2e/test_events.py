@@ -129,7 +129,8 @@ def test_a_gpu_an_xid_made_unusable_stays_so_across_a_reload_of_its_back_end(
     agent.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: agent.labels().get("nvidia.com/gpu.machine") == "PowerEdge-XE9680",
              timeout=5)
-    assert "config reloaded: flags.gfd.machineTypeFile" in agent.logs()
+    # the candidate publishes before it is applied and logged: wait for the line
+    wait_for(lambda: "config reloaded: flags.gfd.machineTypeFile" in agent.logs(), timeout=5)
     labels = agent.labels()
     assert (labels["nvidia.com/gpu.count"], labels["nvidia.com/gpu.unhealthy"]) == ("7", "1")
     assert agent.stop() == 0
