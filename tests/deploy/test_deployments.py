@@ -72,20 +72,6 @@ class Node:
     def feature_file(self) -> Path:
         return self.features_d / "gfd"
 
-    def config_maps(self, name: str, **files: str) -> None:
-        directory = self.host.tmp / "configmap" / name
-        directory.mkdir(parents=True)
-        for key, text in files.items():
-            (directory / key).write_text(text)
-        self.host.config_maps[name] = directory
-
-    def select_config(self, key: str) -> None:
-        """What config-manager does: /config/config.yaml -> /available-configs/<key>."""
-        link = self.host.empty_dir("config") / "config.yaml"
-        tmp = link.with_name(".config.yaml.new")
-        tmp.symlink_to(f"/available-configs/{key}")
-        tmp.replace(link)
-
     def api(self, downward: pods.Downward, *, forbidden: list[tuple[str, str]]) -> FakeApiServer:
         """An HTTPS API server with this node, gfd's pod (owned by a DaemonSet) and the RBAC
         the deployment grants (everything else forbidden)."""
@@ -177,8 +163,8 @@ def test_gpu_operator_publishes_gfds_labels_as_a_nodefeature_and_reloads_on_sigh
         running: list[subprocess.Popen[bytes]]) -> None:
     downward = pods.Downward(namespace="gpu-operator")
     node = Node(tmp_path, "hgx_h100", fake_nvml_lib)
-    node.config_maps("device-plugin-config", default="version: v1\n", ts4=TIME_SLICED)
-    node.select_config("default")  # the config-manager init container's work
+    node.host.add_config_map("device-plugin-config", default="version: v1\n", ts4=TIME_SLICED)
+    node.host.select_config("default")  # the config-manager init container's work
     server = node.api(downward, forbidden=OPERATOR_RBAC_DENIES)
     try:
         proc = start(node, "gpu-operator", "gpu-feature-discovery", running, downward=downward)
@@ -193,7 +179,7 @@ def test_gpu_operator_publishes_gfds_labels_as_a_nodefeature_and_reloads_on_sigh
         assert [o["kind"] for o in obj["metadata"]["ownerReferences"]] == ["DaemonSet"]
 
         # the config-manager sidecar: re-point the symlink, find gfd by argv[0], SIGHUP it
-        node.select_config("ts4")
+        node.host.select_config("ts4")
         targets = config_manager_lookup("gpu-feature-discovery")
         assert proc.pid in targets
         os.kill(proc.pid, signal.SIGHUP)
@@ -218,8 +204,8 @@ def test_gpu_operator_on_openshift_writes_the_feature_file_with_vgpu_labels(
     features.d hostPath, GFD's labels including the vgpu.* labels the Operator reads (root
     reads the whole PCI config space), no expiry (GFD's file has none)."""
     node = Node(tmp_path, "hgx_h100", fake_nvml_lib, vgpu=("550.54.16", "r550_40"))
-    node.config_maps("device-plugin-config", default="version: v1\n")
-    node.select_config("default")
+    node.host.add_config_map("device-plugin-config", default="version: v1\n")
+    node.host.select_config("default")
     proc = start(node, "gpu-operator", "gpu-feature-discovery", running,
                  downward=pods.Downward(), extra_env={"USE_NODE_FEATURE_API": "false"})
     wait_for(lambda: node.feature_file.exists(), timeout=20)
@@ -251,8 +237,8 @@ def test_device_plugin_chart_publishes_mixed_mig_labels_as_a_nodefeature(
     downward = pods.Downward(namespace="nvidia-device-plugin",
                              pod="nvdp-nvidia-device-plugin-gpu-feature-discovery-q9zt4")
     node = Node(tmp_path, "dgx_a100_layout", fake_nvml_lib)
-    node.config_maps("nvdp-nvidia-device-plugin-configs", default="version: v1\n")
-    node.select_config("default")
+    node.host.add_config_map("nvdp-nvidia-device-plugin-configs", default="version: v1\n")
+    node.host.select_config("default")
     server = node.api(downward, forbidden=CHART_RBAC_DENIES)
     try:
         proc = start(node, "device-plugin-chart", "gpu-feature-discovery-ctr", running,

@@ -67,6 +67,22 @@ class Host:
         directory.mkdir(parents=True, exist_ok=True)
         return directory
 
+    def add_config_map(self, name: str, **files: str) -> None:
+        """A ConfigMap ``name`` holding these keys, for the pod's configMap volumes."""
+        directory = self.tmp / "configmap" / name
+        directory.mkdir(parents=True)
+        for key, text in files.items():
+            (directory / key).write_text(text)
+        self.config_maps[name] = directory
+
+    def select_config(self, key: str) -> None:
+        """What GFD's config-manager does: /config/config.yaml -> /available-configs/<key>,
+        swapped in whole by a rename."""
+        link = self.empty_dir("config") / "config.yaml"
+        tmp = link.with_name(".config.yaml.new")
+        tmp.symlink_to(f"/available-configs/{key}")
+        tmp.replace(link)
+
 
 def load_workload(path: Path) -> dict[str, Any]:
     (doc,) = [d for d in yaml.safe_load_all(path.read_text()) if d]

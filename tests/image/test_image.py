@@ -89,20 +89,6 @@ class Pod:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = tmp / "container.log"
 
-    def config_maps(self, name: str, **files: str) -> None:
-        directory = self.tmp / "configmap" / name
-        directory.mkdir(parents=True)
-        for key, text in files.items():
-            (directory / key).write_text(text)
-        self.host.config_maps[name] = directory
-
-    def select_config(self, key: str) -> None:
-        """What config-manager's init container does: /config/config.yaml -> the key."""
-        link = self.host.empty_dir("config") / "config.yaml"
-        tmp = link.with_name(".config.yaml.new")
-        tmp.symlink_to(f"/available-configs/{key}")
-        tmp.replace(link)
-
     def api(self, forbidden: Sequence[tuple[str, str]] = ()) -> FakeApiServer:
         server = FakeApiServer(tls=self_signed(self.tmp)).start()
         server.add_node(self.downward.node,
@@ -284,8 +270,8 @@ OPERATOR_RBAC_DENIES = [
 def test_gpu_operator_publishes_a_nodefeature_and_reloads_on_config_managers_sighup(
         pod_factory: Any) -> None:
     pod = pod_factory("hgx_h100", pods.Downward(namespace="gpu-operator"))
-    pod.config_maps("device-plugin-config", default="version: v1\n", ts4=TIME_SLICED)
-    pod.select_config("default")
+    pod.host.add_config_map("device-plugin-config", default="version: v1\n", ts4=TIME_SLICED)
+    pod.host.select_config("default")
     pod.api(OPERATOR_RBAC_DENIES)
     pod.start(workload("gpu-operator"), "gpu-feature-discovery")
     wait_for(lambda: pod.nodefeature_labels() != {}, timeout=30)
@@ -293,7 +279,7 @@ def test_gpu_operator_publishes_a_nodefeature_and_reloads_on_config_managers_sig
         "hgx_h100__none__compat", **{"nvidia.com/mig.strategy": "single"})
     assert not pod.feature_file.exists(), "NodeFeature mode writes no file"
     # the config-manager sidecar: re-point the symlink, find gfd by argv[0], SIGHUP it
-    pod.select_config("ts4")
+    pod.host.select_config("ts4")
     assert pod.main_pid() in config_manager_lookup("gpu-feature-discovery")
     subprocess.run([*pods.PODMAN, "kill", "--signal", "HUP", pod.name], capture_output=True,
                    timeout=30, check=True)
@@ -306,8 +292,8 @@ def test_gpu_operator_publishes_a_nodefeature_and_reloads_on_config_managers_sig
 def test_gpu_operator_on_openshift_writes_the_feature_file_with_vgpu_labels(
         pod_factory: Any) -> None:
     pod = pod_factory("hgx_h100", vgpu=("550.54.16", "r550_40"))
-    pod.config_maps("device-plugin-config", default="version: v1\n")
-    pod.select_config("default")
+    pod.host.add_config_map("device-plugin-config", default="version: v1\n")
+    pod.host.select_config("default")
     pod.start(workload("gpu-operator"), "gpu-feature-discovery",
               extra_env={"USE_NODE_FEATURE_API": "false"})
     wait_for(lambda: pod.feature_file.exists(), timeout=30)
@@ -334,8 +320,8 @@ def test_device_plugin_chart_publishes_mixed_mig_labels_as_a_nodefeature(
     pod = pod_factory("dgx_a100_layout", pods.Downward(
         namespace="nvidia-device-plugin",
         pod="nvdp-nvidia-device-plugin-gpu-feature-discovery-q9zt4"))
-    pod.config_maps("nvdp-nvidia-device-plugin-configs", default="version: v1\n")
-    pod.select_config("default")
+    pod.host.add_config_map("nvdp-nvidia-device-plugin-configs", default="version: v1\n")
+    pod.host.select_config("default")
     pod.api(CHART_RBAC_DENIES)
     pod.start(workload("device-plugin-chart"), "gpu-feature-discovery-ctr")
     wait_for(lambda: pod.nodefeature_labels() != {}, timeout=30)
