@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from helpers.agent_parts import make_agent
+from helpers.timing import BusyTime, LoopTime
 from helpers.timing import Clock as LoopClock
-from helpers.timing import LoopTime
 
 from gfd.daemon import BACKOFF_CAP, Duty, Parts, Schedule, Signals
 from gfd.errors import (
@@ -375,30 +375,12 @@ def test_with_an_infinite_interval_api_retries_start_at_one_second() -> None:
     assert waits[:3] == [1.0, 2.0, 4.0] and max(waits) == BACKOFF_CAP
 
 
-class BusyTime(LoopTime):
-    """Simulated time with a busy neighbourhood: every 0.1 s a watcher fires (a file written
-    beside the config, say), every second an ``api`` watch event arrives, every 7 s a SIGHUP;
-    each of them wakes the loop early."""
+class BusyConfigTime(BusyTime):
+    """Busy time whose neighbour is a watcher firing at every step (a file written beside the
+    config, say)."""
 
-    def __init__(self, clock: LoopClock, signals: Signals, until: float) -> None:
-        super().__init__(clock, signals, until)
-        self.ticks = 0
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waits.append(timeout)
-        step = 0.1 if timeout is None else min(timeout, 0.1)
-        if self.clock.now + step >= self.until:
-            self.signals.stop = True
-            return True
-        self.clock.now += step
-        self.ticks += 1
-        now = self.clock.now
+    def neighbour(self, now: float) -> None:
         self.signals.fire(Trigger(source="config", kind="changed", at=now, reload_config=True))
-        if self.ticks % 10 == 0:
-            self.signals.fire(Trigger(source="api", kind="changed", at=now))
-        if self.ticks % 70 == 0:
-            self.signals.request_reload()
-        return True
 
 
 class CountingFailing(AlwaysFailing):
@@ -417,7 +399,7 @@ def test_while_the_api_fails_nothing_that_wakes_the_loop_retries_before_the_back
     whatever the backoff said (135-179 PATCHes in 30 s with a busy file beside the config)."""
     clock = LoopClock(0.0)
     signals = Signals()
-    BusyTime(clock, signals, until=60.0)
+    BusyConfigTime(clock, signals, until=60.0)
     failing = CountingFailing(API_ERRORS[0], clock)
     reloader = Reloader()
     agent = make_agent(Source(H100), failing, LabelOptions(), interval=10.0, clock=clock,
@@ -433,7 +415,7 @@ def test_while_the_api_fails_nothing_that_wakes_the_loop_retries_before_the_back
 def test_once_the_api_answers_again_triggers_start_cycles_at_once() -> None:
     clock = LoopClock(0.0)
     signals = Signals()
-    BusyTime(clock, signals, until=30.0)
+    BusyConfigTime(clock, signals, until=30.0)
     failing = CountingFailing(API_ERRORS[0], clock)
     recovering = Recovering(failing, after=1)
     agent = make_agent(Source(H100), recovering, LabelOptions(), interval=10.0, clock=clock,

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from fakes.apiserver import FakeApiServer
 from helpers.agent_parts import make_agent
+from helpers.timing import BusyTime, LoopTime
 from helpers.timing import Clock as LoopClock
-from helpers.timing import LoopTime
 
 from gfd.backoff import backoff
 from gfd.configfile import ConfigWatch
@@ -39,7 +39,6 @@ from gfd.sinks.node import NodeSink
 from gfd.sinks.nodefeature import CONFLICT_RETRIES, NodeFeatureSink, object_name
 from gfd.sinks.retry import Retry
 from gfd.snapshot import Snapshot
-from gfd.triggers import Trigger
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -333,32 +332,18 @@ def test_an_outage_costs_a_handful_of_requests_then_about_one_retry_per_backoff_
         assert sum(per_minute) <= 20, per_minute
 
 
-class BusyOutage(LoopTime):
-    """Simulated time around an outage in a busy neighbourhood: every 0.1 s a line is
-    appended to a real log file beside the config file (watched by the real ConfigWatch),
-    every second a watch event arrives from the API sink's watch, every 7 s a SIGHUP."""
+class BusyOutage(BusyTime):
+    """Busy time around an outage: at every step a line is appended to a real log file beside
+    the config file (watched by the real ConfigWatch)."""
 
     def __init__(self, clock: LoopClock, signals: Signals, until: float, busy: Path) -> None:
         super().__init__(clock, signals, until)
         self.busy = busy
-        self.ticks = 0
 
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waits.append(timeout)
-        step = 0.1 if timeout is None else min(timeout, 0.1)
-        if self.clock.now + step >= self.until:
-            self.signals.stop = True
-            return True
-        self.clock.now += step
-        self.ticks += 1
+    def neighbour(self, now: float) -> None:
         with self.busy.open("a") as log_file:
             log_file.write(f"line {self.ticks}\n")
         time.sleep(0.003)  # the config watch's thread sees the write
-        if self.ticks % 10 == 0:
-            self.signals.fire(Trigger(source="api", kind="changed", at=self.clock.now))
-        if self.ticks % 70 == 0:
-            self.signals.request_reload()
-        return True
 
 
 class UnchangedConfig:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gfd.triggers import Trigger
+
 
 class Clock:
     """A clock that stands still until the test moves it (``clock.now += 10``)."""
@@ -52,3 +54,32 @@ class LoopTime:
 
     def sleep(self, seconds: float) -> None:
         self.clock.now += seconds
+
+
+class BusyTime(LoopTime):
+    """Simulated time in a busy neighbourhood, in steps of 0.1 s: at each step ``neighbour``
+    does its part (a watcher firing, a file written beside the config), every second an
+    ``api`` watch event arrives, every 7 s a SIGHUP; each of them may wake the loop early."""
+
+    def __init__(self, clock: Clock, signals: Any, until: float) -> None:
+        super().__init__(clock, signals, until)
+        self.ticks = 0
+
+    def neighbour(self, now: float) -> None:
+        """What happens beside gfd at every step (nothing here)."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        step = 0.1 if timeout is None else min(timeout, 0.1)
+        if self.clock.now + step >= self.until:
+            self.signals.stop = True
+            return True
+        self.clock.now += step
+        self.ticks += 1
+        now = self.clock.now
+        self.neighbour(now)
+        if self.ticks % 10 == 0:
+            self.signals.fire(Trigger(source="api", kind="changed", at=now))
+        if self.ticks % 70 == 0:
+            self.signals.request_reload()
+        return True
