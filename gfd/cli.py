@@ -187,8 +187,8 @@ def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
               help="yaml (default) or json.")
 @click.pass_context
 def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it (driver
-    gpu.nvidia.com): device names, attributes with their types, capacities; what to write
+    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it: device
+    names, attributes with their types, capacities; what to write
     CEL selectors against. A device the snapshot cannot describe fully lists what is missing.
     Exit 1 when any device is incomplete."""
     import yaml
