@@ -27,9 +27,9 @@ from typing import Protocol
 from gfd.backoff import BACKOFF_START, backoff
 from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
+from gfd.facts.gpus import model_groups
+from gfd.facts.gpus import unhealthy as unhealthy_gpus
 from gfd.features import node_features
-from gfd.labelers.inventory import model_groups
-from gfd.labelers.inventory import unhealthy as unhealthy_gpus
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.logs import Once

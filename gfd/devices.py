@@ -25,8 +25,9 @@ from typing import Any
 
 from gfd import dra
 from gfd.dra import DRIVER, quantity, semver
-from gfd.labelers.inventory import counted
-from gfd.labelers.miglayout import profile_name
+from gfd.facts.cuda import cuda_text
+from gfd.facts.gpus import counted
+from gfd.facts.mig import profile_name
 from gfd.snapshot import Gpu, MigDevice, Snapshot
 
 
@@ -112,7 +113,7 @@ def _common(gpu: Gpu, snapshot: Snapshot, missing: list[str]) -> list[Attribute]
         "nvmlSystemGetDriverVersion")
     cuda = snapshot.cuda_driver_version
     add(dra.CUDA_DRIVER_VERSION, "version",
-        semver(f"{cuda // 1000}.{(cuda % 1000) // 10}") if cuda is not None else None,
+        semver(cuda_text(cuda, backend=snapshot.backend)) if cuda is not None else None,
         "nvmlSystemGetCudaDriverVersion")
     bus = dra.bus_id(gpu.pci_bus_id)
     add(dra.PCI_BUS_ID, "string", bus, "nvmlDeviceGetPciInfo")

@@ -12,17 +12,19 @@ in its label form, ``name`` as NVML gives it, ``memory`` in MiB, ``family``, ``c
 as ``major.minor``, ``brand``, ``mig``: ``enabled`` / ``disabled`` / ``unsupported``) and
 ``nvidia.mig`` (one per MIG device of a MIG-enabled GPU: ``uuid``, ``parent`` (the GPU's
 index), ``profile``, ``memory`` in MiB, ``multiprocessors``). ``attributes``:
-``nvidia.driver`` (``version``, ``cuda`` as ``major.minor``).
+``nvidia.driver`` (``version``, ``cuda`` as ``major.minor``, decoded by the back end's
+rule as the ``cuda.runtime-version.*`` labels are: GFD's Tegra rule on a Tegra).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gfd.labelers.family import family
-from gfd.labelers.inventory import healthy
-from gfd.labelers.miglayout import profile_name
-from gfd.labelers.naming import product_value
+from gfd.facts.cuda import cuda_text
+from gfd.facts.family import family
+from gfd.facts.gpus import healthy
+from gfd.facts.mig import profile_name
+from gfd.facts.naming import product_value
 from gfd.snapshot import Gpu, Snapshot
 
 GPU = "nvidia.gpu"
@@ -96,8 +98,7 @@ def node_features(snapshot: Snapshot) -> dict[str, Any]:
     if snapshot.nvml_available and snapshot.driver_version:
         driver["version"] = snapshot.driver_version
     if snapshot.nvml_available and snapshot.cuda_driver_version:
-        v = snapshot.cuda_driver_version
-        driver["cuda"] = f"{v // 1000}.{v % 1000 // 10}"
+        driver["cuda"] = cuda_text(snapshot.cuda_driver_version, backend=snapshot.backend)
     if driver:
         attributes[DRIVER] = {"elements": driver}
     return {"attributes": attributes, "flags": {}, "instances": instances}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers.builders import (
     A10,
     A10_BYTES,
@@ -13,6 +14,7 @@ from helpers.builders import (
     A100_80,
     A100_80_BYTES,
     gpu,
+    labels,
     mig_gpu,
     migs,
     snapshot,
@@ -21,7 +23,7 @@ from helpers.builders import (
 
 from gfd.features import FEATURES, node_features
 from gfd.readers.simulate import SIMULATIONS, simulate
-from gfd.snapshot import Snapshot
+from gfd.snapshot import Gpu, Snapshot
 
 
 def gpus(features: dict) -> list[dict[str, str]]:
@@ -90,3 +92,19 @@ def test_every_feature_element_is_documented() -> None:
     doc = (Path(__file__).parent.parent / "docs" / "features.md").read_text()
     for feature, element, meaning in FEATURES:
         assert f"| `{feature}` | `{element}` | {meaning} |" in doc
+
+
+TEGRA = Gpu(index=0, uuid="GPU-0", name="Orin", memory_total_bytes=65893089280,
+            compute_capability=(8, 7))
+
+
+@pytest.mark.parametrize("cuda", [12020, 12060, 12100, 12120, 13000])
+@pytest.mark.parametrize("backend", ["nvml", "tegra"])
+def test_the_driver_cuda_agrees_with_the_cuda_labels_on_every_back_end(cuda: int,
+                                                                       backend: str) -> None:
+    # On a Tegra libcuda's version is split with GFD's rule, minor = (v % 100) / 10: 12100
+    # is 12.0 there and 12.10 under NVML's rule; the feature says what the labels say.
+    snap = snapshot(TEGRA if backend == "tegra" else gpu(0), cuda=cuda, backend=backend,
+                    driver=None if backend == "tegra" else "550.54.15")
+    want = labels(snap)["cuda.runtime-version.full"]
+    assert node_features(snap)["attributes"]["nvidia.driver"]["elements"]["cuda"] == want
