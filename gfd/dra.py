@@ -161,3 +161,35 @@ def gpu_name(minor: int) -> str:
 def mig_name(parent_minor: int, profile: str, profile_id: int, placement_start: int) -> str:
     """A MIG device's name: ``gpu-<parentMinor>-mig-<profile>-<profileId>-<placementStart>``."""
     return f"gpu-{parent_minor}-mig-{profile_part(profile)}-{profile_id}-{placement_start}"
+
+
+FEATURE_GATES = ("DynamicMIG", "PassthroughSupport")
+"""The driver's feature gates that change what it publishes (``--feature-gates``, the names
+of the driver's ``pkg/featuregates``; alpha, off by default)."""
+
+_COMMON = frozenset({TYPE, PRODUCT_NAME, BRAND, ARCHITECTURE, CUDA_COMPUTE_CAPABILITY,
+                     DRIVER_VERSION, CUDA_DRIVER_VERSION, ADDRESSING_MODE, PCI_BUS_ID,
+                     PCIE_ROOT})
+_ENGINES = frozenset({MULTIPROCESSORS, COPY_ENGINES, DECODERS, ENCODERS, JPEG_ENGINES,
+                      OFA_ENGINES})
+
+
+def attributes(device_type: str, gates: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The attribute names the driver publishes on a device of ``device_type`` (``gpu``,
+    ``mig``) with ``gates`` enabled (``deviceinfo.go``; ``mig.go`` ``CommonAttributesMig``:
+    a DynamicMIG device is abstract, so it has ``parentUUID`` but no ``uuid``)."""
+    if device_type == "gpu":
+        return _COMMON | {UUID}
+    mig = _COMMON | {PARENT_UUID, PROFILE}
+    return mig if "DynamicMIG" in gates else mig | {UUID}
+
+
+def capacities(device_type: str, gates: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The capacity names (``memorySlice`` standing for ``memorySlice<N>``) the driver
+    publishes on a device of ``device_type`` with ``gates`` enabled: a full GPU's engines only
+    under DynamicMIG; a MIG device's memory slices only without it (its placement is then
+    counted in the GPU's counter set instead)."""
+    if device_type == "gpu":
+        return frozenset({MEMORY}) | (_ENGINES if "DynamicMIG" in gates else frozenset())
+    mig = frozenset({MEMORY}) | _ENGINES
+    return mig if "DynamicMIG" in gates else mig | {MEMORY_SLICE}
