@@ -12,7 +12,9 @@ from click.testing import CliRunner
 
 from gfd.cli import cli
 from gfd.errors import ConfigError
+from gfd.labelers.family import FAMILIES, family
 from gfd.selector import Options, parse
+from gfd.selector.filters import FAMILY_COMPUTE
 
 
 @pytest.mark.parametrize("kw, fragment", [
@@ -96,3 +98,15 @@ def test_the_command_refuses_in_one_line_with_exit_2() -> None:
     assert code == 2 and "need node affinity" in err
     code, _, err = run("--min-memory", "40000", "--label-set", "compat")
     assert code == 2 and "--label-set compat" in err
+
+
+def test_the_compute_range_of_each_family_is_the_family_tables() -> None:
+    """FAMILY_COMPUTE (what --family and --min-compute are cross-checked with) agrees with the
+    labelers' family table for every compute capability."""
+    assert set(FAMILY_COMPUTE) == set(FAMILIES)
+    for major in range(1, 16):
+        for minor in range(0, 10):
+            name = family(major, minor)
+            if name != "undefined":
+                low, high = FAMILY_COMPUTE[name]
+                assert low <= (major, minor) <= high, (major, minor, name)

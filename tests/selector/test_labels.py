@@ -162,3 +162,18 @@ def test_no_placement_breaks_a_filter_and_every_miss_is_documented() -> None:
     assert not wrong, f"{len(wrong)} wrong placements, e.g.\n" + "\n".join(wrong[:15])
     assert not undocumented, (f"{len(undocumented)} undocumented misses, e.g.\n"
                               + "\n".join(undocumented[:15]))
+
+
+def test_every_missed_kind_is_documented() -> None:
+    """docs/selector.md lists each kind of good node the selector leaves out, word for word,
+    and `gfd selector --help` points there."""
+    from click.testing import CliRunner
+    from helpers.paths import ROOT
+
+    from gfd.cli import cli
+
+    text = (ROOT / "docs" / "selector.md").read_text()
+    for kind in MISSED:
+        assert f"- {kind[0].upper()}{kind[1:]}." in text, kind
+    help_text = CliRunner().invoke(cli, ["selector", "--help"]).output
+    assert "docs/selector.md" in " ".join(help_text.split())
