@@ -41,6 +41,8 @@ MISSED = (
     "shared units when --count is above 1: the request is narrowed to dedicated units, since "
     "several replicas may be one GPU and failRequestsGreaterThanOne (no label shows it) "
     "refuses them",
+    "--dedicated on a node whose GPUs the DRA driver hands out (its DeviceClass maps "
+    "nvidia.com/gpu to a whole device): gfd publishes no gpu.replicas there; claim with --dra",
     "--renamed and not: one pod requests one resource name (nvidia.com/gpu, or "
     "nvidia.com/gpu.shared where the device plugin renames shared resources)",
 )

@@ -2,7 +2,8 @@
 from gfd's labels or the selector's code): which units of each extended resource the device
 plugin hands out on a node, what each unit is, and a faithful node-selector matcher.
 
-Sources: NVIDIA/k8s-device-plugin ``internal/rm/device_map.go`` (units per MIG strategy,
+Sources: kubernetes-sigs/dra-driver-nvidia-gpu's Helm chart (the DeviceClass that maps
+``nvidia.com/gpu`` to its full GPUs); NVIDIA/k8s-device-plugin ``internal/rm/device_map.go`` (units per MIG strategy,
 replication, renaming), ``internal/rm/rm.go`` (defaults: ``gpu`` for GPUs, ``gpu`` for MIG
 devices under single, ``mig-<profile>`` under mixed), ``api/config/v1`` (the MPS section wins
 over time-slicing; ``renameByDefault`` names ``<name>.shared``; devices forced to all),
@@ -74,12 +75,17 @@ SHARING: dict[str, dict[str, Any] | None] = {
 
 def units(snapshot: Snapshot, strategy: str, sharing: dict[str, Any] | None,
           manager: str) -> dict[str, list[Unit]]:
-    """Resource name -> its allocatable units on the node ({} where no device plugin runs or
-    it refuses to start)."""
-    if manager != "device-plugin":
-        return {}
+    """Resource name -> its allocatable units on the node ({} where the device plugin refuses
+    to start). Under the DRA driver, ``nvidia.com/gpu`` is the ``extendedResourceName`` of its
+    ``gpu.nvidia.com`` DeviceClass (the chart's ``deviceclass-gpu.yaml`` on resource.k8s.io/v1):
+    a pod requesting it gets one of the full GPUs the driver publishes (MIG-enabled ones are
+    not, under the default gates)."""
     gpus = [g for g in snapshot.gpus if g.error is None and g.name not in (
         "DGX Display", "NVIDIA DGX Display")]
+    if manager == "dra":
+        full = [Unit(g.name, g.memory_total_bytes // 2**20, g.compute_capability)
+                for g in gpus if not g.mig_enabled]
+        return {"nvidia.com/gpu": full} if full else {}
     out: dict[str, list[Unit]] = {}
     enabled = [g for g in gpus if g.mig_enabled]
     if strategy == "single" and enabled:

@@ -123,6 +123,8 @@ def _missed_kind(node: Node, o: dict[str, Any], resource: str) -> str:
         return MISSED[2]
     if not node.labels and node.sharing.startswith("mps"):
         return MISSED[4]
+    if node.manager == "dra" and (o.get("dedicated") or o.get("count", 1) > 1):
+        return MISSED[6]
     if o.get("count", 1) > 1 and any(u.replicas > 1 for u in node.units.get(resource, [])):
         return MISSED[5]
     return ""
