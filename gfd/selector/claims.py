@@ -42,19 +42,27 @@ def device_type(f: Filters) -> str:
     return "mig" if f.mig_profile else "gpu"
 
 
-def _use(kind: str, name: str, f: Filters, gates: frozenset[str], why: str) -> str:
+Gates = dict[str, bool]
+"""The driver's feature gates as ``dra.parse_gates`` reads ``--feature-gates``."""
+
+
+def _use(kind: str, name: str, f: Filters, gates: Gates | None, why: str) -> str:
     """CEL for one attribute or capacity, refused when the driver does not publish it on this
     device type under these gates."""
     typ = device_type(f)
-    names = dra.attributes(typ, gates) if kind == "attribute" else dra.capacities(typ, gates)
-    if name not in names:
-        on = ", ".join(sorted(gates)) or "the default gates"
+    attributes, capacities = dra.published_names(typ, gates)
+    if name not in (attributes if kind == "attribute" else capacities):
+        on = ", ".join(sorted(g for g, v in (gates or {}).items() if v and not dra.GATES[g]))
         raise ConfigError(f"{why}: the DRA driver publishes no {name} {kind} on {typ} devices "
-                          f"under {on}")
+                          f"under {on or 'its default feature gates'}")
     return dra.attribute(name) if kind == "attribute" else dra.capacity(name)
 
 
-def cel(f: Filters, gates: frozenset[str] = frozenset(), uuid: str = "") -> list[str]:
+def _dynamic(gates: Gates | None) -> bool:
+    return bool((gates or {}).get(dra.DYNAMIC_MIG))
+
+
+def cel(f: Filters, gates: Gates | None = None, uuid: str = "") -> list[str]:
     """One CEL expression per filter, over the driver's attributes and capacities (each holds
     for exactly the devices the filter describes)."""
     out = []
@@ -90,7 +98,7 @@ def cel(f: Filters, gates: frozenset[str] = frozenset(), uuid: str = "") -> list
 
 
 def requirements(f: Filters, label_set: str = "extended",
-                 gates: frozenset[str] = frozenset()) -> list[Term]:
+                 gates: Gates | None = None) -> list[Term]:
     """OR-ed terms of AND-ed requirements over the labels of ``--resource-manager dra``: a
     necessary condition for the node to have a matching device (a node of several models
     included). The compat label set has no model inventory: there only ``gpu.present`` and
@@ -98,7 +106,7 @@ def requirements(f: Filters, label_set: str = "extended",
     base: Term = [(f"{P}gpu.present", "In", ("true",))]
     if f.mig_profile:
         base.append((f"{P}mig.capable", "In", ("true",)))
-        if label_set == "extended" and "DynamicMIG" not in gates:
+        if label_set == "extended" and not _dynamic(gates):
             base.append((f"{P}mig.enabled.count", "Gt", ("0",)))
     if label_set == "compat":
         return [base]
@@ -126,7 +134,7 @@ def requirements(f: Filters, label_set: str = "extended",
     return [base + m + p for m in models for p in primary]
 
 
-def documents(f: Filters, *, label_set: str = "extended", gates: frozenset[str] = frozenset(),
+def documents(f: Filters, *, label_set: str = "extended", gates: Gates | None = None,
               uuid: str = "") -> list[dict[str, Any]]:
     """``gfd selector --dra``: a ResourceClaimTemplate (resource.k8s.io/v1) for ``f.count``
     devices of the driver's class, and an example Pod that claims them from it."""
@@ -160,16 +168,14 @@ def documents(f: Filters, *, label_set: str = "extended", gates: frozenset[str] 
     return [template, pod]
 
 
-def parse_gates(text: str) -> frozenset[str]:
-    """``--feature-gates DynamicMIG=true,PassthroughSupport=false`` -> the enabled gates."""
-    enabled: set[str] = set()
-    for item in (p.strip() for p in text.split(",") if p.strip()):
-        name, sep, value = item.partition("=")
-        if name not in dra.FEATURE_GATES or (sep and value.lower() not in ("true", "false")):
-            raise ConfigError(f"--feature-gates {item!r}: write NAME=true|false with NAME one of "
-                              f"{', '.join(dra.FEATURE_GATES)} (the DRA driver's gates)")
-        if not sep or value.lower() == "true":
-            enabled.add(name)
-    return frozenset(enabled)
-
-
+def parse_gates(text: str) -> Gates:
+    """``--feature-gates`` as the driver reads it; its own refusal (an unknown gate, gates it
+    will not combine) as one line."""
+    try:
+        gates = dra.parse_gates(text)
+    except ValueError as exc:
+        raise ConfigError(f"--feature-gates: {exc}") from None
+    conflict = dra.gate_conflict(gates)
+    if conflict:
+        raise ConfigError(f"--feature-gates {text}: the DRA driver would not start: {conflict}")
+    return gates

@@ -3,13 +3,14 @@ from gfd's labels or the selector's code): which units of each extended resource
 plugin hands out on a node, what each unit is, and a faithful node-selector matcher.
 
 Sources: kubernetes-sigs/dra-driver-nvidia-gpu's Helm chart (the DeviceClass that maps
-``nvidia.com/gpu`` to its full GPUs); NVIDIA/k8s-device-plugin ``internal/rm/device_map.go`` (units per MIG strategy,
-replication, renaming), ``internal/rm/rm.go`` (defaults: ``gpu`` for GPUs, ``gpu`` for MIG
-devices under single, ``mig-<profile>`` under mixed), ``api/config/v1`` (the MPS section wins
-over time-slicing; ``renameByDefault`` names ``<name>.shared``; devices forced to all),
-``cmd/mps-control-daemon/mps/daemon.go`` (an MPS client's pinned memory limit is the GPU's
-memory / replicas), ``cmd/nvidia-device-plugin/main.go`` and ``internal/plugin/mps.go`` (MPS
-refuses mixed and MIG devices), and ../shared/reference/gfd-behaviour.md §3.3 (families).
+``nvidia.com/gpu`` to its full GPUs); NVIDIA/k8s-device-plugin ``internal/rm/device_map.go``
+(units per MIG strategy, replication, renaming), ``internal/rm/rm.go`` (defaults: ``gpu`` for
+GPUs, ``gpu`` for MIG devices under single, ``mig-<profile>`` under mixed), ``api/config/v1``
+(the MPS section wins over time-slicing; ``renameByDefault`` names ``<name>.shared``; devices
+forced to all), ``cmd/mps-control-daemon/mps/daemon.go`` (an MPS client's pinned memory limit
+is the GPU's memory / replicas), ``cmd/nvidia-device-plugin/main.go`` and
+``internal/plugin/mps.go`` (MPS refuses mixed and MIG devices), and
+../shared/reference/gfd-behaviour.md §3.3 (families).
 """
 
 from __future__ import annotations

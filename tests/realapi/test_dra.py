@@ -25,7 +25,8 @@ FILTERS: list[tuple[dict[str, object], str, str]] = [
     ({"min_memory": 40000}, "extended", ""), ({"family": "ada-lovelace"}, "extended", ""),
     ({"min_compute": "8.6"}, "compat", ""), ({"mig_profile": "1g.10gb.me"}, "extended", ""),
     ({"mig_profile": "3g.40gb", "min_memory": 40000}, "extended", "DynamicMIG=true"),
-    ({"mig_profile": "1g.10gb"}, "compat", "DynamicMIG=true,PassthroughSupport=true"),
+    ({"mig_profile": "1g.10gb"}, "compat", "DynamicMIG=true"),
+    ({"product": "A100"}, "extended", "PassthroughSupport=true"),
     ({"product": "H100", "min_memory": 80000, "family": "hopper", "min_compute": "9.0",
       "count": 2}, "extended", ""),
 ]

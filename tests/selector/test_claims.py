@@ -145,21 +145,22 @@ def test_the_compat_label_set_places_by_compat_labels_only() -> None:
 
 
 def test_the_gates_decide_which_attributes_exist() -> None:
-    assert parse_gates("DynamicMIG=true,PassthroughSupport=false") == {"DynamicMIG"}
-    with pytest.raises(ConfigError, match="DynamicMIG, PassthroughSupport"):
+    dynamic = parse_gates("DynamicMIG=true,PassthroughSupport=false")
+    assert dynamic[dra.DYNAMIC_MIG] and not dynamic[dra.PASSTHROUGH_SUPPORT]
+    with pytest.raises(ConfigError, match="--feature-gates: unrecognized feature gate"):
         parse_gates("DynamicMig=true")
-    assert dra.UUID in dra.attributes("mig") and dra.UUID not in dra.attributes(
-        "mig", frozenset({"DynamicMIG"}))
-    assert dra.MEMORY_SLICE in dra.capacities("mig")
-    assert dra.MEMORY_SLICE not in dra.capacities("mig", frozenset({"DynamicMIG"}))
+    with pytest.raises(ConfigError, match="mutually exclusive with PassthroughSupport"):
+        parse_gates("DynamicMIG=true,PassthroughSupport=true")
     mig = parse(Options(dra=True, mig_profile="1g.10gb"))
     assert cel(mig, uuid="MIG-abc")[-1].endswith(".uuid == 'MIG-abc'")
     with pytest.raises(ConfigError, match="no uuid attribute on mig devices under DynamicMIG"):
-        cel(mig, frozenset({"DynamicMIG"}), uuid="MIG-abc")
+        cel(mig, dynamic, uuid="MIG-abc")
     # the parent GPU still pins a DynamicMIG device
-    assert cel(mig, frozenset({"DynamicMIG"}), uuid="GPU-abc")[-1].endswith(
-        ".parentUUID == 'GPU-abc'")
+    assert cel(mig, dynamic, uuid="GPU-abc")[-1].endswith(".parentUUID == 'GPU-abc'")
+    # every filter the selector has is expressible under every gate the driver accepts
+    for o in FILTERS:
+        assert cel(parse(Options(dra=True, **o)), dynamic) == cel(parse(Options(dra=True, **o)))
     # DynamicMIG devices exist before MIG is enabled: no mig.enabled.count in the affinity
-    keys = {r[0] for t in requirements(mig, gates=frozenset({"DynamicMIG"})) for r in t}
+    keys = {r[0] for t in requirements(mig, gates=dynamic) for r in t}
     assert "nvidia.com/mig.enabled.count" not in keys
     assert "nvidia.com/mig.enabled.count" in {r[0] for t in requirements(mig) for r in t}
