@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from gfd.labelers.naming import sanitise
-from gfd.readers.pciids import load_bundled
+from gfd.pcidb import load_bundled
 
 NVML_NAMES: dict[int, str] = {
     0x20B1: "NVIDIA A100-PCIE-40GB",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gfd.readers.pciids import load_bundled
+from gfd.pcidb import load_bundled
 from gfd.selector.models import NVML_NAMES, families, models, resolve, words
 
 
