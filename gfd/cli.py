@@ -311,11 +311,13 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  NOT PUBLISHED: {rejected[full].message}")
 
 
-@cli.command("selector", epilog="Missed on purpose (the labels cannot tell; see "
-             "docs/selector.md): nodes with GPUs of several models when a filter needs the "
+@cli.command("selector", epilog="Missed on purpose, where the labels cannot tell (each kind "
+             "in docs/selector.md): nodes with GPUs of several models when a filter needs the "
              "model; MIG slices under --mig-strategy single when --mig-profile is given "
-             "(request them as nvidia.com/gpu); --shared/--dedicated where gpu.replicas is 0; "
-             "models gfd's list names differently from NVML (a warning says so).")
+             "(request them as nvidia.com/gpu); --shared/--dedicated where gpu.replicas is 0 "
+             "or absent (DRA nodes); MPS with MIG enabled (no labels); shared units for "
+             "--count above 1; models gfd's list names differently from NVML (a warning says "
+             "so).")
 @click.option("--product", default="", help="GPU model words, in any order (H100, A100-80GB), "
               "or an exact gpu.product value (with or without -SHARED).")
 @click.option("--min-memory", type=int, default=None, help="At least this much memory per "

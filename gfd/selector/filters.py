@@ -195,8 +195,9 @@ def _cross_check(f: Filters) -> None:
         if allowed and not allowed & set(MIG_FAMILIES):
             raise ConfigError(f"--mig-profile {f.mig_profile}: {', '.join(sorted(allowed))} "
                               "GPUs have no MIG (Ampere A100/A30, Hopper, Blackwell do)")
-        size = int(_PROFILE.fullmatch(f.mig_profile).group(3))  # type: ignore[union-attr]
-        if f.min_memory is not None and f.min_memory > size * 1024:
+        match = _PROFILE.fullmatch(f.mig_profile)
+        size = int(match.group(3)) if match else 0
+        if match and f.min_memory is not None and f.min_memory > size * 1024:
             raise ConfigError(f"--mig-profile {f.mig_profile} --min-memory {f.min_memory}: a "
                               f"{size} GB slice holds at most {size * 1024} MiB")
 
