@@ -71,7 +71,7 @@ class Filters:
     def driver_profile(self) -> str:
         """The MIG profile as the DRA driver's ``profile`` attribute spells it (``1g.10gb+me``)."""
         head, _, tail = self.mig_profile.partition("gb")
-        return f"{head}gb" + (f"+{tail[1:]}" if tail else "")
+        return f"{head}gb" + (f"+{tail[1:]}" if tail.startswith(".") else tail)
 
     @property
     def resource(self) -> str:
@@ -97,8 +97,7 @@ def _profile(text: str, dra: bool) -> str:
         raise ConfigError(f"--mig-profile {show(text)}: the DRA driver publishes only MIG "
                           "devices whose compute instance is the whole GPU instance (such as "
                           "3g.20gb), not compute-instance profiles")
-    tail = match.group(4)
-    return text[: len(text) - len(tail)] + (f".{tail[1:]}" if tail else "")
+    return text.replace("+", ".")  # GFD's and the device plugin's spelling of go-nvlib's name
 
 
 def _compute(text: str) -> tuple[int, int]:

@@ -89,7 +89,7 @@ def _memory(f: Filters, resource: str) -> list[Term]:
         return [[]]
     if f.mig_profile:
         return [[_gt(f"{resource}.memory", f.min_memory)]]
-    whole = [("nvidia.com/gpu.sharing-strategy", "NotIn", ("mps",)),
+    whole = [(P + "gpu.sharing-strategy", "NotIn", ("mps",)),
              _gt("gpu.memory", f.min_memory), _gt("gpu.memory.min", f.min_memory)]
     if f.shared is False:
         return [whole]

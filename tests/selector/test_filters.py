@@ -57,6 +57,11 @@ def test_one_value_holds_every_filter() -> None:
     assert f.mig_profile == "1g.10gb.me" and f.driver_profile == "1g.10gb+me"
     assert f.resource == "nvidia.com/mig-1g.10gb.me.shared" and f.shared is True
     assert parse(Options(min_compute="8.6")).min_compute == (8, 6)
+    # go-nvlib's negative attribute keeps its '-'; only '+' is spelt '.' in resource names
+    f = parse(Options(mig_profile="1g.10gb-me"))
+    assert f.mig_profile == "1g.10gb-me" and f.driver_profile == "1g.10gb-me"
+    f = parse(Options(mig_profile="1g.20gb+me.all"))
+    assert f.mig_profile == "1g.20gb.me.all" and f.driver_profile == "1g.20gb+me.all"
 
 
 def test_several_units_are_narrowed_to_dedicated_with_a_line() -> None:
