@@ -178,27 +178,34 @@ def settle(control_plane: ControlPlane, path: str, scheduler: Process) -> JSON:
 def test_the_label_form_places_a_pod_only_where_every_unit_meets_it(
         control_plane: ControlPlane, scheduler: Process, fleet: dict[str, Node],
         case: Case) -> None:
+    """Unpinned, the pod binds to a node the truth allows, or stays Unschedulable where none
+    is safe; pinned to each node of the fleet by hostname, it binds exactly where the printed
+    placement admits the node's labels and the node has the units it requests (the
+    scheduler and tests/helpers/placement.py's matcher agree), and never where a unit breaks
+    a filter."""
     spec = selector(*case.args)
+    ((resource, count),) = spec["containers"][0]["resources"]["limits"].items()
     assert {n for n, node in fleet.items() if good(node, case.args, spec)} >= case.nodes
-    for name, node in fleet.items():
-        admitted = placement.admits(spec, {**node.labels, "kubernetes.io/hostname": name})
-        assert not admitted or good(node, case.args, spec) or not node.units.get(
-            next(iter(spec["containers"][0]["resources"]["limits"]))), (case, name)
-    paths = []
-    pod = settle(control_plane, path := submit(control_plane, spec), scheduler)
-    paths.append(path)
+    paths: list[str] = []
     try:
+        pod = settle(control_plane, path := submit(control_plane, spec), scheduler)
+        paths.append(path)
         if not case.nodes:
             condition = next(c for c in pod["status"]["conditions"]
                              if c["type"] == "PodScheduled")
             assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
-            return
-        assert pod["spec"]["nodeName"] in case.nodes, pod["spec"].get("nodeName")
-        for other in sorted(case.nodes - {pod["spec"]["nodeName"]}):
-            pinned = settle(control_plane, path := submit(control_plane, spec, pin=other),
+        else:
+            assert pod["spec"]["nodeName"] in case.nodes, pod["spec"].get("nodeName")
+        for name, node in sorted(fleet.items()):
+            admitted = placement.admits(spec, {**node.labels, "kubernetes.io/hostname": name})
+            fits = len(node.units.get(resource, [])) >= count
+            pinned = settle(control_plane, path := submit(control_plane, spec, pin=name),
                             scheduler)
             paths.append(path)
-            assert pinned["spec"].get("nodeName") == other, pinned["status"]
+            bound = pinned["spec"].get("nodeName") == name
+            assert bound == (admitted and fits), (name, pinned["status"])
+            assert not bound or good(node, case.args, spec), (name, "a unit breaks a filter")
+            assert bound == (name in case.nodes), name
     finally:
         for p in paths:
             control_plane.request("DELETE", p, query={"gracePeriodSeconds": "0"},

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import pytest
 from helpers import placement
 from helpers.placement import Unit
 
@@ -179,3 +180,25 @@ def test_every_missed_kind_is_documented() -> None:
         assert f"- {kind[0].upper()}{kind[1:]}." in text, kind
     help_text = CliRunner().invoke(cli, ["selector", "--help"]).output
     assert "docs/selector.md" in " ".join(help_text.split())
+
+
+@pytest.mark.parametrize("op, values, labels, expected", [
+    ("In", ["a", "b"], {"k": "b"}, True), ("In", ["a"], {}, False),
+    ("NotIn", ["a"], {}, True), ("NotIn", ["a"], {"k": "a"}, False),
+    ("Exists", [], {"k": ""}, True), ("DoesNotExist", [], {"k": "x"}, False),
+    ("Gt", ["5"], {"k": "6"}, True), ("Gt", ["5"], {"k": "5"}, False),
+    ("Gt", ["5"], {"k": "6.0"}, False), ("Gt", ["5"], {}, False),
+    ("Lt", ["5"], {"k": "-3"}, True), ("Lt", ["5"], {"k": "x"}, False),
+], ids=lambda v: str(v))
+def test_the_matcher_reads_requirements_as_the_scheduler_does(
+        op: str, values: list[str], labels: dict[str, str], expected: bool) -> None:
+    """Kubernetes' labels.Requirement: NotIn and DoesNotExist hold for a missing key; Gt and
+    Lt need an integer value (tests/realapi/test_selector_scheduling.py checks the same
+    matcher against kube-scheduler itself)."""
+    expr = {"key": "k", "operator": op, **({"values": values} if values else {})}
+    assert placement.requirement_matches(expr, labels) is expected
+    spec = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [expr]},
+                              {"matchExpressions": [{"key": "other", "operator": "Exists"}]}]}}}}
+    assert placement.admits(spec, labels) is expected  # terms OR-ed
+    assert placement.admits(spec, {**labels, "other": "1"})
