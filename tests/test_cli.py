@@ -439,7 +439,7 @@ def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
     assert as_json.exit_code == 0 and json.loads(as_json.output) == doc
 
 
-def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
+def test_selector_dra_prints_a_template_and_a_complete_pod() -> None:
     import yaml as _yaml
     from click.testing import CliRunner as _Runner
 
@@ -451,6 +451,7 @@ def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
     template, pod = list(_yaml.safe_load_all(out.output))
     assert template["kind"] == "ResourceClaimTemplate"
     assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
-    assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
-    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--count", "2"])
+    assert pod["kind"] == "Pod"
+    assert pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
+    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--name", "a10"])
     assert bad.exit_code == 2 and "--dra" in bad.output
