@@ -263,8 +263,9 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
         sink.close()
     for k in result.change.removed:
         click.echo(f"- {k}")
-    click.echo(f"pruned {len(result.change.removed)} labels at {sink.name}"
-               if result.written else f"nothing to prune at {sink.name}", err=True)
+    removed = len(result.change.removed)
+    click.echo(f"pruned {removed} labels at {sink.name}" if removed
+               else f"nothing to prune at {sink.name}", err=True)
 
 
 @cli.command("explain")
