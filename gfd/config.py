@@ -499,7 +499,8 @@ class Settings:
         help="Record Kubernetes Events on the Node (labels changed, a GPU lost or back, MIG "
              "reconfigured, publishing failing or recovered; needs create and patch on "
              "events in the default namespace) with an API sink, or with --kubeconfig and "
-             "--node-name; false: none.")
+             "--node-name; --oneshot sends its Events before it exits (for at most 5 s); "
+             "false: none.")
     kubeconfig: str = setting(
         "", kind=PathKind(), flags=("--kubeconfig",), env=("KUBECONFIG",), part=Part.SINK,
         group=_PUBLISH, gfd=("kubeconfig",),
