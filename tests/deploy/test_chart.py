@@ -472,6 +472,9 @@ def test_test_pod_runs_what_the_labels_job_runs(chart: Chart, kustomize: Any) ->
     """`helm test`'s pod is manifests/job's pod (a Pod, for `helm test --logs`)."""
     pod = one(chart.render({"test": {"nodeName": "REPLACE-ME"}}), "Pod")
     assert pod["metadata"]["annotations"][HOOK] == "test"
+    # a passing test leaves nothing behind `helm uninstall` (hooks are not the release's)
+    assert set(pod["metadata"]["annotations"][f"{HOOK}-delete-policy"].split(",")) == {
+        "before-hook-creation", "hook-succeeded"}
     job = one(kustomize(("job",)), "Job")
     assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == (
         job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"])
