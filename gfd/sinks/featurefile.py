@@ -120,6 +120,10 @@ def parse(text: str) -> tuple[dict[str, str], float | None]:
 
 def _explain_os_error(path: str, exc: OSError) -> str:
     directory = os.path.dirname(path) or "."
+    if exc.errno == errno.ENOENT and os.path.isdir(directory):  # /proc answers ENOENT
+        return (f"cannot write feature file {path}: directory {directory} exists but gfd "
+                f"cannot create files in it ({exc.strerror}: not a writable file system); "
+                "point --output-file at NFD's features.d")
     if exc.errno == errno.ENOENT:
         return (f"cannot write feature file {path}: directory {directory} does not exist "
                 "(mount NFD's features.d there, e.g. a hostPath with type DirectoryOrCreate)")
