@@ -99,11 +99,13 @@ MIN_SLEEP_INTERVAL = 0.1
 _DURATION_RULE = "must be a duration such as 60s or 1m30s, a number of nanoseconds, or infinite"
 
 
-def parse_duration(text: str | int | float, *, what: str = "duration") -> float | None:
+def parse_duration(text: str | int | float, *, what: str = "duration",
+                   infinite: bool = True) -> float | None:
     """A Go duration (``10s``, ``1m30s``, ``500ms``), ``infinite`` (returns None), or, as GFD's
     config file allows, a JSON number of nanoseconds. Seconds as a float.
 
-    As in Go, a string needs a unit: ``"60"`` is an error (only ``"0"`` may omit it)."""
+    As in Go, a string needs a unit: ``"60"`` is an error (only ``"0"`` may omit it). A
+    message suggests ``infinite`` only where the setting takes it (``infinite``)."""
     if isinstance(text, bool):
         raise ConfigError(f"{what}: expected a duration such as 60s, got {show(text)}")
     if isinstance(text, int | float):
@@ -118,6 +120,9 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float 
         return 0.0
     if re.fullmatch(r"[0-9]+", value):
         raise ConfigError(f"{what}: {show(text)} has no unit (write e.g. {value}s)")
+    if value.startswith("-"):
+        raise ConfigError(f"{what}: {show(text)} is negative (use a duration such as 10s, "
+                          "1m30s, 1h" + (", or infinite)" if infinite else ")"))
     pos, total = 0, 0.0
     for match in _DURATION_PART.finditer(value):
         if match.start() != pos:
@@ -126,9 +131,8 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float 
         pos = match.end()
     if pos != len(value) or pos == 0:
         raise ConfigError(
-            f"{what}: {show(text)} is not a duration (use Go syntax such as 10s, 1m30s, 1h, "
-            "or infinite)"
-        )
+            f"{what}: {show(text)} is not a duration (use Go syntax such as 10s, 1m30s, 1h"
+            + (", or infinite)" if infinite else ")"))
     if not math.isfinite(total) or total > _MAX_NANOS / 1e9:
         raise ConfigError(f"{what}: {show(text)} is too long (Go durations end near 292 years)")
     return total
@@ -272,14 +276,14 @@ class Duration(Kind):
 
     def _check(self, seconds: float | None, shown: str) -> float | None:
         if seconds is None and not self.infinite:
-            raise ValueProblem(f"must be a finite duration, got {shown}")
+            raise ValueProblem(f"must be a finite duration such as 1h, got {shown}")
         if seconds == 0 and not self.zero:
             raise ValueProblem(f"must be longer than 0, got {shown}")
         return seconds
 
     def from_text(self, text: str) -> float | None:
         try:
-            seconds = parse_duration(text, what="")
+            seconds = parse_duration(text, what="", infinite=self.infinite)
         except ConfigError as exc:
             raise ValueProblem(str(exc).removeprefix(": ")) from None
         return self._check(seconds, show(text))
@@ -294,7 +298,7 @@ class Duration(Kind):
             if value < 0:
                 raise ValueProblem(f"must not be negative, got {show(value)}")
         try:
-            seconds = parse_duration(value, what="")
+            seconds = parse_duration(value, what="", infinite=self.infinite)
         except ConfigError as exc:
             raise ValueProblem(str(exc).removeprefix(": ")) from None
         seconds = self._check(seconds, show(value))
