@@ -631,11 +631,25 @@ def resolve(explicit: Mapping[str, Any], file_values: Mapping[str, Any] | None =
             merged[entry.name] = explicit[entry.name]
         elif file_values and entry.name in file_values:
             merged[entry.name] = file_values[entry.name]
+    _sink_rules(explicit, merged)
     settings = replace(defaults or Settings(), **merged)
     if sharing is not None:
         settings = replace(settings, sharing=sharing)
     check(settings)
     return settings
+
+
+def _sink_rules(explicit: Mapping[str, Any], merged: dict[str, Any]) -> None:
+    """``--use-node-feature-api`` is ``--sink nodefeature``: both given and disagreeing is
+    refused; a ``--sink`` given explicitly wins over the config file's or the default's
+    ``useNodeFeatureAPI`` (explicit > file > default, as for every setting)."""
+    if "sink" not in explicit or explicit["sink"] == "nodefeature":
+        return
+    if explicit.get("use_node_feature_api"):
+        raise ConfigError(f"--use-node-feature-api and --sink {explicit['sink']} contradict "
+                          "each other (--use-node-feature-api means --sink nodefeature): give "
+                          "one of them")
+    merged["use_node_feature_api"] = False
 
 
 def changed(old: Settings, new: Settings) -> tuple[Entry, ...]:
@@ -649,6 +663,11 @@ def check(settings: Settings) -> None:
         raise ConfigError("--simulate and --snapshot cannot be used together: pick one source")
     if settings.accelerator_label:
         check_accelerator_label(settings.accelerator_label)
+        if settings.label_set == "compat":
+            raise ConfigError(
+                f"--accelerator-label {show(settings.accelerator_label)} adds a label GFD does "
+                "not write, and --label-set compat writes exactly GFD's labels: use --label-set "
+                "extended, or drop --accelerator-label")
 
 
 RESERVED_PREFIXES = ("kubernetes.io", "k8s.io")

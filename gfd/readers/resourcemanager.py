@@ -42,6 +42,10 @@ purpose: an API sink's budget is at most one request per node-hour in steady sta
 or leaves is seen at once through the plugin registry, at no API cost; a resource manager
 changes with a driver reinstall."""
 
+DEFAULT_REGISTRY = "/var/lib/kubelet/plugins_registry"
+"""The kubelet's: missing there is usual off a node (``gfd labels`` on a workstation), so
+said at info level; a path given that does not exist is a warning."""
+
 SliceCount = Callable[[], int]
 """How many ResourceSlices of driver ``gpu.nvidia.com`` this node has (raises GfdError)."""
 
@@ -66,6 +70,8 @@ class ResourceManagerReader:
     _watch: DirWatch | None = field(default=None, init=False)
     _denied: bool = field(default=False, init=False)
     """Whether the registry's permissions were already said to hide the plugin."""
+    _missing: bool = field(default=False, init=False)
+    """Whether the registry directory was already said to be missing."""
 
     def refresh(self) -> None:
         """Ask the API server again at the next read (the loop's ResourceSlice duty)."""
@@ -123,6 +129,16 @@ class ResourceManagerReader:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
             socket = f"no {path}"
+            if not self._missing and not os.path.isdir(self.plugins_registry):
+                self._missing = True  # a missing mount: said once, a warning where asked for
+                log.log(logging.WARNING if self.plugins_registry != DEFAULT_REGISTRY
+                        else logging.INFO,
+                        "resource manager: --plugins-registry %s does not exist, so auto "
+                        "cannot see the DRA plugin and takes this node as device-plugin unless "
+                        "%s (mount the kubelet's plugins_registry there read-only, or set "
+                        "--resource-manager)", self.plugins_registry,
+                        "its ResourceSlices say dra" if self.slices is not None
+                        else "told otherwise")
         except PermissionError as exc:
             socket = f"{path} unreadable: {exc.strerror or exc}"
             if not self._denied:  # once; a warning only where nothing else can tell

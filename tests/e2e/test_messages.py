@@ -1,0 +1,69 @@
+"""Every message true (issue 27): contradictions refused in one line, a missing mount said,
+as real `gfd` processes on a simulated machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from helpers.process import ENV_PREFIXES
+
+
+def gfd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    return subprocess.run([sys.executable, "-m", "gfd", *args], capture_output=True, text=True,
+                          timeout=60, check=False, env=base | (env or {}))
+
+
+def errors(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("gfd: error: ")]
+
+
+def test_use_node_feature_api_and_sink_file_contradict() -> None:
+    """It picked the NodeFeature sink without a word."""
+    for args, env in ((("--use-node-feature-api", "--sink", "file"), {}),
+                      (("--sink", "node"), {"USE_NODE_FEATURE_API": "true"})):
+        result = gfd("run", "--oneshot", "--simulate", "hgx-h100", *args, env=env)
+        assert result.returncode == 2, result.stderr
+        sink = args[-1]
+        assert errors(result) == [
+            f"gfd: error: --use-node-feature-api and --sink {sink} contradict each other "
+            "(--use-node-feature-api means --sink nodefeature): give one of them"]
+
+
+def test_an_explicit_sink_wins_over_gfds_default_node_feature_api(tmp_path) -> None:
+    """gpu-feature-discovery defaults to the NodeFeature API; --sink file given wins."""
+    out = tmp_path / "gfd"
+    binary = os.path.join(os.path.dirname(sys.executable), "gpu-feature-discovery")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    result = subprocess.run([binary, "--oneshot", "--sink", "file", "--output-file", str(out),
+                             "--simulate", "hgx-h100"], env=base | {"NODE_NAME": "n1"},
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "nvidia.com/gpu.count=8" in out.read_text().splitlines()
+
+
+def test_an_accelerator_label_with_the_compat_label_set_is_refused() -> None:
+    """It was dropped without a word (compat writes exactly GFD's labels)."""
+    result = gfd("labels", "--label-set", "compat", "--accelerator-label", "example.com/a",
+                 "--simulate", "hgx-h100")
+    assert result.returncode == 2 and result.stdout == ""
+    assert errors(result) == [
+        "gfd: error: --accelerator-label 'example.com/a' adds a label GFD does not write, and "
+        "--label-set compat writes exactly GFD's labels: use --label-set extended, or drop "
+        "--accelerator-label"]
+
+
+def test_a_plugins_registry_that_does_not_exist_is_a_warning(tmp_path) -> None:
+    """A missing mount quietly meant 'device plugin'."""
+    missing = tmp_path / "nonexistent"
+    result = gfd("labels", "--plugins-registry", str(missing), "--simulate", "hgx-h100")
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if "WARNING" in line]
+    assert len(warned) == 1 and warned[0].endswith(
+        f"resource manager: --plugins-registry {missing} does not exist, so auto cannot see "
+        "the DRA plugin and takes this node as device-plugin unless told otherwise (mount the "
+        "kubelet's plugins_registry there read-only, or set --resource-manager)"), warned
+    present = gfd("labels", "--plugins-registry", str(tmp_path), "--simulate", "hgx-h100")
+    assert "WARNING" not in present.stderr
