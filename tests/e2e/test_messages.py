@@ -67,3 +67,24 @@ def test_a_plugins_registry_that_does_not_exist_is_a_warning(tmp_path) -> None:
         "kubelet's plugins_registry there read-only, or set --resource-manager)"), warned
     present = gfd("labels", "--plugins-registry", str(tmp_path), "--simulate", "hgx-h100")
     assert "WARNING" not in present.stderr
+
+
+def test_snapshot_schema_errors_name_the_field_and_an_empty_object_is_refused(tmp_path) -> None:
+    """`{"gpus":[{}]}` said `Gpu.__init__() missing 1 required keyword-only argument`; `{}`
+    was labelled as a machine without GPUs (exit 0)."""
+    cases = {
+        '{"gpus":[{}]}': "snapshot.gpus[0]: missing field(s) 'index' (`gfd snapshot` writes "
+                         "every field)",
+        "{}": "snapshot: missing field(s) 'gpus' (`gfd snapshot` writes every field; a "
+              'machine without GPUs has "gpus": [])',
+    }
+    for n, (text, message) in enumerate(cases.items()):
+        path = tmp_path / f"snapshot-{n}.json"
+        path.write_text(text)
+        result = gfd("labels", "--snapshot", str(path))
+        assert result.returncode == 1 and result.stdout == "", result.stderr
+        assert errors(result) == [f"gfd: error: snapshot file {path}: {message}"]
+        assert "__init__" not in result.stderr
+    empty = tmp_path / "no-gpus.json"
+    empty.write_text('{"gpus": []}')
+    assert gfd("labels", "--snapshot", str(empty)).returncode == 0
