@@ -88,3 +88,29 @@ def test_snapshot_schema_errors_name_the_field_and_an_empty_object_is_refused(tm
     empty = tmp_path / "no-gpus.json"
     empty.write_text('{"gpus": []}')
     assert gfd("labels", "--snapshot", str(empty)).returncode == 0
+
+
+def test_credentials_that_skip_tls_verification_are_one_warning_line(tmp_path) -> None:
+    """urllib3 printed its two-line InsecureRequestWarning for each new connection."""
+    import yaml
+    from fakes.apiserver import FakeApiServer, self_signed
+
+    with FakeApiServer(tls=self_signed(tmp_path)) as server:
+        server.add_node("n1")
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+        cfg = yaml.safe_load(kubeconfig.read_text())
+        cluster = cfg["clusters"][0]["cluster"]
+        cluster.pop("certificate-authority")
+        cluster["insecure-skip-tls-verify"] = True
+        kubeconfig.write_text(yaml.safe_dump(cfg))
+        result = gfd("run", "--oneshot", "--sink", "node", "--simulate", "hgx-h100",
+                     env={"KUBECONFIG": str(kubeconfig), "NODE_NAME": "n1"})
+        assert result.returncode == 0, result.stderr
+        assert server.labels("n1")["nvidia.com/gpu.count"] == "8"
+        assert server.count() >= 3  # several connections: the sink's, Events', ResourceSlices'
+    assert "InsecureRequestWarning" not in result.stderr
+    warned = [line for line in result.stderr.splitlines() if "TLS" in line]
+    assert len(warned) == 1 and warned[0].endswith(
+        f"WARNING gfd.kube: {kubeconfig} skips TLS verification (insecure-skip-tls-verify): gfd "
+        "does not check the API server's certificate; give the cluster's certificate-authority "
+        "instead"), result.stderr
