@@ -6,6 +6,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gfd.errors import ConfigError
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.featurefile import render
 from gfd.triggers import Fire
@@ -20,7 +21,13 @@ class StdoutSink:
     _last: dict[str, str] | None = field(default=None, init=False)
 
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
-        return dict(self._last or {})
+        """What this sink printed; standard output keeps nothing to read back, so ``gfd
+        diff -o -`` (a new sink) is refused rather than shown as adding every label."""
+        if self._last is None:
+            raise ConfigError("-o - (standard output) holds no published labels to compare "
+                              "with: diff the feature file (-o PATH) or an API sink (--sink "
+                              "node|nodefeature); gfd labels prints what gfd would publish")
+        return dict(self._last)
 
     def publish(self, labels: dict[str, str], *,
                 features: Mapping[str, Any] | None = None) -> PublishResult:

@@ -114,3 +114,14 @@ def test_credentials_that_skip_tls_verification_are_one_warning_line(tmp_path) -
         f"WARNING gfd.kube: {kubeconfig} skips TLS verification (insecure-skip-tls-verify): gfd "
         "does not check the API server's certificate; give the cluster's certificate-authority "
         "instead"), result.stderr
+
+
+def test_diff_against_standard_output_is_refused_not_shown_as_a_sink() -> None:
+    """`diff -o -` printed every label as added and "+37 ~0 -0 at stdout"."""
+    result = gfd("diff", "-o", "-", "--simulate", "hgx-h100")
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert errors(result) == [
+        "gfd: error: -o - (standard output) holds no published labels to compare with: diff "
+        "the feature file (-o PATH) or an API sink (--sink node|nodefeature); gfd labels "
+        "prints what gfd would publish"]
+    assert "at stdout" not in result.stderr
