@@ -300,8 +300,9 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  rule {i}: {rule}")
     doc = describe(full)
     if doc:
-        where = " or ".join(f"gfd/labelers/{m.strip()}.py" for m in doc.module.split("/"))
-        click.echo(f"  set:    {doc.set} (computed in {where})")
+        module = labelling.origin.get(full, "")
+        where = f" (computed in {module.replace('.', '/')}.py)" if module else ""
+        click.echo(f"  set:    {doc.set}{where}")
         if manager.name == "dra" and doc.dra:
             click.echo(f"  under dra: {doc.dra}")
     if manager.name == "dra" and full.startswith("nvidia.com/gpu."):
