@@ -411,7 +411,7 @@ def test_closing_during_an_outage_tries_once_and_drops_the_rest_in_bounded_time(
         sender = Sender(kube, "node-a", answers=answers,
                         report=lambda reason, result: counted.append(result))
         server.inject(503, None)
-        recorder = Recorder("node-a", clock=Clock())
+        recorder = Recorder("node-a")  # the sender's clock: monotonic time
         for i in range(5):
             request = recorder.record(NodeEvent(type="Warning", reason="GpuLost",
                                                 message=f"{i}"))
