@@ -496,7 +496,8 @@ class NodeFeatureSink:
         controller = _controller(current)
         ours = bool(owners and controller is not None and _is_daemonset(controller, owners[0]))
         if refusal or not (marked(current) or ours):
-            raise Refused(f"{self._what} left in place: " + (refusal or (
+            raise Refused(f"{self._what} left in place: " + (
+                refusal.removeprefix(f"{self._what} ") or (
                 "gfd's mark (label app.kubernetes.io/managed-by=gfd) is not on it and gfd's "
                 "DaemonSet does not control it, so gfd may not have written it; gfd prune "
                 "removes only what gfd wrote (delete it yourself if it is no longer wanted)")))

@@ -134,4 +134,4 @@ def test_a_directory_that_exists_but_takes_no_file_is_not_said_to_be_missing() -
     assert line.endswith("cannot write feature file /proc/gfd: directory /proc exists but gfd "
                          "cannot create files in it (No such file or directory: not a writable "
                          "file system); point --output-file at NFD's features.d"), line
-    assert "does not exist" not in result.stderr
+    assert "/proc does not exist" not in result.stderr
