@@ -498,7 +498,8 @@ class Sender:
     def _send(self, request: Request) -> None:
         failures = 0
         while not self._stop.is_set():
-            if self._given_up or self._clock() - request.queued > MAX_AGE:
+            # a retry (after it waited for the API server) that came too late: dropped
+            if self._given_up or (failures and self._clock() - request.queued > MAX_AGE):
                 self._errors.warning("Event %s not recorded: the API server did not take it "
                                      "in time", request.reason, key="late")
                 self._count(request.reason, "dropped")

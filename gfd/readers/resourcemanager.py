@@ -131,9 +131,10 @@ class ResourceManagerReader:
         except FileNotFoundError:
             socket = f"no {path}"
             if not self._missing and not os.path.isdir(self.plugins_registry):
-                self._missing = True  # a missing mount: said once, a warning where asked for
-                log.log(logging.WARNING if self.plugins_registry != DEFAULT_REGISTRY
-                        else logging.INFO,
+                self._missing = True  # a missing mount: said once; a warning where a path
+                # was given and nothing else can tell (no ResourceSlices to ask)
+                log.log(logging.WARNING if (self.plugins_registry != DEFAULT_REGISTRY
+                                            and self.slices is None) else logging.INFO,
                         "resource manager: --plugins-registry %s does not exist, so auto "
                         "cannot see the DRA plugin and takes this node as device-plugin unless "
                         "%s (mount the kubelet's plugins_registry there read-only, or set "
