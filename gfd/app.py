@@ -183,15 +183,31 @@ def wants_events(settings: Settings) -> bool:
 
 
 def make_events(settings: Settings, kube: Kube, *, on_event: OnEvent | None = None,
-                answers: Answers | None = None) -> EventRecorder:
+                answers: Answers | None = None,
+                node_uid: Callable[[], str] | None = None) -> EventRecorder:
     """Events on the Node, sent on their own thread through ``kube``; ``answers``: the
     requests of the sink's client that the API server answered (Events then retry on the
-    sink's backoff)."""
+    sink's backoff); ``node_uid``: the Node's uid without a request of their own."""
     from gfd.events import NodeEvents, Recorder, Sender
 
     return NodeEvents(Recorder(settings.node_name),
-                      Sender(kube, settings.node_name, report=on_event, answers=answers),
+                      Sender(kube, settings.node_name, report=on_event, answers=answers,
+                             node_uid=node_uid),
                       report=on_event)
+
+
+def known_node_uid(settings: Settings, sink: Sink) -> Callable[[], str] | None:
+    """The involved Node's uid for Events, known without a request: the Node sink's last
+    read of the Node; the node's name in the NodeFeature mode, whose RBAC may not read
+    Nodes (as the kubelet names its own Events); None: the Events read the Node."""
+    from gfd.sinks.node import NodeSink
+
+    if isinstance(sink, NodeSink):
+        return lambda: sink.uid
+    if settings.effective_sink == "nodefeature":
+        node = settings.node_name
+        return lambda: node
+    return None
 
 
 def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None,
@@ -278,8 +294,9 @@ class Factory:
             kube = make_kube(settings, on_request=on_request)
         sink = make_sink(settings, write=self.write, on_request=self.on_request,
                          on_reconnect=self.on_reconnect, kube=kube)
-        events = None if kube is None else make_events(settings, kube, on_event=self.on_event,
-                                                       answers=answers)
+        events = None if kube is None else make_events(
+            settings, kube, on_event=self.on_event, answers=answers,
+            node_uid=known_node_uid(settings, sink))
         return sink, events
 
     def parts(self, settings: Settings) -> Parts:

@@ -422,8 +422,12 @@ class Sender:
 
     def __init__(self, api: EventApi, node: str, *, report: Report | None = None,
                  clock: Callable[[], float] = time.monotonic, size: int = QUEUE,
-                 answers: Answers | None = None) -> None:
+                 answers: Answers | None = None,
+                 node_uid: Callable[[], str] | None = None) -> None:
         self._api = api
+        self._known_uid = node_uid
+        """Where the Node's uid is known without a request (the Node sink's last read; the
+        node's name in a mode that may not read Nodes); "" from it: read the Node."""
         self._node = node
         self._report = report
         self._clock = clock
@@ -484,7 +488,11 @@ class Sender:
 
     def _node_uid(self) -> str:
         """The Node's uid; its name where gfd may not read the Node (as the kubelet records
-        its own Events): ``kubectl describe node`` finds Events under either."""
+        its own Events): ``kubectl describe node`` finds Events under either. Known
+        without a request where the sink read the Node (``node_uid``)."""
+        known = self._known_uid() if self._known_uid is not None else ""
+        if known:
+            return known
         if not self._uid:
             try:
                 uid = self._api.get_node(self._node).get("metadata", {}).get("uid")

@@ -230,6 +230,11 @@ class NodeSink:
         self._watched.close()
         self.api.close()
 
+    @property
+    def uid(self) -> str:
+        """The Node's uid as gfd last read or applied it ("" before; Events name it)."""
+        return self._uid
+
     def _read(self) -> dict[str, Any]:
         node = self.retry.run(lambda: self.api.get_node(self.node))
         self._uid = str(node.get("metadata", {}).get("uid") or "")
