@@ -305,8 +305,9 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
         sink.close()
     for k in result.change.removed:
         click.echo(f"- {k}")
-    click.echo(f"pruned {len(result.change.removed)} labels at {sink.name}"
-               if result.written else f"nothing to prune at {sink.name}", err=True)
+    removed = len(result.change.removed)
+    click.echo(f"pruned {removed} labels at {sink.name}" if removed
+               else f"nothing to prune at {sink.name}", err=True)
 
 
 @cli.command("explain")
@@ -341,8 +342,9 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  rule {i}: {rule}")
     doc = describe(full)
     if doc:
-        where = " or ".join(f"gfd/labelers/{m.strip()}.py" for m in doc.module.split("/"))
-        click.echo(f"  set:    {doc.set} (computed in {where})")
+        module = labelling.origin.get(full, "")
+        where = f" (computed in {module.replace('.', '/')}.py)" if module else ""
+        click.echo(f"  set:    {doc.set}{where}")
         if manager.name == "dra" and doc.dra:
             click.echo(f"  under dra: {doc.dra}")
     if manager.name == "dra" and full.startswith("nvidia.com/gpu."):
