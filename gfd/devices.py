@@ -172,12 +172,20 @@ def _check_gpu(gpu: Gpu, snapshot: Snapshot) -> None:
     memory_error = _fact_error(gpu, "memory")
     if memory_error is not None and not memory_error.endswith(_NOT_SUPPORTED):
         raise _Refused(f"error getting memory info for device {gpu.index}: {memory_error}")
-    _require(gpu, "architecture", "architecture",
-             present=gpu.architecture in dra.ARCHITECTURES)
+    _require(gpu, "architecture", "architecture", present=gpu.architecture in dra.ARCHITECTURES)
+    if gpu.architecture in dra.RELEASE_LACKS:
+        raise _Refused(f"error getting architecture for device {gpu.index}: error interpreting "
+                       f"device architecture as string ({gpu.architecture}: go-nvlib of "
+                       f"{dra.RELEASE} has no name for it)")
     _require(gpu, "brand", "brand", present=gpu.brand in dra.BRANDS)
     _require(gpu, "compute_capability", "CUDA compute capability",
              present=gpu.compute_capability is not None)
     _require(gpu, "pci", "PCI bus ID", present=dra.bus_id(gpu.pci_bus_id) is not None)
+    for what, text in (("driver version", snapshot.driver_version or ""),
+                       ("CUDA driver version", _cuda(snapshot))):
+        if semver(text) is None:  # semver.MustParse in Attributes(): a panic
+            raise _Refused(f"the {what} {text!r} is not a semantic version "
+                           "(the plugin's semver.MustParse panics)")
     _require(gpu, "addressing_mode", "addressing mode")
     if gpu.mig_capable:
         _require(gpu, "mig_profiles", "MIG profiles and their placements")
@@ -190,6 +198,12 @@ def _check_gpu(gpu: Gpu, snapshot: Snapshot) -> None:
                     f"compute instance has {mig.ci_slices} of its GPU instance's "
                     f"{mig.gi_slices} slices; the driver knows only whole-GPU-instance "
                     "profiles)")
+
+
+def _cuda(snapshot: Snapshot) -> str:
+    """The CUDA driver version as getGpuInfo writes it: ``<major>.<minor>``."""
+    cuda = snapshot.cuda_driver_version
+    return f"{cuda // 1000}.{(cuda % 1000) // 10}" if cuda is not None else ""
 
 
 def _common(gpu: Gpu, snapshot: Snapshot, missing: list[str]) -> list[Attribute]:
@@ -212,9 +226,7 @@ def _common(gpu: Gpu, snapshot: Snapshot, missing: list[str]) -> list[Attribute]
         "nvmlDeviceGetCudaComputeCapability")
     add(dra.DRIVER_VERSION, "version", semver(snapshot.driver_version or ""),
         "nvmlSystemGetDriverVersion")
-    cuda = snapshot.cuda_driver_version
-    add(dra.CUDA_DRIVER_VERSION, "version",
-        semver(f"{cuda // 1000}.{(cuda % 1000) // 10}") if cuda is not None else None,
+    add(dra.CUDA_DRIVER_VERSION, "version", semver(_cuda(snapshot)),
         "nvmlSystemGetCudaDriverVersion")
     add(dra.PCI_BUS_ID, "string", dra.bus_id(gpu.pci_bus_id), "nvmlDeviceGetPciInfo")
     if gpu.pcie_root:

@@ -230,6 +230,9 @@ FAMILY_ARCHITECTURES: dict[str, str] = {
     _FAMILY_NAMES.get(name, name): arch for name, arch in ARCHITECTURES.items()}
 """gfd's ``gpu.family`` values -> the architecture the driver publishes (the families the
 driver has a name for; ``tesla`` and ``fermi`` predate go-nvlib's table)."""
+RELEASE_LACKS = frozenset({"rubin"})
+"""Architectures the release's go-nvlib (v0.10.0) has no name for: its
+GetArchitectureAsString fails on them, and with it the plugin's start."""
 SKIPPED_NAMES = ("DGX Display", "NVIDIA DGX Display")
 """GPUs the driver never enumerates, by NVML name (go-nvlib's default WithSkippedDevices)."""
 ARCHITECTURE_NAMES: tuple[str, ...] = tuple(ARCHITECTURES.values())

@@ -196,6 +196,18 @@ def test_a_dgx_display_is_skipped_and_an_unknown_minor_stops_the_plugin() -> Non
         "error getting minor number for device 2: NVML gave none")
 
 
+def test_a_version_semver_cannot_parse_or_an_architecture_the_release_cannot_name_stops_it(
+        ) -> None:
+    good = replace(gpu(0), minor=0, architecture="ampere", brand="nvidia")
+    assert would_not_start(snapshot(good, driver="550.54.15.01")) == (
+        "the driver version '550.54.15.01' is not a semantic version (the plugin's "
+        "semver.MustParse panics)")
+    # go-nvlib v0.10.0, vendored by v0.4.0, names no Rubin
+    assert would_not_start(snapshot(replace(good, architecture="rubin"))) == (
+        "error getting architecture for device 0: error interpreting device architecture as "
+        "string (rubin: go-nvlib of v0.4.0 has no name for it)")
+
+
 def test_a_held_fact_is_the_one_the_running_plugin_started_with() -> None:
     held = replace(gpu(0), minor=0, architecture="ampere", brand="nvidia",
                    degraded=(Degraded(fact="brand", call="nvmlDeviceGetBrand",
