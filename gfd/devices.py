@@ -166,7 +166,7 @@ def _check_gpu(gpu: Gpu, snapshot: Snapshot) -> None:
     """getGpuInfo's queries, in its order: any error fails the whole enumeration."""
     if gpu.error is not None and gpu.minor is None:  # a read that failed, not an event
         raise _Refused(f"error visiting device {gpu.index}: {gpu.error}")
-    _require(gpu, "minor", "minor number", present=gpu.minor is not None)
+    _require(gpu, "minor", "minor number")
     _require(gpu, "identity", "UUID", present=bool(gpu.uuid))
     _require(gpu, "mig_mode", "MIG mode")
     memory_error = _fact_error(gpu, "memory")
@@ -439,6 +439,12 @@ def _enumerate(snapshot: Snapshot, on: dict[str, bool]) -> tuple[list[Device], l
         if _skipped(gpu) and gpu.error is None:
             continue
         _check_gpu(gpu, snapshot)
+        if gpu.minor is None:  # a snapshot recorded before gfd read it: every name needs it
+            devices.append(Device(name="", type="mig" if gpu.mig_enabled else "gpu",
+                                  gpu=gpu.index, attributes=(), capacity=(), missing=(
+                                      "name (the minor number, nvmlDeviceGetMinorNumber: "
+                                      "not in this snapshot)",)))
+            continue
         if on[dra.DYNAMIC_MIG] and _dynamic_capable(gpu, snapshot):
             found, counter_set = _dynamic(gpu, snapshot)
             devices += sorted(found, key=lambda d: d.name)

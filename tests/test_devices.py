@@ -187,13 +187,19 @@ def test_a_mig_device_with_a_smaller_compute_instance_stops_the_plugin(
     assert "1 of its GPU instance's 3 slices" in why and project(snap) == ()
 
 
-def test_a_dgx_display_is_skipped_and_an_unknown_minor_stops_the_plugin() -> None:
+def test_a_dgx_display_is_skipped_and_a_minor_number_error_stops_the_plugin() -> None:
     display = replace(gpu(1, name="DGX Display"), minor=None)
     good = replace(gpu(0), minor=0, architecture="ampere", brand="nvidia")
     assert [d.name for d in project(snapshot(good, display))] == ["gpu-0"]
-    nameless = replace(good, index=2, minor=None)
-    assert would_not_start(snapshot(good, nameless)) == (
-        "error getting minor number for device 2: NVML gave none")
+    failed = replace(good, index=2, minor=None, degraded=(Degraded(
+        fact="minor", call="nvmlDeviceGetMinorNumber", error="Unknown Error", held=False),))
+    assert would_not_start(snapshot(good, failed)) == (
+        "error getting minor number for device 2: nvmlDeviceGetMinorNumber: Unknown Error")
+    # a snapshot recorded before gfd read minor numbers: the name is missing, not invented
+    old = replace(good, index=3, minor=None)
+    devices = project(snapshot(good, old))
+    assert would_not_start(snapshot(good, old)) == "" and devices[1].name == ""
+    assert devices[1].missing[0].startswith("name (the minor number")
 
 
 def test_a_version_semver_cannot_parse_or_an_architecture_the_release_cannot_name_stops_it(
