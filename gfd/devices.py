@@ -189,15 +189,20 @@ def _check_gpu(gpu: Gpu, snapshot: Snapshot) -> None:
     _require(gpu, "addressing_mode", "addressing mode")
     if gpu.mig_capable:
         _require(gpu, "mig_profiles", "MIG profiles and their placements")
-    if gpu.mig_enabled:
-        _require(gpu, "mig_devices", "MIG devices")
-        for mig in gpu.mig_devices:
-            if mig.ci_slices != mig.gi_slices:
-                raise _Refused(
-                    f"error getting profile info for MIG device: {mig.uuid or mig.index} (its "
-                    f"compute instance has {mig.ci_slices} of its GPU instance's "
-                    f"{mig.gi_slices} slices; the driver knows only whole-GPU-instance "
-                    "profiles)")
+
+
+def _check_migs(gpu: Gpu) -> None:
+    """discoverMigDevicesByGPU (not reached for a GPU DynamicMIG partitions): a MIG device
+    whose profile is not a whole-GPU-instance one fails the enumeration."""
+    if not gpu.mig_enabled:
+        return
+    _require(gpu, "mig_devices", "MIG devices")
+    for mig in gpu.mig_devices:
+        if mig.ci_slices != mig.gi_slices:
+            raise _Refused(
+                f"error getting profile info for MIG device: {mig.uuid or mig.index} (its "
+                f"compute instance has {mig.ci_slices} of its GPU instance's "
+                f"{mig.gi_slices} slices; the driver knows only whole-GPU-instance profiles)")
 
 
 def _cuda(snapshot: Snapshot) -> str:
@@ -450,6 +455,7 @@ def _enumerate(snapshot: Snapshot, on: dict[str, bool]) -> tuple[list[Device], l
             devices += sorted(found, key=lambda d: d.name)
             sets += [counter_set] if counter_set is not None else []
             continue
+        _check_migs(gpu)
         if gpu.mig_enabled and on[dra.DYNAMIC_MIG] and gpu.mig_devices:
             raise _Refused("PartGetDevice() called for MigStaticDeviceType: static MIG devices "
                            f"of GPU {gpu.index} (a vGPU guest) under DynamicMIG")

@@ -185,6 +185,9 @@ def test_a_mig_device_with_a_smaller_compute_instance_stops_the_plugin(
     why = would_not_start(snap)
     assert why.startswith("error getting profile info for MIG device: MIG-")
     assert "1 of its GPU instance's 3 slices" in why and project(snap) == ()
+    # under DynamicMIG the driver never lists the GPU's MIG devices: it partitions it afresh
+    # (an A100 with MIG on: 25 partitions, no full GPU)
+    assert would_not_start(snap, DYNAMIC) == "" and len(project(snap, DYNAMIC)) == 25
 
 
 def test_a_dgx_display_is_skipped_and_a_minor_number_error_stops_the_plugin() -> None:
@@ -268,6 +271,19 @@ def test_dynamic_mig_makes_every_profile_and_placement_a_device_on_a_hopper() ->
         **{f"memory-slice-{i}": 1 for i in range(4, 8)}}
     assert part.counter_set == "gpu-1-counter-set"
     assert "gpu-0-mig-1g10gb-me-20-3" in devices and "gpu-0-mig-1g20gb-15-6" in devices
+
+
+def test_dynamic_mig_from_what_nvml_answers(nvml_machine: Any) -> None:
+    """Through the real binding over the fake libnvidia-ml: the profile tables and possible
+    placements the reader gets make the same devices, named by go-nvlib's rule from the
+    profile's memory (H100, 81559 MiB: 9984 MiB is 1/8, "1g.10gb")."""
+    snap = read(nvml_machine, profiles.hgx_h100())
+    devices = {d.name: d for d in project(snap, DYNAMIC)}
+    assert len(devices) == 8 * 26 and all(d.complete for d in devices.values())
+    assert devices["gpu-7"].capacity_of("memory") == 81152 * 2**20  # 7g.80gb's
+    assert devices["gpu-7"].capacity_of("multiprocessors") == 132
+    assert dict(devices["gpu-3-mig-1g20gb-15-6"].consumes)["memory-slice-7"] == 1
+    assert devices["gpu-0-mig-1g10gb-me-20-0"].attribute("profile") == "1g.10gb+me"
 
 
 def test_dynamic_mig_on_ampere_publishes_partitions_only_where_mig_is_on() -> None:
