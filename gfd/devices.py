@@ -31,7 +31,8 @@ from typing import Any
 
 from gfd import dra
 from gfd.dra import DRIVER, quantity, semver
-from gfd.labelers.miglayout import profile_name
+from gfd.facts.cuda import cuda_text
+from gfd.facts.mig import profile_name
 from gfd.snapshot import GiProfile, Gpu, MigDevice, Snapshot
 
 _NOT_SUPPORTED = "Not Supported"
@@ -208,7 +209,7 @@ def _check_migs(gpu: Gpu) -> None:
 def _cuda(snapshot: Snapshot) -> str:
     """The CUDA driver version as getGpuInfo writes it: ``<major>.<minor>``."""
     cuda = snapshot.cuda_driver_version
-    return f"{cuda // 1000}.{(cuda % 1000) // 10}" if cuda is not None else ""
+    return cuda_text(cuda, backend=snapshot.backend) if cuda is not None else ""
 
 
 def _common(gpu: Gpu, snapshot: Snapshot, missing: list[str]) -> list[Attribute]:

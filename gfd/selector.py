@@ -12,8 +12,8 @@ from typing import Any
 
 from gfd import dra
 from gfd.errors import ConfigError, show
-from gfd.labelers.family import FAMILIES
-from gfd.labelers.naming import sanitise, short_name
+from gfd.facts.family import FAMILIES
+from gfd.facts.naming import sanitise, short_name
 
 P = "nvidia.com/"
 

@@ -10,7 +10,7 @@ import pytest
 
 from gfd import dra
 from gfd.dra import quantity, semver
-from gfd.labelers.family import FAMILIES
+from gfd.facts.family import FAMILIES
 
 
 @pytest.mark.parametrize("text, want", [
