@@ -369,43 +369,59 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  NOT PUBLISHED: {rejected[full].message}")
 
 
-@cli.command("selector")
-@click.option("--product", default="", help="GPU model, e.g. H100, A100-80GB, or an exact "
-              "gpu.product value.")
-@click.option("--min-memory", type=int, default=None, help="At least this much GPU memory, MiB.")
-@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb (mixed strategy).")
-@click.option("--shared/--dedicated", default=None, help="A time-sliced/MPS resource, or not.")
+@cli.command("selector", epilog="Missed on purpose, where the labels cannot tell (each kind "
+             "in docs/selector.md): nodes with GPUs of several models when a filter needs the "
+             "model; MIG slices under --mig-strategy single when --mig-profile is given "
+             "(request them as nvidia.com/gpu); --shared/--dedicated where gpu.replicas is 0 "
+             "or absent (DRA nodes); MPS with MIG enabled (no labels); shared units for "
+             "--count above 1; models gfd's list names differently from NVML (a warning says "
+             "so).")
+@click.option("--product", default="", help="GPU model words, in any order (H100, A100-80GB), "
+              "or an exact gpu.product value (with or without -SHARED).")
+@click.option("--min-memory", type=int, default=None, help="At least this much memory per "
+              "unit the pod can get, MiB (a MIG slice's, an MPS replica's share).")
+@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb: requests "
+              "nvidia.com/mig-<profile> (mixed strategy).")
+@click.option("--shared", is_flag=True, default=False,
+              help="A time-sliced or MPS replica.")
+@click.option("--dedicated", is_flag=True, default=False, help="A unit no other pod shares.")
+@click.option("--renamed", is_flag=True, default=False, help="The device plugin renames shared "
+              "resources (renameByDefault): request <name>.shared (implies --shared).")
 @click.option("--family", default="", help="Architecture, e.g. hopper.")
 @click.option("--min-compute", default="", help="Minimum compute capability, e.g. 8.0.")
+@click.option("--count", type=int, default=1, help="How many units (devices with --dra).")
 @click.option("--label-set", type=click.Choice(LABEL_SETS), default="extended",
               help="compat: use only GFD's labels (for clusters labelled by GFD).")
 @click.option("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
               help="auto: a nodeSelector when exact values suffice, else node affinity.")
 @click.option("--dra", is_flag=True, default=False,
               help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
-                   "attributes) and the pod's node affinity over the labels of "
-                   "--resource-manager dra.")
-@click.option("--count", type=int, default=1, help="--dra: how many devices to claim.")
-@click.option("--name", default="", help="--dra: the ResourceClaimTemplate's name.")
-def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool | None,
-                 family: str, min_compute: str, label_set: str, form: str, dra: bool,
-                 count: int, name: str) -> None:
-    """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec; with --dra, a
-    ResourceClaimTemplate and the pod spec fragment (node affinity, resourceClaims) using it."""
+                   "attributes) and an example Pod using it, placed by node affinity over the "
+                   "labels of --resource-manager dra.")
+@click.option("--name", default=None, help="--dra: the ResourceClaimTemplate's name.")
+@click.option("--feature-gates", default="", help="--dra: the DRA driver's gates, e.g. "
+              "DynamicMIG=true (what its devices publish changes).")
+@click.option("--uuid", default="", help="--dra: one GPU (GPU-...) or MIG device (MIG-...).")
+def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool,
+                 dedicated: bool, renamed: bool, family: str, min_compute: str, count: int,
+                 label_set: str, form: str, dra: bool, name: str | None, feature_gates: str,
+                 uuid: str) -> None:
+    """Print where a GPU pod may run and what it must request: a pod-spec fragment (YAML) with
+    a nodeSelector or node affinity over gfd's labels and a container's resources.limits; with
+    --dra, a ResourceClaimTemplate and an example Pod (`kubectl apply -f -` accepts both).
+
+    A pod placed by it, requesting that resource, never gets a unit that breaks a filter."""
     import yaml
 
-    from gfd.selector import Constraints, claim, stanza
+    from gfd.selector import Options, render
 
-    constraints = Constraints(product=product, min_memory=min_memory, mig_profile=mig_profile,
-                              shared=shared, family=family, min_compute=min_compute,
-                              label_set=label_set)
-    if dra:
-        click.echo(yaml.safe_dump_all(claim(constraints, count=count, name=name),
-                                      sort_keys=False), nl=False)
-        return
-    if count != 1 or name:
-        raise ConfigError("--count and --name go with --dra (a ResourceClaimTemplate)")
-    click.echo(yaml.safe_dump(stanza(constraints, form=form), sort_keys=False), nl=False)
+    out = render(Options(product=product, min_memory=min_memory, mig_profile=mig_profile,
+                         shared=shared, dedicated=dedicated, renamed=renamed, family=family,
+                         min_compute=min_compute, count=count, dra=dra, name=name),
+                 label_set=label_set, form=form, feature_gates=feature_gates, uuid=uuid)
+    for line in out.warnings:
+        click.echo(line, err=True)
+    click.echo(yaml.safe_dump_all(out.documents, sort_keys=False), nl=False)
 
 
 @cli.command("docs")

@@ -472,7 +472,7 @@ def test_devices_follows_the_drivers_gates_and_says_when_its_plugin_would_not_st
     assert "--feature-gates: unrecognized feature gate 'MIG=on'" in bad.stderr
 
 
-def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
+def test_selector_dra_prints_a_template_and_a_complete_pod() -> None:
     import yaml as _yaml
     from click.testing import CliRunner as _Runner
 
@@ -484,6 +484,7 @@ def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
     template, pod = list(_yaml.safe_load_all(out.output))
     assert template["kind"] == "ResourceClaimTemplate"
     assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
-    assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
-    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--count", "2"])
+    assert pod["kind"] == "Pod"
+    assert pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
+    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--name", "a10"])
     assert bad.exit_code == 2 and "--dra" in bad.output
