@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from gfd import __version__
+from gfd import __version__, dra
 from gfd.config import BY_NAME, Bool, Entry, Group, Settings, ValueProblem, entries
 from gfd.errors import ConfigError, GfdError
 from gfd.labelers.catalog import EXCLUDED_KEYS, describe
@@ -41,6 +41,8 @@ class Exit(enum.IntEnum):
     OK = 0
     FAILURE = 1
     USAGE = 2
+    NOT_STARTED = 3
+    """``gfd devices``: the DRA driver's plugin would not start on this node."""
 
 
 # --------------------------------------------------------------------------- options
@@ -181,28 +183,42 @@ def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
     click.echo(read_once(settings).to_json(), nl=False)
 
 
-@cli.command("devices")
+@cli.command("devices", help=(
+    "Print each GPU, MIG and passthrough device as the NVIDIA DRA driver publishes it "
+    f"(release {dra.RELEASE}): device names, attributes with their types, capacities, and "
+    "under DynamicMIG the shared counter sets and what each device consumes; what to write "
+    "CEL selectors against. A device the snapshot cannot describe fully lists what is "
+    "missing: exit 1. Where the driver would fail to start (a lost GPU, a MIG device it cannot "
+    "describe, an NVML error, refused gates) one line 'the plugin would not start: REASON' "
+    "on stderr: exit 3."))
 @options(Group.DISCOVERY)
 @click.option("--format", "output_format", type=click.Choice(["yaml", "json"]), default="yaml",
               help="yaml (default) or json.")
+@click.option("--feature-gates", "feature_gates", default="", metavar="NAME=BOOL,...",
+              help="The driver's feature gates, as its own flag takes them: "
+                   f"{dra.DYNAMIC_MIG}=true (partitionable MIG devices, shared counters), "
+                   f"{dra.PASSTHROUGH_SUPPORT}=true (gpu-vfio-<i> devices).")
 @click.pass_context
 def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it: device
-    names, attributes with their types, capacities; what to write
-    CEL selectors against. A device the snapshot cannot describe fully lists what is missing.
-    Exit 1 when any device is incomplete."""
     import yaml
 
     from gfd.app import read_once
     from gfd.devices import document
 
+    try:
+        gates = dra.parse_gates(params["feature_gates"])
+    except ValueError as exc:
+        raise ConfigError(f"--feature-gates: {exc}") from None
     settings, _ = build_settings(params)
     _configure_logging("warning", settings.log_format)
-    doc = document(read_once(settings))
+    doc = document(read_once(settings), gates)
     if params["output_format"] == "json":
         click.echo(json.dumps(doc, indent=2))
     else:
         click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+    if "wouldNotStart" in doc:
+        click.echo(f"the plugin would not start: {doc['wouldNotStart']}", err=True)
+        sys.exit(Exit.NOT_STARTED)
     incomplete = [d for d in doc["devices"] if "missing" in d]
     if incomplete:
         click.echo(f"{len(incomplete)} device(s) cannot be described fully: see 'missing'",
