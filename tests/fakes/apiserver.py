@@ -806,6 +806,7 @@ class _Fault:
     chunked: bool = False
     trickle: float = 0.0
     trickle_headers: bool = True
+    path_is: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1478,6 +1479,7 @@ class FakeApiServer:
         chunked: bool = False,
         trickle: float = 0.0,
         trickle_headers: bool = True,
+        path_is: str | None = None,
     ) -> None:
         """Answer the next ``count`` matching requests with ``status`` (None: until
         ``clear_faults``) instead of serving them; a 2xx status fakes what a proxy in front
@@ -1490,6 +1492,9 @@ class FakeApiServer:
         (a 300 MB answer costs the fake no memory); ``chunked`` sends it without a
         Content-Length; ``trickle`` sends the answer one byte every ``trickle`` seconds, from
         the status line on, or from the body on when ``trickle_headers`` is false.
+        ``path_is`` matches the path exactly (``/api/v1/nodes``, a list or watch, and not
+        ``/api/v1/nodes/n1``), as ``path_contains`` matches a part of it. A request takes the
+        first fault that matches it.
         """
         with self._lock:
             self._faults.append(
@@ -1505,8 +1510,15 @@ class FakeApiServer:
                     chunked,
                     trickle,
                     trickle_headers,
+                    path_is,
                 )
             )
+
+    def faults_left(self) -> int:
+        """How many injected faults still wait for a request to answer (``count`` None: one
+        until ``clear_faults``)."""
+        with self._lock:
+            return len(self._faults)
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -1701,6 +1713,8 @@ class FakeApiServer:
                 if fault.method is not None and fault.method != req.method:
                     continue
                 if fault.path_contains is not None and fault.path_contains not in req.path:
+                    continue
+                if fault.path_is is not None and fault.path_is != req.path:
                     continue
                 if fault.remaining is not None:
                     fault.remaining -= 1

@@ -817,6 +817,24 @@ def test_injected_500(api: FakeApiServer, core: Api) -> None:
     assert [r.status for r in api.requests] == [500, 200]
 
 
+def test_a_fault_for_one_exact_path_leaves_the_paths_it_is_part_of_alone(
+        api: FakeApiServer, core: Api) -> None:
+    """``path_is``: a fault for the collection (a list or a watch) leaves the object's path
+    alone, and the faults still waiting are counted."""
+    api.inject(500, 2, method="GET", path_is="/api/v1/nodes")
+    assert api.faults_left() == 1
+    core.read_node("n1")  # /api/v1/nodes/n1: served
+    with pytest.raises(ApiException) as exc:
+        core.list_node()
+    assert exc.value.status == 500
+    assert api.faults_left() == 1, "one of its two answers left"
+    with pytest.raises(ApiException):
+        core.list_node()
+    assert api.faults_left() == 0
+    core.list_node()
+    assert [r.status for r in api.requests] == [200, 500, 500, 200]
+
+
 def test_injected_429_with_retry_after(api: FakeApiServer, core: Api) -> None:
     api.inject(429, retry_after=7, path_contains="/nodes/n1")
     with pytest.raises(ApiException) as exc:
