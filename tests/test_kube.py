@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -22,6 +23,7 @@ from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
 from kubernetes.client.exceptions import ApiException
 
+from gfd.budget import Budget
 from gfd.errors import ApiError, ConfigError, WatchExpired
 from gfd.hostfile import what_is
 from gfd.kube import (
@@ -512,16 +514,119 @@ def test_a_rate_of_zero_never_waits() -> None:
 
 
 def test_requests_go_through_the_rate_limit(server: FakeApiServer, tmp_path: Path) -> None:
-    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=20,
+    """The second token comes 1/qps after the first was taken, however long the first
+    request took (it was taken after ``started``): a bound no schedule can break, where
+    timing the second request alone assumed the first took under 1/qps."""
+    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=4,
                burst=1)
     try:
-        api.get_node(NODE)
         started = time.monotonic()
         api.get_node(NODE)
-        waited = time.monotonic() - started
+        api.get_node(NODE)
+        took = time.monotonic() - started
     finally:
         api.close()
-    assert waited >= 0.04, "the second request waited for its token (1/20 s)"
+    assert took >= 0.249, "the second request waited for its token (1/4 s after the first)"
+
+
+def test_the_limiter_refuses_a_token_that_would_come_too_late() -> None:
+    clock, sleeps = Clock(), Sleeps()
+    limiter = RateLimiter(qps=2.0, burst=1, clock=clock, sleep=sleeps)
+    assert limiter.take(within=0.0)
+    assert not limiter.take(within=0.4), "the next token comes in 0.5 s"
+    assert sleeps == [], "refused at once, without waiting"
+    assert limiter.take(within=0.5)
+    assert sleeps == [0.5], "the refused call took no token"
+    assert limiter.take() and sleeps == [0.5, 1.0], "the taker before it still waits"
+
+
+def test_a_wait_never_refills_the_bucket() -> None:
+    """Regression: a taker that waited left the tokens below zero, which read as a bucket
+    not filled yet: the next taker found it full again, and a burst followed each wait."""
+    clock, sleeps = Clock(), Sleeps()
+    limiter = RateLimiter(qps=5.0, burst=2, clock=clock, sleep=sleeps)
+    for _ in range(4):
+        limiter.take()
+    assert sleeps == [0.2, 0.4], "the third and fourth wait their turn at 5/s"
+
+
+# ----------------------------------------------------------------------------- the cycle's budget
+
+
+@pytest.fixture
+def budget() -> Budget:
+    return Budget()
+
+
+@pytest.fixture
+def budgeted(server: FakeApiServer, tmp_path: Path, budget: Budget,
+             requests: list[tuple[str, str]]) -> Iterator[Kube]:
+    """A client whose requests may take 30 s each, sharing ``budget``."""
+    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
+               timeout=30, budget=budget,
+               on_request=lambda verb, code: requests.append((verb, code)))
+    yield api
+    api.close()
+
+
+def test_a_request_ends_at_the_cycles_deadline_before_its_own(
+        server: FakeApiServer, budgeted: Kube, budget: Budget,
+        requests: list[tuple[str, str]]) -> None:
+    server.inject(200, 1, method="GET", body={"kind": "Node", "apiVersion": "v1"},
+                  size=10_000, trickle=0.1)
+    budget.open(0.5)
+    started = time.monotonic()
+    error = api_error(lambda: budgeted.get_node(NODE))
+    assert time.monotonic() - started < 20, "ended by the cycle's 0.5 s, not its own 30 s"
+    assert re.fullmatch(rf"get node {NODE}: no complete answer from the API server within "
+                        r"0\.[0-9]+ s, what was left of this cycle's 0\.5 s for API requests "
+                        r"\(a slow or stuck connection\)", str(error)), str(error)
+    assert error.retriable and requests == [("get", "error")]
+
+
+def test_a_request_after_the_budget_is_spent_is_not_sent(
+        server: FakeApiServer, budgeted: Kube, budget: Budget,
+        requests: list[tuple[str, str]]) -> None:
+    budget.open(0.0)
+    error = api_error(lambda: budgeted.apply_node_labels(NODE, {"a": "1"},
+                                                         field_manager="gfd"))
+    assert str(error) == (f"patch node {NODE}: not sent: the requests before it used up this "
+                          "cycle's 0 s for API requests (a slow API server; the next cycle "
+                          "tries again)")
+    assert server.requests == [] and requests == [], "never sent, never counted"
+    budget.close()
+    assert budgeted.get_node(NODE)["metadata"]["name"] == NODE, "the next cycle's is sent"
+
+
+def test_the_budget_binds_only_the_thread_that_opened_it(
+        budgeted: Kube, budget: Budget) -> None:
+    """The watch and Events threads never hold up a cycle: the cycle's budget is not
+    theirs (each of their requests keeps its own deadline)."""
+    budget.open(0.0)
+    answers: list[Any] = []
+    other = threading.Thread(target=lambda: answers.append(budgeted.get_node(NODE)))
+    other.start()
+    other.join(timeout=30)
+    assert [a["metadata"]["name"] for a in answers] == [NODE]
+    api_error(lambda: budgeted.get_node(NODE))
+
+
+def test_the_rate_limit_never_holds_a_request_past_the_budget(
+        server: FakeApiServer, tmp_path: Path, budget: Budget) -> None:
+    """The second token comes 10 s after the first, past the 5 s budget (whatever the first
+    request took): refused at once, not waited for."""
+    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0.1,
+               burst=1, budget=budget)
+    try:
+        budget.open(5.0)
+        api.get_node(NODE)
+        error = api_error(lambda: api.get_node(NODE))
+    finally:
+        api.close()
+    assert str(error) == (f"get node {NODE}: not sent: the client-side rate limit "
+                          "(--kube-api-qps) would hold it past this cycle's 5 s for API "
+                          "requests (a slow API server; the next cycle tries again)")
+    assert len(server.requests) == 1
 
 
 # ----------------------------------------------------------------------------- resourceslices
