@@ -453,3 +453,29 @@ def test_power_limit_constraints_need_both_pointers(session: Any) -> None:
     fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetPowerManagementLimitConstraints")
     low = ctypes.c_uint()
     assert fn(handle(0), ctypes.byref(low), None) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+
+
+def test_a_profile_rewritten_under_a_reader_is_never_seen_half_written(tmp_path: Path) -> None:
+    """An agent's cycle reads the profile whenever it likes: a rewrite must show it the old
+    machine or the new one. A truncated file is a machine with no GPU, a cut one a machine
+    with fewer: a loaded machine let readers see both, and a test saw GPUs come and go."""
+    path = tmp_path / "machine.nvml"
+    small, big = profiles.t4x4(), profiles.hgx_h100()
+    small.write(path)
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.add(path.read_text())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for i in range(100):
+            (big if i % 2 else small).write(path)
+    finally:
+        stop.set()
+        reader.join(30)
+    assert seen <= {small.render(), big.render()}
+    assert path.read_text() == big.render()
