@@ -316,7 +316,7 @@ def test_a_trickling_answer_fails_at_the_deadline_and_the_next_request_works(
         started = time.monotonic()
         error = api_error(lambda: api.get_node(NODE))
         took = time.monotonic() - started
-        assert 0.4 < took < 2.0, took
+        assert 0.4 < took < 10, took  # the deadline, not the 1000 s the trickle would take
         assert str(error) == (f"get node {NODE}: no complete answer from the API server "
                               "within 0.5 s (a slow or stuck connection)")
         assert error.status is None and error.retriable
@@ -381,7 +381,7 @@ def test_the_deadline_ends_a_trickle_over_tls_too(tmp_path: Path) -> None:
                           size=10_000, trickle=0.1, trickle_headers=False)
             started = time.monotonic()
             error = api_error(lambda: api.get_node(NODE))
-            assert time.monotonic() - started < 2.0
+            assert time.monotonic() - started < 10  # not the 1000 s of the whole trickle
             assert "no complete answer from the API server within 0.5 s" in str(error)
             assert api.get_node(NODE)["metadata"]["name"] == NODE
         finally:
@@ -692,10 +692,10 @@ def test_list_object_gives_the_object_and_the_current_resource_version(
 def test_a_watch_yields_each_event_and_ends_cleanly_at_its_timeout(
         server: FakeApiServer, kube: Kube, requests: list[tuple[str, str]]) -> None:
     server.clear_log()
-    stream = kube.watch("node", NODE, resource_version="", timeout=0.5)
+    stream = kube.watch("node", NODE, resource_version="", timeout=4.5)
     [request] = server.requests
     assert request.query == {"watch": "1", "fieldSelector": f"metadata.name={NODE}",
-                             "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
+                             "allowWatchBookmarks": "true", "timeoutSeconds": "5"}
     assert requests == [("watch", "200")]  # reported once, when the stream opens
     first = next(stream)
     assert (first.type, first.object, first.resource_version) == (
@@ -703,11 +703,12 @@ def test_a_watch_yields_each_event_and_ends_cleanly_at_its_timeout(
     started = time.monotonic()
     server.set_label(NODE, "a", "1")
     modified = next(stream)
-    assert time.monotonic() - started < 0.5, "delivered as it happens"
+    assert time.monotonic() - started < 4, "delivered as it happens, not at the end (5 s)"
     assert modified.object is not None and modified.object["metadata"]["labels"]["a"] == "1"
     assert modified.resource_version == server.resource_version
-    assert list(stream) == []  # the server's clean end
-    assert time.monotonic() - started < 2.0
+    # the server's clean end (a bookmark may come first: the watch asked for them)
+    assert [e.type for e in stream if e.type != "BOOKMARK"] == []
+    assert time.monotonic() - started < 15
 
 
 def test_a_watch_resumes_after_a_resource_version_and_sees_deletion(
@@ -823,8 +824,8 @@ def test_close_from_another_thread_ends_a_blocked_iteration_at_once(
     wait_for(lambda: server.open_watches == 1)
     started = time.monotonic()
     stream.close()
-    reader.join(2)
-    assert not reader.is_alive() and time.monotonic() - started < 1.0
+    reader.join(30)
+    assert not reader.is_alive() and time.monotonic() - started < 10  # not the hour
     assert seen == []  # ended, not failed
     stream.close()  # idempotent
     wait_for(lambda: server.open_watches == 0)
@@ -840,7 +841,7 @@ def test_requests_are_answered_while_a_watch_is_open(server: FakeApiServer,
         started = time.monotonic()
         kube.apply_node_labels(NODE, {"a": "1"}, field_manager="gfd")
         assert kube.get_node(NODE)["metadata"]["labels"]["a"] == "1"
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 10  # not after the watch's hour
     reader.join(2)
     assert not reader.is_alive()
 
@@ -882,16 +883,19 @@ def test_a_stream_that_is_not_watch_events_is_an_error(server: FakeApiServer, ku
 
 def test_a_watch_takes_a_token_from_the_rate_limit(server: FakeApiServer,
                                                   tmp_path: Path) -> None:
-    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=20,
+    """Timed from before the request whose token came first, as in
+    ``test_requests_go_through_the_rate_limit`` (timing the watch alone assumed that request
+    took under 1/qps)."""
+    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=4,
                burst=1)
     try:
-        api.get_node(NODE)
         started = time.monotonic()
+        api.get_node(NODE)
         api.watch("node", NODE, resource_version="", timeout=1).close()
-        waited = time.monotonic() - started
+        took = time.monotonic() - started
     finally:
         api.close()
-    assert waited >= 0.04, "the watch waited for its token (1/20 s)"
+    assert took >= 0.249, "the watch waited for its token (1/4 s after the request's)"
 
 
 class WithoutRead1:
@@ -913,13 +917,14 @@ class WithoutRead1:
 
 def test_a_response_without_read1_is_read_chunk_by_chunk(server: FakeApiServer,
                                                          kube: Kube) -> None:
-    opened = kube.watch("node", NODE, resource_version="", timeout=1)
+    opened = kube.watch("node", NODE, resource_version="", timeout=5)
     stream = WatchStream(f"node {NODE}", WithoutRead1(opened._response), 1 << 20)
     assert next(stream).type == "ADDED"
     started = time.monotonic()
     server.set_label(NODE, "a", "1")
-    assert next(stream).type == "MODIFIED" and time.monotonic() - started < 0.5
-    assert list(stream) == []
+    # as it happens, not at the watch's end (5 s); a loaded machine may take a while
+    assert next(stream).type == "MODIFIED" and time.monotonic() - started < 4
+    assert [e.type for e in stream if e.type != "BOOKMARK"] == []
 
 
 # ----------------------------------------------------------------------------- events
