@@ -921,6 +921,7 @@ class _Watch:
     pending: list[JSON] = field(default_factory=list)
     finish: bool = False  # end cleanly once ``pending`` is sent
     drop: bool = False  # close the connection without the last chunk
+    logged: bool = False  # in the request log: only then counted in ``open_watches``
 
     def selects(self, obj: JSON | None) -> bool:
         if obj is None:
@@ -1588,6 +1589,8 @@ class FakeApiServer:
         resp = self._dispatch(req)
         if isinstance(resp, _WatchStart) and resp.watch is not None:
             self._record(req, raw_type, resp.status, 0)
+            with self._lock:
+                resp.watch.logged = True
             self._serve_watch(h, resp.watch)
             return
         if isinstance(resp.body, dict):
@@ -2267,9 +2270,10 @@ class FakeApiServer:
 
     @property
     def open_watches(self) -> int:
-        """Watch streams open now."""
+        """Watch streams open now, each already in the request log (a test that waits for
+        the count and then reads the log finds the watch there)."""
         with self._lock:
-            return len(self._watches)
+            return sum(1 for w in self._watches if w.logged)
 
     @property
     def watch_requests(self) -> int:

@@ -1391,3 +1391,15 @@ def test_an_event_about_a_node_must_be_in_the_default_namespace(core: Api) -> No
         core.create_namespaced_event("gfd", _node_event("n1.1", "n1", "GpuLost", "u1"))
     assert err.value.status == 422
     assert "involvedObject.namespace" in json.loads(err.value.body)["message"]
+
+
+def test_a_watch_counted_open_is_already_in_the_request_log(api: FakeApiServer) -> None:
+    """A test waits for open_watches and then reads the log: the watch must be there (it
+    was registered before it was logged, and a loaded machine showed the gap)."""
+    for _ in range(20):
+        api.clear_log()
+        w = RawWatch(api, **NODE_N1)
+        wait_until(lambda: api.open_watches == 1)
+        assert [r.watch for r in api.requests] == [True]
+        w.close()
+        wait_until(lambda: api.open_watches == 0)
