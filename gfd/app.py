@@ -17,7 +17,8 @@ from gfd.config import Part, Settings, changed, resolve
 from gfd.daemon import Duty, EventRecorder, Parts
 from gfd.discovery import Discovery, GpuSource, UnusableGpus, read_snapshot_file
 from gfd.errors import ConfigError
-from gfd.labelers.pipeline import Labelling, compute_labels
+from gfd.labelers.pipeline import Labelling
+from gfd.projection import Projection, project
 from gfd.readers.host import HostReader
 from gfd.readers.resourcemanager import DRA_DRIVER, SLICE_RECHECK, ResourceManagerReader
 from gfd.sinks.base import Sink
@@ -25,6 +26,7 @@ from gfd.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from gfd.configfile import ConfigWatch, FileConfig
+    from gfd.events import Answers
     from gfd.kube import Kube
     from gfd.triggers import Fire
 
@@ -178,21 +180,41 @@ def make_kube(settings: Settings, *, on_request: OnRequest | None = None,
 
 
 def wants_events(settings: Settings) -> bool:
-    """Events on the Node: an API sink, or the file sink given a kubeconfig and node name."""
-    if not settings.events or settings.oneshot:
+    """Events on the Node: an API sink, or the file sink given a kubeconfig and node name
+    (a one-shot too: it sends them before it exits, for at most ``events.CLOSE_GRACE``)."""
+    if not settings.events:
         return False
     if settings.effective_sink in ("node", "nodefeature"):
         return True
     return bool(settings.kubeconfig and settings.node_name and settings.output_file != "-")
 
 
-def make_events(settings: Settings, kube: Kube, *,
-                on_event: OnEvent | None = None) -> EventRecorder:
-    """Events on the Node, sent on their own thread through ``kube``."""
+def make_events(settings: Settings, kube: Kube, *, on_event: OnEvent | None = None,
+                answers: Answers | None = None,
+                node_uid: Callable[[], str] | None = None) -> EventRecorder:
+    """Events on the Node, sent on their own thread through ``kube``; ``answers``: the
+    requests of the sink's client that the API server answered (Events then retry on the
+    sink's backoff); ``node_uid``: the Node's uid without a request of their own."""
     from gfd.events import NodeEvents, Recorder, Sender
 
     return NodeEvents(Recorder(settings.node_name),
-                      Sender(kube, settings.node_name, report=on_event), report=on_event)
+                      Sender(kube, settings.node_name, report=on_event, answers=answers,
+                             node_uid=node_uid),
+                      report=on_event)
+
+
+def known_node_uid(settings: Settings, sink: Sink) -> Callable[[], str] | None:
+    """The involved Node's uid for Events, known without a request: the Node sink's last
+    read of the Node; the node's name in the NodeFeature mode, whose RBAC may not read
+    Nodes (as the kubelet names its own Events); None: the Events read the Node."""
+    from gfd.sinks.node import NodeSink
+
+    if isinstance(sink, NodeSink):
+        return lambda: sink.uid
+    if settings.effective_sink == "nodefeature":
+        node = settings.node_name
+        return lambda: node
+    return None
 
 
 def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None,
@@ -246,6 +268,18 @@ def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[D
     return tuple(duties)
 
 
+def _both(first: OnRequest | None, second: OnRequest) -> OnRequest:
+    """One ``on_request`` that reports to both."""
+    if first is None:
+        return second
+
+    def report(verb: str, code: str) -> None:
+        first(verb, code)
+        second(verb, code)
+
+    return report
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Factory:
     """Builds an agent's parts from settings (at start, and again on reload)."""
@@ -265,12 +299,20 @@ class Factory:
 
     def _publishing(self, settings: Settings) -> tuple[Sink, EventRecorder | None]:
         """The sink, and the Events on the Node (sharing the sink's client) when wanted."""
-        kube = None
+        kube = answers = None
         if settings.node_name and wants_events(settings):
-            kube = make_kube(settings, on_request=self.on_request, budget=self.budget)
+            on_request = self.on_request
+            if settings.effective_sink in ("node", "nodefeature"):  # one API, one backoff
+                from gfd.events import Answers
+
+                answers = Answers()
+                on_request = _both(self.on_request, answers.seen)
+            kube = make_kube(settings, on_request=on_request, budget=self.budget)
         sink = make_sink(settings, write=self.write, on_request=self.on_request,
                          on_reconnect=self.on_reconnect, kube=kube, budget=self.budget)
-        events = None if kube is None else make_events(settings, kube, on_event=self.on_event)
+        events = None if kube is None else make_events(
+            settings, kube, on_event=self.on_event, answers=answers,
+            node_uid=known_node_uid(settings, sink))
         return sink, events
 
     def parts(self, settings: Settings) -> Parts:
@@ -375,12 +417,19 @@ def read_once(settings: Settings) -> Snapshot:
         discovery.close()
 
 
+def project_once(settings: Settings, started: int) -> tuple[Snapshot, Projection]:
+    """One snapshot and its projection (labels and features), as ``gfd run`` would publish
+    them; label warnings and rejections are logged."""
+    snapshot = read_once(settings)
+    projection = project(snapshot, settings.label_options(timestamp=started))
+    for warning in projection.labelling.warnings:
+        log.warning("%s", warning)
+    for rejection in projection.labelling.rejected:
+        log.warning("dropped invalid label: %s", rejection.message)
+    return snapshot, projection
+
+
 def label_once(settings: Settings, started: int) -> tuple[Snapshot, Labelling]:
     """One snapshot and its labels; label warnings and rejections are logged."""
-    snapshot = read_once(settings)
-    labelling = compute_labels(snapshot, settings.label_options(timestamp=started))
-    for warning in labelling.warnings:
-        log.warning("%s", warning)
-    for rejection in labelling.rejected:
-        log.warning("dropped invalid label: %s", rejection.message)
-    return snapshot, labelling
+    snapshot, projection = project_once(settings, started)
+    return snapshot, projection.labelling

@@ -187,8 +187,8 @@ def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
               help="yaml (default) or json.")
 @click.pass_context
 def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it (driver
-    gpu.nvidia.com): device names, attributes with their types, capacities; what to write
+    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it: device
+    names, attributes with their types, capacities; what to write
     CEL selectors against. A device the snapshot cannot describe fully lists what is missing.
     Exit 1 when any device is incomplete."""
     import yaml
@@ -210,22 +210,51 @@ def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
         sys.exit(Exit.FAILURE)
 
 
+@cli.command("features")
+@options(Group.DISCOVERY)
+@click.option("--format", "output_format", type=click.Choice(["yaml", "json", "text"]),
+              default="yaml", help="yaml (default), json, or text: one sorted "
+              "feature[instance].element=value line each.")
+@click.pass_context
+def features_cmd(ctx: click.Context, /, **params: Any) -> None:
+    """Print the features this node's NodeFeature would carry (spec.features: one nvidia.gpu
+    instance per GPU, one nvidia.mig per MIG device, nvidia.driver), what NodeFeatureRules
+    match (docs/features.md); no side effects."""
+    import yaml
+
+    from gfd.app import project_once
+
+    settings, _ = build_settings(params)
+    _configure_logging("error", settings.log_format)
+    _, projection = project_once(settings, int(time.time()))
+    features = projection.features
+    if params["output_format"] == "text":
+        click.echo("".join(f"{k}={v}\n" for k, v in sorted(features.flat().items())), nl=False)
+    elif params["output_format"] == "json":
+        click.echo(json.dumps(features.to_api(), indent=2))
+    else:
+        click.echo(yaml.safe_dump(features.to_api(), sort_keys=False), nl=False)
+
+
 @cli.command("diff")
 @options(Group.DISCOVERY, Group.PUBLISH)
 @click.pass_context
 def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Show what `gfd run` would change at the chosen sink (no side effects).
+    """Show what `gfd run` would change at the chosen sink (no side effects): its labels,
+    and on the NodeFeature its features (`feature` lines).
 
     Exit 0 when in sync, 1 when something would change."""
-    from gfd.app import label_once, make_sink
+    from gfd.app import make_sink, project_once
     from gfd.sinks.base import diff
 
     settings, _ = build_settings(params)
     _configure_logging("warning", settings.log_format)
-    _, labelling = label_once(settings, int(time.time()))
+    _, projection = project_once(settings, int(time.time()))
+    labelling = projection.labelling
     sink = make_sink(settings, write=lambda text: None)
     try:  # the keys gfd wants too: another writer may hold them now (it took them over)
         current = sink.published(also=labelling.labels)
+        current_features = sink.published_features()
     finally:
         sink.close()
     wanted = labelling.labels
@@ -238,9 +267,22 @@ def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
         click.echo(f"~ {k}: {current[k]} -> {wanted[k]}")
     for k in change.removed:
         click.echo(f"- {k}={current[k]}")
-    if change.empty:
-        click.echo(f"in sync: {len(wanted)} labels at {sink.name}", err=True)
+    # the NodeFeature carries features too (the other sinks: None, nothing to compare)
+    stored = current_features or {}
+    features = projection.features.flat() if current_features is not None else {}
+    drift = diff(stored, features)
+    for k in drift.added:
+        click.echo(f"+ feature {k}={features[k]}")
+    for k in drift.changed:
+        click.echo(f"~ feature {k}: {stored[k]} -> {features[k]}")
+    for k in drift.removed:
+        click.echo(f"- feature {k}={stored[k]}")
+    carried = "" if current_features is None else f" and {len(features)} feature elements"
+    if change.empty and drift.empty:
+        click.echo(f"in sync: {len(wanted)} labels{carried} at {sink.name}", err=True)
         sys.exit(Exit.OK)
+    if not drift.empty:
+        click.echo(f"features: {drift.summary()} at {sink.name}", err=True)
     click.echo(f"{change.summary()} at {sink.name}", err=True)
     sys.exit(Exit.FAILURE)
 
@@ -263,8 +305,9 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
         sink.close()
     for k in result.change.removed:
         click.echo(f"- {k}")
-    click.echo(f"pruned {len(result.change.removed)} labels at {sink.name}"
-               if result.written else f"nothing to prune at {sink.name}", err=True)
+    removed = len(result.change.removed)
+    click.echo(f"pruned {removed} labels at {sink.name}" if removed
+               else f"nothing to prune at {sink.name}", err=True)
 
 
 @cli.command("explain")
@@ -299,8 +342,9 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  rule {i}: {rule}")
     doc = describe(full)
     if doc:
-        where = " or ".join(f"gfd/labelers/{m.strip()}.py" for m in doc.module.split("/"))
-        click.echo(f"  set:    {doc.set} (computed in {where})")
+        module = labelling.origin.get(full, "")
+        where = f" (computed in {module.replace('.', '/')}.py)" if module else ""
+        click.echo(f"  set:    {doc.set}{where}")
         if manager.name == "dra" and doc.dra:
             click.echo(f"  under dra: {doc.dra}")
     if manager.name == "dra" and full.startswith("nvidia.com/gpu."):
@@ -311,43 +355,59 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  NOT PUBLISHED: {rejected[full].message}")
 
 
-@cli.command("selector")
-@click.option("--product", default="", help="GPU model, e.g. H100, A100-80GB, or an exact "
-              "gpu.product value.")
-@click.option("--min-memory", type=int, default=None, help="At least this much GPU memory, MiB.")
-@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb (mixed strategy).")
-@click.option("--shared/--dedicated", default=None, help="A time-sliced/MPS resource, or not.")
+@cli.command("selector", epilog="Missed on purpose, where the labels cannot tell (each kind "
+             "in docs/selector.md): nodes with GPUs of several models when a filter needs the "
+             "model; MIG slices under --mig-strategy single when --mig-profile is given "
+             "(request them as nvidia.com/gpu); --shared/--dedicated where gpu.replicas is 0 "
+             "or absent (DRA nodes); MPS with MIG enabled (no labels); shared units for "
+             "--count above 1; models gfd's list names differently from NVML (a warning says "
+             "so).")
+@click.option("--product", default="", help="GPU model words, in any order (H100, A100-80GB), "
+              "or an exact gpu.product value (with or without -SHARED).")
+@click.option("--min-memory", type=int, default=None, help="At least this much memory per "
+              "unit the pod can get, MiB (a MIG slice's, an MPS replica's share).")
+@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb: requests "
+              "nvidia.com/mig-<profile> (mixed strategy).")
+@click.option("--shared", is_flag=True, default=False,
+              help="A time-sliced or MPS replica.")
+@click.option("--dedicated", is_flag=True, default=False, help="A unit no other pod shares.")
+@click.option("--renamed", is_flag=True, default=False, help="The device plugin renames shared "
+              "resources (renameByDefault): request <name>.shared (implies --shared).")
 @click.option("--family", default="", help="Architecture, e.g. hopper.")
 @click.option("--min-compute", default="", help="Minimum compute capability, e.g. 8.0.")
+@click.option("--count", type=int, default=1, help="How many units (devices with --dra).")
 @click.option("--label-set", type=click.Choice(LABEL_SETS), default="extended",
               help="compat: use only GFD's labels (for clusters labelled by GFD).")
 @click.option("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
               help="auto: a nodeSelector when exact values suffice, else node affinity.")
 @click.option("--dra", is_flag=True, default=False,
               help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
-                   "attributes) and the pod's node affinity over the labels of "
-                   "--resource-manager dra.")
-@click.option("--count", type=int, default=1, help="--dra: how many devices to claim.")
-@click.option("--name", default="", help="--dra: the ResourceClaimTemplate's name.")
-def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool | None,
-                 family: str, min_compute: str, label_set: str, form: str, dra: bool,
-                 count: int, name: str) -> None:
-    """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec; with --dra, a
-    ResourceClaimTemplate and the pod spec fragment (node affinity, resourceClaims) using it."""
+                   "attributes) and an example Pod using it, placed by node affinity over the "
+                   "labels of --resource-manager dra.")
+@click.option("--name", default=None, help="--dra: the ResourceClaimTemplate's name.")
+@click.option("--feature-gates", default="", help="--dra: the DRA driver's gates, e.g. "
+              "DynamicMIG=true (what its devices publish changes).")
+@click.option("--uuid", default="", help="--dra: one GPU (GPU-...) or MIG device (MIG-...).")
+def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool,
+                 dedicated: bool, renamed: bool, family: str, min_compute: str, count: int,
+                 label_set: str, form: str, dra: bool, name: str | None, feature_gates: str,
+                 uuid: str) -> None:
+    """Print where a GPU pod may run and what it must request: a pod-spec fragment (YAML) with
+    a nodeSelector or node affinity over gfd's labels and a container's resources.limits; with
+    --dra, a ResourceClaimTemplate and an example Pod (`kubectl apply -f -` accepts both).
+
+    A pod placed by it, requesting that resource, never gets a unit that breaks a filter."""
     import yaml
 
-    from gfd.selector import Constraints, claim, stanza
+    from gfd.selector import Options, render
 
-    constraints = Constraints(product=product, min_memory=min_memory, mig_profile=mig_profile,
-                              shared=shared, family=family, min_compute=min_compute,
-                              label_set=label_set)
-    if dra:
-        click.echo(yaml.safe_dump_all(claim(constraints, count=count, name=name),
-                                      sort_keys=False), nl=False)
-        return
-    if count != 1 or name:
-        raise ConfigError("--count and --name go with --dra (a ResourceClaimTemplate)")
-    click.echo(yaml.safe_dump(stanza(constraints, form=form), sort_keys=False), nl=False)
+    out = render(Options(product=product, min_memory=min_memory, mig_profile=mig_profile,
+                         shared=shared, dedicated=dedicated, renamed=renamed, family=family,
+                         min_compute=min_compute, count=count, dra=dra, name=name),
+                 label_set=label_set, form=form, feature_gates=feature_gates, uuid=uuid)
+    for line in out.warnings:
+        click.echo(line, err=True)
+    click.echo(yaml.safe_dump_all(out.documents, sort_keys=False), nl=False)
 
 
 @cli.command("docs")

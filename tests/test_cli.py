@@ -5,6 +5,7 @@ command's output, and errors mapped to exit codes (0 ok, 1 runtime, 2 usage or c
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 from pathlib import Path
@@ -222,7 +223,7 @@ def test_explain_prints_value_source_raw_rules_and_set() -> None:
         "  source: nvmlDeviceGetName",
         "  raw:    NVIDIA H100 80GB HBM3",
         "  rule 1: sanitise: keep [A-Za-z0-9-_. ], join words with '-'",
-        "  set:    compat (computed in gfd/labelers/gpu.py or gfd/labelers/mig.py)",
+        "  set:    compat (computed in gfd/labelers/gpu.py)",
         "  resource manager: device-plugin (--resource-manager device-plugin)",
     ]
 
@@ -385,6 +386,42 @@ def test_the_settings_summary_is_one_json_line_with_the_sharing_flattened() -> N
     assert data["sharing"] == {"strategy": "time-slicing", "resources": {"nvidia.com/gpu": 4}}
 
 
+def test_features_prints_the_nodefeatures_features_as_yaml_json_or_text() -> None:
+    import yaml as _yaml
+
+    shown = invoke("features", "--simulate", "dgx-a100-mig-mixed")
+    assert shown.exit_code == 0, shown.output
+    doc = _yaml.safe_load(shown.stdout)
+    gpus = [e["attributes"] for e in doc["instances"]["nvidia.gpu"]["elements"]]
+    assert [g["index"] for g in gpus] == [str(i) for i in range(8)]
+    assert {g["family"] for g in gpus} == {"ampere"}
+    migs = [e["attributes"] for e in doc["instances"]["nvidia.mig"]["elements"]]
+    assert migs and all(m["parent"] in {g["index"] for g in gpus} for m in migs)
+    assert set(doc["attributes"]["nvidia.driver"]["elements"]) == {"version", "cuda"}
+    as_json = invoke("features", "--simulate", "dgx-a100-mig-mixed", "--format", "json")
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout) == doc
+    text = invoke("features", "--simulate", "dgx-a100-mig-mixed", "--format", "text")
+    lines = text.stdout.splitlines()
+    assert lines == sorted(lines) and "nvidia.gpu[0].family=ampere" in lines
+    assert len(lines) == sum(len(g) for g in gpus) + sum(len(m) for m in migs) + 2
+
+
+def test_features_of_a_node_without_gpus_are_the_drivers_alone() -> None:
+    shown = invoke("features", "--simulate", "no-gpu", "--format", "json")
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.stdout)
+    assert doc["instances"] == {} and doc["flags"] == {}
+    assert list(doc["attributes"]) == ["nvidia.driver"]
+
+
+def test_diff_at_a_label_only_sink_shows_no_features(tmp_path: Path) -> None:
+    out = str(tmp_path / "gfd")
+    before = invoke("diff", "--simulate", "hgx-h100", "-o", out)
+    assert before.exit_code == 1
+    assert not [ln for ln in before.stdout.splitlines() if " feature " in ln]
+    assert "features:" not in before.stderr
+
+
 def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
     import yaml as _yaml
     from click.testing import CliRunner as _Runner
@@ -403,7 +440,7 @@ def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
     assert as_json.exit_code == 0 and json.loads(as_json.output) == doc
 
 
-def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
+def test_selector_dra_prints_a_template_and_a_complete_pod() -> None:
     import yaml as _yaml
     from click.testing import CliRunner as _Runner
 
@@ -415,6 +452,35 @@ def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
     template, pod = list(_yaml.safe_load_all(out.output))
     assert template["kind"] == "ResourceClaimTemplate"
     assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
-    assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
-    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--count", "2"])
+    assert pod["kind"] == "Pod"
+    assert pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
+    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--name", "a10"])
     assert bad.exit_code == 2 and "--dra" in bad.output
+
+
+@pytest.mark.parametrize("machine, strategy, module, source", [
+    ("dgx-a100-mig-mixed", "none", "gpu", "nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex "
+     "(each GPU), nvmlDeviceGetName (its model)"),
+    ("dgx-a100-mig-single", "single", "mig", "nvmlDeviceGetMaxMigDeviceCount, "
+     "nvmlDeviceGetMigDeviceHandleByIndex (each MIG device of each MIG-enabled GPU), "
+     "nvmlDeviceGetGpuInstanceId and nvmlDeviceGetComputeInstanceId (its profile)"),
+], ids=["gpus", "mig-single"])
+def test_explain_gpu_count_gives_its_true_source_rule_and_relation_to_devices(
+        machine: str, strategy: str, module: str, source: str) -> None:
+    """It named nvmlDeviceGetName, gave no rule, and guessed 'gpu.py or mig.py'; nothing
+    explained gpu.count=8 next to gpu.devices.full=4 on a MIG-mixed node."""
+    logger = logging.getLogger("gfd")
+    saved = (logger.handlers[:], logger.level, logger.propagate)  # explain sets "error"
+    try:
+        result = invoke("explain", "gpu.count", "--simulate", machine, "--mig-strategy",
+                        strategy, "--resource-manager", "device-plugin")
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1] == f"  source: {source}"
+    assert any(line.startswith("  rule 1: ") for line in lines)
+    assert any("gpu.devices.full counts the GPUs a pod can get whole (healthy, MIG off)" in line
+               for line in lines)
+    assert f"  set:    compat (computed in gfd/labelers/{module}.py)" in lines
+    assert " or " not in next(line for line in lines if line.startswith("  set:"))

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.memory_api import MemoryApi
 from helpers.agent_parts import make_agent
-from helpers.timing import BusyTime, LoopTime
+from helpers.timing import BusyTime, LoopTime, Sleeps
 from helpers.timing import Clock as LoopClock
 
 from gfd.budget import API_SHARE, Budget
@@ -25,11 +26,15 @@ from gfd.errors import (
     NvmlInitError,
     PublishError,
 )
+from gfd.features import node_features
 from gfd.labelers.options import LabelOptions
+from gfd.projection import project
 from gfd.readers.simulate import simulate
 from gfd.sharing import SharedResource, Sharing
 from gfd.sinks.base import PublishResult
 from gfd.sinks.featurefile import FeatureFileSink, parse
+from gfd.sinks.nodefeature import NodeFeatureSink, object_name
+from gfd.sinks.retry import Retry
 from gfd.snapshot import Snapshot
 from gfd.triggers import Trigger
 
@@ -681,6 +686,49 @@ def test_a_candidate_whose_new_back_end_fails_is_refused_and_closed(tmp_path, ca
     assert agent.cycle(), "the running parts label this cycle"
     assert agent.parts.discovery is running and broken.closed
     assert "new config refused: its GPU back end failed" in caplog.text
+
+
+def test_a_candidate_publishes_its_own_labels_and_features_in_one_write() -> None:
+    # The features are part of the checked projection: a reload to another back end (here
+    # a MIG node) writes that node's labels and features together, never old features
+    # beside new labels.
+    api = MemoryApi()
+    api.add_pod("gfd", "gfd-pod", "gfd")
+    nodefeature = NodeFeatureSink(api, "node-a", namespace="gfd", pod_name="gfd-pod",
+                                  retry=Retry(sleep=Sleeps()))
+    reloader = Candidates()
+    agent = make_agent(Source(H100), nodefeature, LabelOptions(), reloader=reloader)
+    assert agent.cycle()
+    stored = api.nodefeature("gfd", object_name("node-a"))
+    assert stored is not None and stored["spec"]["features"] == node_features(H100).to_api()
+    mig_node = Source(MIG)
+    reloader.candidate = lambda current: replace(current, discovery=mig_node)
+    api.clear_log()
+    assert agent.cycle() and agent.parts.discovery is mig_node
+    assert [c.method for c in api.calls] == ["replace_nodefeature"]
+    stored = api.nodefeature("gfd", object_name("node-a"))
+    assert stored is not None
+    assert stored["spec"]["features"] == node_features(MIG).to_api()
+    assert stored["spec"]["features"]["instances"]["nvidia.mig"]["elements"]
+    assert stored["spec"]["labels"] == project(MIG, LabelOptions()).labels
+
+
+def test_a_features_change_is_logged_like_a_labels_change(caplog) -> None:
+    api = MemoryApi()
+    api.add_pod("gfd", "gfd-pod", "gfd")
+    nodefeature = NodeFeatureSink(api, "node-a", namespace="gfd", pod_name="gfd-pod",
+                                  retry=Retry(sleep=Sleeps()))
+    upgraded = replace(H100, driver_version="550.54.16")  # a driver upgrade: one element
+    agent = make_agent(Source(H100, upgraded), nodefeature, LabelOptions(timestamp=1))
+    caplog.set_level(logging.INFO, logger="gfd")
+    assert agent.cycle()
+    first = [r.getMessage() for r in caplog.records if "features changed" in r.getMessage()]
+    assert len(first) == 1 and first[0].startswith(
+        f"features changed: +{len(node_features(H100).flat())} ~0 -0: +nvidia.driver.cuda ")
+    caplog.clear()
+    assert agent.cycle()
+    logged = [r.getMessage() for r in caplog.records if "changed" in r.getMessage()]
+    assert "features changed: +0 ~1 -0: ~nvidia.driver.version" in logged
 
 
 def test_a_pending_candidate_is_closed_when_the_agent_stops(tmp_path) -> None:

@@ -2,8 +2,8 @@
 DRA driver (``--resource-manager``; ``auto`` finds it on the node).
 
 Evidence of DRA, cheapest first: the DRA kubelet plugin's registration socket
-``gpu.nvidia.com-reg.sock`` in the kubelet's plugin registry (one ``stat`` per cycle), and,
-where gfd talks to the API server, the node's ResourceSlices of driver ``gpu.nvidia.com``
+(``dra.REGISTRATION_SOCKET``) in the kubelet's plugin registry (one ``stat`` per cycle), and,
+where gfd talks to the API server, the node's ResourceSlices of that driver
 (one field-selected LIST at start and then once a day, ``SLICE_RECHECK``, through a callable
 the wiring passes in: this module imports no Kubernetes client). No evidence means
 ``device-plugin``, what GFD assumes. A decision is logged once with its evidence, and
@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gfd import dra
 from gfd.errors import GfdError
 from gfd.fswatch import DirWatch, start_watch
 from gfd.snapshot import ResourceManager
@@ -30,19 +31,24 @@ from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
-DRA_DRIVER = "gpu.nvidia.com"
+DRA_DRIVER = dra.DRIVER
 """The NVIDIA DRA driver's name (its ResourceSlices' ``spec.driver``)."""
-REGISTRATION_SOCKET = f"{DRA_DRIVER}-reg.sock"
+REGISTRATION_SOCKET = dra.REGISTRATION_SOCKET
 """The socket the DRA kubelet plugin registers with the kubelet through."""
 
 SLICE_RECHECK = 86400.0
 """Seconds between two ResourceSlice LISTs of a running agent (the loop's duty). Rare on
-purpose: SPEC §4 allows an API sink at most one request per node-hour in steady state, and
-this is the fallback evidence -- a plugin that registers or leaves is seen at once through
-the plugin registry, at no API cost; a resource manager changes with a driver reinstall."""
+purpose: an API sink's budget is at most one request per node-hour in steady state
+(BENCHMARKS.md, "API load"), and this is the fallback evidence -- a plugin that registers
+or leaves is seen at once through the plugin registry, at no API cost; a resource manager
+changes with a driver reinstall."""
+
+DEFAULT_REGISTRY = "/var/lib/kubelet/plugins_registry"
+"""The kubelet's: missing there is usual off a node (``gfd labels`` on a workstation), so
+said at info level; a path given that does not exist is a warning."""
 
 SliceCount = Callable[[], int]
-"""How many ResourceSlices of driver ``gpu.nvidia.com`` this node has (raises GfdError)."""
+"""How many ResourceSlices of the DRA driver this node has (raises GfdError)."""
 
 
 @dataclass(slots=True)
@@ -53,7 +59,7 @@ class ResourceManagerReader:
     """``auto``, ``device-plugin`` or ``dra``."""
     plugins_registry: str
     slices: SliceCount | None = None
-    """Counts this node's gpu.nvidia.com ResourceSlices; None without an API sink."""
+    """Counts this node's ResourceSlices of the DRA driver; None without an API sink."""
     release: Callable[[], None] | None = None
     """Frees what ``slices`` holds (its API client), called by ``close()``."""
     _last: ResourceManager | None = field(default=None, init=False)
@@ -65,6 +71,8 @@ class ResourceManagerReader:
     _watch: DirWatch | None = field(default=None, init=False)
     _denied: bool = field(default=False, init=False)
     """Whether the registry's permissions were already said to hide the plugin."""
+    _missing: bool = field(default=False, init=False)
+    """Whether the registry directory was already said to be missing."""
 
     def refresh(self) -> None:
         """Ask the API server again at the next read (the loop's ResourceSlice duty)."""
@@ -122,6 +130,17 @@ class ResourceManagerReader:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
             socket = f"no {path}"
+            if not self._missing and not os.path.isdir(self.plugins_registry):
+                self._missing = True  # a missing mount: said once; a warning where a path
+                # was given and nothing else can tell (no ResourceSlices to ask)
+                log.log(logging.WARNING if (self.plugins_registry != DEFAULT_REGISTRY
+                                            and self.slices is None) else logging.INFO,
+                        "resource manager: --plugins-registry %s does not exist, so auto "
+                        "cannot see the DRA plugin and takes this node as device-plugin unless "
+                        "%s (mount the kubelet's plugins_registry there read-only, or set "
+                        "--resource-manager)", self.plugins_registry,
+                        "its ResourceSlices say dra" if self.slices is not None
+                        else "told otherwise")
         except PermissionError as exc:
             socket = f"{path} unreadable: {exc.strerror or exc}"
             if not self._denied:  # once; a warning only where nothing else can tell

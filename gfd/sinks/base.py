@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from gfd.features import Features
 from gfd.triggers import Fire
 
 
@@ -16,6 +17,9 @@ class Change:
     added: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    previous: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    """The values the target held for the changed and removed keys, as read there (what
+    an Event's ``old -> new`` shows, even for the first change an agent makes)."""
 
     @property
     def empty(self) -> bool:
@@ -27,10 +31,13 @@ class Change:
 
 def diff(old: Mapping[str, str], new: Mapping[str, str]) -> Change:
     """Keys added, changed and removed going from ``old`` to ``new``."""
+    changed = tuple(sorted(k for k in new if k in old and old[k] != new[k]))
+    removed = tuple(sorted(k for k in old if k not in new))
     return Change(
         added=tuple(sorted(k for k in new if k not in old)),
-        changed=tuple(sorted(k for k in new if k in old and old[k] != new[k])),
-        removed=tuple(sorted(k for k in old if k not in new)),
+        changed=changed,
+        removed=removed,
+        previous=tuple((k, old[k]) for k in (*changed, *removed)),
     )
 
 
@@ -42,6 +49,9 @@ class PublishResult:
     written: bool
     change: Change = field(default_factory=Change)
     rejected: tuple[str, ...] = ()
+    features: Change = field(default_factory=Change)
+    """The feature elements (flat names, ``features.flatten``) the write added, changed or
+    removed; empty at a target that carries no features."""
 
 
 class Sink(Protocol):
@@ -50,15 +60,20 @@ class Sink(Protocol):
     name: str
 
     def publish(self, labels: dict[str, str], *,
-                features: Mapping[str, Any] | None = None) -> PublishResult:
+                features: Features | None = None) -> PublishResult:
         """Make the target hold exactly these labels (as far as gfd owns them); ``features``:
-        NFD's ``spec.features`` for a target that carries them (the NodeFeature), else
-        ignored."""
+        the projection's features, for a target that carries them (the NodeFeature; None:
+        none given), else ignored."""
         ...
 
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
         """What gfd has published at the target now (reads it; for ``gfd diff``), and the
         current values of the keys in ``also`` where others may hold them (the Node)."""
+        ...
+
+    def published_features(self) -> dict[str, str] | None:
+        """gfd's features at the target now, flat (``features.flatten``; reads it, for
+        ``gfd diff``); None for a target that carries no features."""
         ...
 
     def prune(self) -> PublishResult:

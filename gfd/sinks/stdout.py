@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
 
+from gfd.errors import ConfigError
+from gfd.features import Features
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.featurefile import render
 from gfd.triggers import Fire
@@ -19,11 +20,20 @@ class StdoutSink:
     name: str = "stdout"
     _last: dict[str, str] | None = field(default=None, init=False)
 
+    def published_features(self) -> dict[str, str] | None:
+        return None  # labels only
+
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
-        return dict(self._last or {})
+        """What this sink printed; standard output keeps nothing to read back, so ``gfd
+        diff -o -`` (a new sink) is refused rather than shown as adding every label."""
+        if self._last is None:
+            raise ConfigError("-o - (standard output) holds no published labels to compare "
+                              "with: diff the feature file (-o PATH) or an API sink (--sink "
+                              "node|nodefeature); gfd labels prints what gfd would publish")
+        return dict(self._last)
 
     def publish(self, labels: dict[str, str], *,
-                features: Mapping[str, Any] | None = None) -> PublishResult:
+                features: Features | None = None) -> PublishResult:
         change = diff(self._last or {}, labels)
         if self._last is not None and change.empty:
             return PublishResult(written=False, change=change)

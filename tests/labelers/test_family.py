@@ -1,6 +1,6 @@
 """``gpu.family`` and ``gpu.compute.major|minor`` from the compute capability by GFD's family
 table (docs/gfd-compatibility.md, "Architecture family"). The table has one home
-(labelers/family.py); ``gfd selector`` checks against it."""
+(gfd/facts/family.py); ``gfd selector`` checks against it."""
 
 from __future__ import annotations
 
@@ -8,25 +8,22 @@ import pytest
 from helpers.builders import P, gpu, labelling, labels, snapshot
 
 from gfd.errors import ConfigError
-from gfd.labelers.family import FAMILIES, family
-from gfd.selector import Constraints, requirements
-
-
-def test_families_are_every_name_the_table_gives_oldest_first() -> None:
-    given = [family(major, minor) for major in range(0, 20) for minor in range(0, 12)]
-    assert set(FAMILIES) == set(given) - {"undefined"}
-    assert list(FAMILIES) == sorted(FAMILIES, key=given.index)
+from gfd.facts.family import FAMILIES
+from gfd.selector import Options, parse
+from gfd.selector.labels import terms
 
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_selector_accepts_every_family_the_labelers_can_write(name: str) -> None:
-    assert requirements(Constraints(family=name)) == [[("nvidia.com/gpu.family", "In", (name,))]]
+    assert terms(parse(Options(family=name))) == [[("nvidia.com/gpu.family", "In", (name,)),
+                                                   ("nvidia.com/gpu.heterogeneous", "In",
+                                                    ("false",))]]
 
 
 @pytest.mark.parametrize("name", ["undefined", "quantum", "Hopper"])
 def test_selector_refuses_a_family_the_labelers_never_write(name: str) -> None:
     with pytest.raises(ConfigError, match="must be one of tesla, fermi"):
-        requirements(Constraints(family=name))
+        parse(Options(family=name))
 
 
 # --- the labels --------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from fakes.memory_api import MemoryApi
 from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
 
-from gfd.errors import ApiError, ApiSinkError, PublishError
+from gfd.errors import ApiError, ApiSinkError, PublishError, Refused
+from gfd.features import DriverFeature, Features, GpuFeature
 from gfd.kube import Kube
 from gfd.sinks.node import REJECTED_RETRY_CAP
 from gfd.sinks.nodefeature import (
@@ -578,15 +579,13 @@ def test_prune_deletes_the_object_and_reports_its_labels(api: MemoryApi) -> None
 @pytest.mark.parametrize("refs, mark", [([GFD_DS, GFD_POD], False), ([GFD_DS], True), ([], False)],
                          ids=["another-daemonsets", "marked-but-another-daemonsets",
                               "no-owner-no-mark"])
-def test_prune_leaves_an_object_gfd_may_not_have_written(
-        api: MemoryApi, caplog: pytest.LogCaptureFixture, refs: list[dict[str, Any]],
-        mark: bool) -> None:
+def test_prune_refuses_an_object_gfd_may_not_have_written(
+        api: MemoryApi, refs: list[dict[str, Any]], mark: bool) -> None:
     before = foreign(api, *refs, mark=mark)
-    result = sink(api).prune()
-    assert not result.written and result.change.empty
+    with pytest.raises(Refused, match=f"^NodeFeature {NS}/{NF} left in place: ") as refused:
+        sink(api).prune()
+    assert "\n" not in str(refused.value)
     assert api.nodefeature(NS, NF) == before and api.count("delete_nodefeature") == 0
-    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warning.startswith(f"NodeFeature {NS}/{NF} left in place: ")
 
 
 @pytest.mark.parametrize("refs, mark, pod", [([OWNER], False, POD), ([], True, ""),
@@ -722,12 +721,10 @@ def test_a_pruned_object_is_no_drift(
 
 # ----------------------------------------------------------------------------- features
 
-GPU_FEATURES = {"attributes": {"nvidia.driver": {"elements": {"version": "550.54.15",
-                                                              "cuda": "12.4"}}},
-                "flags": {},
-                "instances": {"nvidia.gpu": {"elements": [
-                    {"attributes": {"index": "0", "uuid": "GPU-0", "memory": "81559"}}]}}}
-FEWER_GPUS = {**GPU_FEATURES, "instances": {"nvidia.gpu": {"elements": []}}}
+GPU_FEATURES = Features(
+    gpus=(GpuFeature(index=0, uuid="GPU-0", product="", name="", memory=81559),),
+    driver=DriverFeature(version="550.54.15", cuda="12.4"))
+FEWER_GPUS = Features(driver=GPU_FEATURES.driver)
 
 
 def stored_features(api: MemoryApi) -> dict[str, Any]:
@@ -739,14 +736,25 @@ def stored_features(api: MemoryApi) -> dict[str, Any]:
 def test_features_are_written_with_the_labels_and_only_on_change(api: MemoryApi) -> None:
     nodefeature = sink(api)
     assert nodefeature.publish(LABELS, features=GPU_FEATURES).written
-    assert stored_features(api) == GPU_FEATURES and stored_labels(api) == LABELS
+    assert stored_features(api) == GPU_FEATURES.to_api() and stored_labels(api) == LABELS
     api.clear_log()
     assert not nodefeature.publish(LABELS, features=GPU_FEATURES).written
     assert api.count() == 0
     result = nodefeature.publish(LABELS, features=FEWER_GPUS)
     assert result.written and result.change.empty, "the labels it requests are unchanged"
+    assert result.features.removed == ("nvidia.gpu[0].index", "nvidia.gpu[0].memory",
+                                       "nvidia.gpu[0].uuid")
+    assert not result.features.added and not result.features.changed
     assert methods(api) == ["replace_nodefeature"]
-    assert stored_features(api) == FEWER_GPUS
+    assert stored_features(api) == FEWER_GPUS.to_api()
+
+
+def test_the_first_write_reports_every_feature_element_added(api: MemoryApi) -> None:
+    result = sink(api).publish(LABELS, features=GPU_FEATURES)
+    assert result.features.added == tuple(sorted(GPU_FEATURES.flat()))
+    other = MemoryApi()
+    other.add_pod(NS, POD, "gfd")
+    assert sink(other).publish(LABELS).features.empty, "no features given: none reported"
 
 
 def test_features_of_other_names_in_the_object_are_kept(api: MemoryApi) -> None:
@@ -756,8 +764,27 @@ def test_features_of_other_names_in_the_object_are_kept(api: MemoryApi) -> None:
     assert nodefeature.publish(CHANGED, features=FEWER_GPUS).written
     features = stored_features(api)
     assert features["flags"] == {"example.feature": {"elements": {"x": {}}}}
-    assert features["instances"] == FEWER_GPUS["instances"]
-    assert features["attributes"] == GPU_FEATURES["attributes"]
+    assert features["instances"] == FEWER_GPUS.to_api()["instances"] == {}
+    assert features["attributes"] == GPU_FEATURES.to_api()["attributes"]
+
+
+def test_published_features_are_gfds_part_of_the_object_flat(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    assert nodefeature.published_features() == {}, "no object yet: no features"
+    nodefeature.publish(LABELS, features=GPU_FEATURES)
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    obj["spec"]["features"]["flags"] = {"example.feature": {"elements": {"x": {}}}}
+    api.replace_nodefeature(NS, obj)  # another writer's feature: not gfd's, not shown
+    assert nodefeature.published_features() == GPU_FEATURES.flat() == {
+        "nvidia.driver.cuda": "12.4", "nvidia.driver.version": "550.54.15",
+        "nvidia.gpu[0].index": "0", "nvidia.gpu[0].memory": "81559",
+        "nvidia.gpu[0].uuid": "GPU-0"}
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    obj["spec"]["features"]["attributes"]["nvidia.driver"]["elements"]["cuda"] = "11.0"
+    api.replace_nodefeature(NS, obj)
+    assert nodefeature.published_features()["nvidia.driver.cuda"] == "11.0"
 
 
 def test_a_resync_heals_features_someone_changed(api: MemoryApi) -> None:
@@ -771,7 +798,7 @@ def test_a_resync_heals_features_someone_changed(api: MemoryApi) -> None:
     nodefeature.refresh()
     assert nodefeature.publish(LABELS, features=GPU_FEATURES).written
     assert methods(api) == ["get_nodefeature", "replace_nodefeature"]
-    assert stored_features(api) == GPU_FEATURES
+    assert stored_features(api) == GPU_FEATURES.to_api()
 
 
 def test_the_watch_reports_changed_features_as_drift(
