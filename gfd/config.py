@@ -559,8 +559,8 @@ class Settings:
         120.0, kind=Duration(zero=False), flags=("--stuck-after",), env=("GFD_STUCK_AFTER",),
         part=Part.RESTART, group=_RUN,
         help="/healthz fails when a cycle runs longer than this (a hung NVML call), or the "
-             "loop is this late to wake; an API request gets a quarter of it, at most 30s, "
-             "connect included.")
+             "loop is this late to wake; a cycle's API requests share half of it (from the "
+             "cycle's start), each at most a quarter of it and 30s, connect included.")
 
     sharing: Sharing = field(default_factory=Sharing)
     """From the config file's sharing section (no flag sets it)."""
