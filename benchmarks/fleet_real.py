@@ -39,6 +39,7 @@ import math
 import os
 import random
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -680,6 +681,8 @@ def main(argv: list[str] | None = None) -> int:
     config = Config(args.nodes, modes, args.burst, args.steady, args.idle, args.seed,
                     args.workers)
     logging.getLogger("gfd").setLevel(logging.ERROR)
+    # a SIGTERM (timeout, kill) unwinds like an error: every control plane is stopped
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
     load = os.getloadavg()
     started = time.monotonic()
     runs: dict[str, dict[str, Any]] = {}
