@@ -519,7 +519,8 @@ def summarise(config: Config, mode: str, phases: dict[str, Any], fleet: Fleet,
 def command(config: Config) -> str:
     modes = "" if config.modes == tuple(MODES) else f" --modes {','.join(config.modes)}"
     return (f"python -m benchmarks.fleet_real --nodes {config.nodes} --burst "
-            f"{config.burst:g} --steady {config.steady:g}{modes} --write")
+            f"{config.burst:g} --steady {config.steady:g} --idle {config.idle:g}{modes} "
+            f"--write")
 
 
 def combine(config: Config, runs: dict[str, dict[str, Any]], total: float,
