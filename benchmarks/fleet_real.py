@@ -429,12 +429,14 @@ def run_mode(config: Config, mode: str, assets: Path, tmp: Path) -> dict[str, An
 
         sampler = threading.Thread(target=watch_rate, daemon=True)
         sampler.start()
-        fleet.burst(config.burst, random.Random(config.seed), config.workers)
-        if watched:
-            wait(lambda: sample(plane).watches >= config.nodes + s1.watches,
-                 "the watches to open")
-        done.set()
-        sampler.join()
+        try:
+            fleet.burst(config.burst, random.Random(config.seed), config.workers)
+            if watched:
+                wait(lambda: sample(plane).watches >= config.nodes + s1.watches,
+                     "the watches to open")
+        finally:  # the sampler ends before the control plane does, however this ends
+            done.set()
+            sampler.join()
         s2 = sample(plane)
         phases["burst"] = phase(s1, s2)
         threading.Thread(target=fleet.loop, daemon=True).start()
