@@ -94,6 +94,12 @@ def slow_rewrite(path: Path, text: str) -> None:
             time.sleep(0.02)
 
 
+def applied_labels(server: FakeApiServer) -> list[dict[str, str]]:
+    """The labels of every PATCH the API server answered 200, in order."""
+    return [(r.json() or {}).get("metadata", {}).get("labels", {})
+            for r in server.requests if r.method == "PATCH" and r.status == 200]
+
+
 def test_a_hundred_in_place_rewrites_never_publish_a_config_the_writer_had_not_finished(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
     """Regression (issue 20): gfd took the truncated, empty file for a valid empty config
@@ -113,9 +119,12 @@ def test_a_hundred_in_place_rewrites_never_publish_a_config_the_writer_had_not_f
         for _ in range(100):
             slow_rewrite(cfg, TS.format(4))
         slow_rewrite(cfg, TS.format(8))  # a real change is still taken, once settled
-        wait_for(lambda: server.labels(NODE).get(REPLICAS) == "8", timeout=10)
-        applied = [(r.json() or {}).get("metadata", {}).get("labels", {})
-                   for r in server.requests if r.method == "PATCH" and r.status == 200]
+        # The server logs a request once it has answered it, just after the Node changed:
+        # wait for the log to hold the write of 8, not only for the Node to show it.
+        wait_for(lambda: [labels.get(REPLICAS) for labels in applied_labels(server)][-1:]
+                 == ["8"], timeout=10)
+        applied = applied_labels(server)
+        wait_for(lambda: "config reloaded" in agent.logs())  # may be logged after the write
         logs = agent.logs()
         assert agent.stop() == 0
     assert [labels.get(REPLICAS) for labels in applied] == ["4", "8"], logs[-2000:]

@@ -61,6 +61,14 @@ def without_timestamp(labels: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in labels.items() if k != TIMESTAMP}
 
 
+CONTAINER_S = 180
+"""Seconds a container step may take (``podman run`` to the first labels, an init container,
+``podman kill`` to the exit, an inspect): podman, conmon and runc each start a process and
+the container a Python program, every one of them many times slower on a loaded 2-core
+machine than on a quiet one. A step ends as soon as its event happens: a passing test never
+waits this long."""
+
+
 class Pod:
     """One pod's container on a GPU node: the host's directories, the fake NVML machine,
     optionally the API server, and the container podman runs."""
@@ -114,7 +122,7 @@ class Pod:
                                    container_name=f"{self.name}-{init}")
             argv.insert(argv.index("run") + 1, "--rm")
             done = subprocess.run(argv,
-                                  capture_output=True, text=True, timeout=60, check=False)
+                                  capture_output=True, text=True, timeout=CONTAINER_S, check=False)
             assert done.returncode == 0, f"init container {init}: {done.stdout}{done.stderr}"
         argv = pods.podman_run(doc, container, image=self.image, host=self.host,
                                downward=self.downward, nvml_lib=self.nvml_lib,
@@ -128,20 +136,20 @@ class Pod:
         """The container's main process as the host sees it."""
         def running() -> bool:
             return self.inspect("{{.State.Pid}}") not in ("", "0")
-        wait_for(running, timeout=30)
+        wait_for(running, timeout=CONTAINER_S)
         return int(self.inspect("{{.State.Pid}}"))
 
     def inspect(self, template: str) -> str:
         return subprocess.run([*pods.PODMAN, "inspect", "--format", template, self.name],
-                              capture_output=True, text=True, timeout=30,
+                              capture_output=True, text=True, timeout=CONTAINER_S,
                               check=False).stdout.strip()
 
     def terminate(self) -> int:
         """SIGTERM, as the kubelet stops a container; the container's exit status."""
         subprocess.run([*pods.PODMAN, "kill", "--signal", "TERM", self.name],
-                       capture_output=True, timeout=30, check=True)
+                       capture_output=True, timeout=CONTAINER_S, check=True)
         assert self.proc is not None
-        return self.proc.wait(timeout=30)
+        return self.proc.wait(timeout=CONTAINER_S)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -158,7 +166,7 @@ class Pod:
 
     def close(self) -> None:
         subprocess.run([*pods.PODMAN, "rm", "--force", "--time", "0", self.name],
-                       capture_output=True, timeout=60, check=False)
+                       capture_output=True, timeout=CONTAINER_S, check=False)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -191,7 +199,7 @@ def workload(name: str) -> dict[str, Any]:
 def in_image(image: str, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*pods.PODMAN, "run", "--rm", *pods.RLIMITS, "--network", "none",
                            "--entrypoint", argv[0], image, *argv[1:]],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=CONTAINER_S, check=False)
 
 
 def test_the_image_holds_exactly_the_locked_wheels_and_pip_check_is_clean(image: str) -> None:
@@ -236,7 +244,7 @@ def test_the_image_runs_this_checkouts_gfd(image: str) -> None:
 def test_static_oneshot_job_labels_once_and_exits_zero(pod_factory: Any) -> None:
     pod = pod_factory("t4x4")
     pod.start(workload("static-job"), "gpu-feature-discovery")
-    assert pod.proc.wait(timeout=60) == 0, pod.output()
+    assert pod.proc.wait(timeout=CONTAINER_S) == 0, pod.output()
     labels, expires = parse(pod.feature_file.read_text())
     assert expires is None, "nothing refreshes a one-shot's file: it must not lapse"
     assert without_timestamp(labels) == golden("t4x4__none__compat")
@@ -247,7 +255,7 @@ def test_static_daemonset_runs_as_root_found_by_argv0_and_ends_on_sigterm(
     pod = pod_factory("hgx_h100")
     argv = pod.start(workload("static-daemonset"), "gpu-feature-discovery")
     assert '["/usr/bin/gpu-feature-discovery"]' in argv, "the spec's command is the entrypoint"
-    wait_for(lambda: pod.feature_file.exists(), timeout=30)
+    wait_for(lambda: pod.feature_file.exists(), timeout=CONTAINER_S)
     labels, _ = parse(pod.feature_file.read_text())
     assert without_timestamp(labels) == golden("hgx_h100__none__compat")
     pid = pod.main_pid()
@@ -274,7 +282,7 @@ def test_gpu_operator_publishes_a_nodefeature_and_reloads_on_config_managers_sig
     pod.host.select_config("default")
     pod.api(OPERATOR_RBAC_DENIES)
     pod.start(workload("gpu-operator"), "gpu-feature-discovery")
-    wait_for(lambda: pod.nodefeature_labels() != {}, timeout=30)
+    wait_for(lambda: pod.nodefeature_labels() != {}, timeout=CONTAINER_S)
     assert without_timestamp(pod.nodefeature_labels()) == golden(
         "hgx_h100__none__compat", **{"nvidia.com/mig.strategy": "single"})
     assert not pod.feature_file.exists(), "NodeFeature mode writes no file"
@@ -282,9 +290,9 @@ def test_gpu_operator_publishes_a_nodefeature_and_reloads_on_config_managers_sig
     pod.host.select_config("ts4")
     assert pod.main_pid() in config_manager_lookup("gpu-feature-discovery")
     subprocess.run([*pods.PODMAN, "kill", "--signal", "HUP", pod.name], capture_output=True,
-                   timeout=30, check=True)
+                   timeout=CONTAINER_S, check=True)
     wait_for(lambda: pod.nodefeature_labels().get("nvidia.com/gpu.replicas") == "4",
-             timeout=20)
+             timeout=CONTAINER_S)
     assert pod.nodefeature_labels()["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
     assert pod.terminate() == 0, pod.output()
 
@@ -296,7 +304,7 @@ def test_gpu_operator_on_openshift_writes_the_feature_file_with_vgpu_labels(
     pod.host.select_config("default")
     pod.start(workload("gpu-operator"), "gpu-feature-discovery",
               extra_env={"USE_NODE_FEATURE_API": "false"})
-    wait_for(lambda: pod.feature_file.exists(), timeout=30)
+    wait_for(lambda: pod.feature_file.exists(), timeout=CONTAINER_S)
     labels, _ = parse(pod.feature_file.read_text())
     assert without_timestamp(labels) == golden(
         "hgx_h100__none__compat", **{"nvidia.com/mig.strategy": "single",
@@ -324,7 +332,7 @@ def test_device_plugin_chart_publishes_mixed_mig_labels_as_a_nodefeature(
     pod.host.select_config("default")
     pod.api(CHART_RBAC_DENIES)
     pod.start(workload("device-plugin-chart"), "gpu-feature-discovery-ctr")
-    wait_for(lambda: pod.nodefeature_labels() != {}, timeout=30)
+    wait_for(lambda: pod.nodefeature_labels() != {}, timeout=CONTAINER_S)
     assert without_timestamp(pod.nodefeature_labels()) == golden(
         "dgx_a100_layout__mixed__compat")
     assert pod.terminate() == 0, pod.output()
@@ -372,7 +380,7 @@ def test_gfds_file_mode_runs_read_only_without_capabilities(pod_factory: Any,
     argv = pod.start(doc, "gfd")
     assert "--read-only" in argv and ["--cap-drop", "ALL"] == argv[argv.index("--cap-drop"):
                                                                  argv.index("--cap-drop") + 2]
-    wait_for(lambda: pod.feature_file.exists(), timeout=30)
+    wait_for(lambda: pod.feature_file.exists(), timeout=CONTAINER_S)
     labels, _ = parse(pod.feature_file.read_text())
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert labels["nvidia.com/gpu.count"] == "8"
@@ -401,7 +409,7 @@ def test_gfds_node_mode_labels_the_node_as_a_non_root_user(pod_factory: Any,
     def labelled() -> bool:
         return "nvidia.com/gpu.product" in (server.node(pod.downward.node)["metadata"]
                                             .get("labels") or {})
-    wait_for(labelled, timeout=30)
+    wait_for(labelled, timeout=CONTAINER_S)
     labels = server.node(pod.downward.node)["metadata"]["labels"]
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     pid = pod.main_pid()
@@ -438,7 +446,7 @@ def test_gfds_node_mode_labels_a_real_api_servers_node_as_the_manifests_service_
         def labels() -> dict[str, str]:
             obj = control_plane.get(f"/api/v1/nodes/{node}") or {}
             return dict(obj.get("metadata", {}).get("labels") or {})
-        wait_for(lambda: "nvidia.com/gpu.product" in labels(), timeout=60)
+        wait_for(lambda: "nvidia.com/gpu.product" in labels(), timeout=CONTAINER_S)
         published = labels()
         assert published["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
         assert published["nvidia.com/gpu.count"] == "8"
