@@ -1,5 +1,6 @@
-"""The command line: options (generated from the settings table), the commands, their
-output, signals, and the mapping of errors to exit codes (0 ok, 1 runtime, 2 usage/config).
+"""The command line: the commands, what each prints, signals, and the agent's start. Options
+(generated from the settings table), ``-o/--output``, help, errors and exit codes are
+``cli_options``'s; the output formats are ``render``'s.
 
 Building the objects a command needs is ``app``'s job; this module only parses, prints
 and decides the exit status.
@@ -8,28 +9,37 @@ and decides the exit status.
 from __future__ import annotations
 
 import difflib
-import enum
-import json
 import logging
 import sys
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from gfd import __version__
-from gfd.config import BY_NAME, Bool, Entry, Group, Settings, ValueProblem, entries
-from gfd.errors import ConfigError, GfdError
+from gfd import __version__, render
+from gfd.cli_agent import ReloadAsked, run_agent
+from gfd.cli_options import (
+    Exit,
+    Group,
+    chosen_output,
+    exit_code,
+    explicit,
+    output_file_alias,
+    output_option,
+    settings_options,
+)
+from gfd.config import Settings
+from gfd.errors import GfdError
 from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 from gfd.labelers.options import LABEL_SETS
 
 if TYPE_CHECKING:
     from gfd.configfile import FileConfig
 
+__all__ = ["Exit", "ReloadAsked", "cli", "exit_code", "main", "run_agent"]
+
 log = logging.getLogger("gfd")
 
-F = TypeVar("F", bound=Callable[..., Any])
 _TIMESTAMP = "nvidia.com/gfd.timestamp"
 
 
@@ -37,81 +47,11 @@ class LabelNotFound(GfdError):
     """``gfd explain`` was asked about a label this machine does not get."""
 
 
-class Exit(enum.IntEnum):
-    OK = 0
-    FAILURE = 1
-    USAGE = 2
-
-
-# --------------------------------------------------------------------------- options
-
-
-class _SettingType(click.ParamType[Any]):
-    """A click type that parses a setting's text with its kind from the settings table."""
-
-    def __init__(self, entry: Entry) -> None:
-        self.entry = entry
-        self.name = entry.spec.kind.metavar.lower()
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
-        return self.entry.spec.kind.metavar
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
-        if not isinstance(value, str):
-            return value  # a valueless boolean flag: its flag_value
-        try:
-            return self.entry.spec.kind.from_text(value)
-        except ValueProblem as exc:
-            self.fail(str(exc), param, ctx)
-
-
-class _SettingOption(click.Option):
-    """An option whose default lives in the settings table: click sees None (so an option
-    not given lets the config file decide), help shows the table's default."""
-
-    def __init__(self, *args: Any, entry: Entry, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.entry = entry
-
-    def get_help_extra(self, ctx: click.Context) -> Any:
-        extra = super().get_help_extra(ctx)
-        extra["default"] = self.entry.spec.kind.render(self.entry.default) or '""'
-        return extra
-
-
-def _option(entry: Entry) -> Callable[[F], F]:
-    spec = entry.spec
-    extra: dict[str, Any] = {}
-    if isinstance(spec.kind, Bool):
-        extra = {"is_flag": False, "flag_value": True}  # --x, --x=true|false, as GFD
-    return click.option(*spec.flags, entry.name, cls=_SettingOption, entry=entry,
-                        type=_SettingType(entry), default=None, envvar=list(spec.env),
-                        show_envvar=bool(spec.env), help=spec.help, **extra)
-
-
-def options(*groups: Group) -> Callable[[F], F]:
-    """The options of the settings in these groups, in table order."""
-
-    def apply(func: F) -> F:
-        for entry in reversed(list(entries(*groups))):
-            func = _option(entry)(func)
-        return func
-
-    return apply
-
-
-def _explicit(params: dict[str, Any]) -> dict[str, Any]:
-    """The settings given on the command line or in the environment (click passes None for
-    the others, so the config file and the defaults can fill them)."""
-    return {k: v for k, v in params.items() if k in BY_NAME and v is not None}
-
-
 def build_settings(params: dict[str, Any]) -> tuple[Settings, FileConfig | None]:
     """Settings from this command's options and the config file; also the parsed file."""
     from gfd.app import load_settings
 
-    return load_settings(_explicit(params))
+    return load_settings(explicit(params))
 
 
 def _configure_logging(level: str, fmt: str) -> None:
@@ -120,42 +60,27 @@ def _configure_logging(level: str, fmt: str) -> None:
     configure(level=level, fmt=fmt)
 
 
-def exit_code(prog: str, exc: GfdError) -> Exit:
-    """One line on stderr for an error, and its exit code: 2 for usage and config, else 1."""
-    click.echo(f"{prog}: error: {exc}", err=True)
-    return Exit.USAGE if isinstance(exc, ConfigError) else Exit.FAILURE
-
-
-class GfdGroup(click.Group):
-    """Maps gfd's errors to one line on stderr and an exit code, for every command."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except GfdError as exc:
-            ctx.exit(exit_code("gfd", exc))
-
-
-@click.group(cls=GfdGroup,
+@click.group("gfd", cls=Group,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", message="%(version)s")
 def cli() -> None:
-    """gfd: GPU feature discovery for Kubernetes (NVIDIA GPU node labels)."""
+    """gfd: GPU feature discovery for Kubernetes (NVIDIA GPU node labels).
+
+    Commands that print data take -o/--output (text, json, yaml...); `run` and
+    `gpu-feature-discovery` keep GFD's -o FILE (the feature file)."""
 
 
 # --------------------------------------------------------------------------- one-shot commands
 
 
 @cli.command("labels")
-@options(Group.DISCOVERY)
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
-              help="text: sorted key=value lines; json: one object.")
+@settings_options("labels")
+@output_option("labels")
 @click.pass_context
-def labels_cmd(ctx: click.Context, /, **params: Any) -> None:
+def labels_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     """Print the labels this node would get, sorted (no side effects); the resource manager
     they are for, and why, on stderr."""
     from gfd.app import label_once
-    from gfd.sinks.featurefile import render
 
     settings, _ = build_settings(params)
     _configure_logging(settings.log_level if settings.log_level != "info" else "warning",
@@ -163,46 +88,45 @@ def labels_cmd(ctx: click.Context, /, **params: Any) -> None:
     snapshot, labelling = label_once(settings, int(time.time()))
     manager = snapshot.resource_manager
     click.echo(f"resource manager: {manager.name} ({manager.evidence})", err=True)
-    if params["output_format"] == "json":
-        click.echo(json.dumps(labelling.labels, indent=2, sort_keys=True))
-    else:
-        click.echo(render(labelling.labels, expires=None), nl=False)
+    click.echo(render.labels(labelling.labels, chosen_output(ctx, output)), nl=False)
 
 
 @cli.command("snapshot")
-@options(Group.DISCOVERY)
+@settings_options("snapshot")
+@output_option("snapshot")
 @click.pass_context
-def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Print the raw GPU snapshot as JSON (attach it to bug reports; replay with --snapshot)."""
+def snapshot_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
+    """Print the raw GPU snapshot (attach it to bug reports; replay the JSON with
+    --snapshot)."""
+    import json
+
     from gfd.app import read_once
 
     settings, _ = build_settings(params)
     _configure_logging("warning", settings.log_format)
-    click.echo(read_once(settings).to_json(), nl=False)
+    text = read_once(settings).to_json()
+    click.echo(text if output == "json" else render.document(json.loads(text), output),
+               nl=False)
 
 
 @cli.command("devices")
-@options(Group.DISCOVERY)
-@click.option("--format", "output_format", type=click.Choice(["yaml", "json"]), default="yaml",
-              help="yaml (default) or json.")
+@settings_options("devices")
+@output_option("devices")
 @click.pass_context
-def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it (driver
-    gpu.nvidia.com): device names, attributes with their types, capacities; what to write
+def devices_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
+    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it: device
+    names, attributes with their types, capacities; what to write
     CEL selectors against. A device the snapshot cannot describe fully lists what is missing.
     Exit 1 when any device is incomplete."""
-    import yaml
-
     from gfd.app import read_once
     from gfd.devices import document
 
     settings, _ = build_settings(params)
     _configure_logging("warning", settings.log_format)
     doc = document(read_once(settings))
-    if params["output_format"] == "json":
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+    fmt = chosen_output(ctx, output)
+    click.echo(render.devices_text(doc) if fmt == "text" else render.document(doc, fmt),
+               nl=False)
     incomplete = [d for d in doc["devices"] if "missing" in d]
     if incomplete:
         click.echo(f"{len(incomplete)} device(s) cannot be described fully: see 'missing'",
@@ -211,16 +135,17 @@ def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
 
 
 @cli.command("diff")
-@options(Group.DISCOVERY, Group.PUBLISH)
+@settings_options("diff")
+@output_option("diff")
 @click.pass_context
-def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
+def diff_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     """Show what `gfd run` would change at the chosen sink (no side effects).
 
-    Exit 0 when in sync, 1 when something would change."""
+    Exit 0 when in sync, 1 when something would change, 3 when it could not look."""
     from gfd.app import label_once, make_sink
     from gfd.sinks.base import diff
 
-    settings, _ = build_settings(params)
+    settings, _ = build_settings(output_file_alias(ctx, params))
     _configure_logging("warning", settings.log_format)
     _, labelling = label_once(settings, int(time.time()))
     sink = make_sink(settings, write=lambda text: None)
@@ -232,12 +157,9 @@ def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
     if settings.no_timestamp is False and _TIMESTAMP in current and _TIMESTAMP in wanted:
         wanted = {**wanted, _TIMESTAMP: current[_TIMESTAMP]}  # a restart keeps no old stamp
     change = diff(current, wanted)
-    for k in change.added:
-        click.echo(f"+ {k}={wanted[k]}")
-    for k in change.changed:
-        click.echo(f"~ {k}: {current[k]} -> {wanted[k]}")
-    for k in change.removed:
-        click.echo(f"- {k}={current[k]}")
+    doc = render.diff_document(current, wanted, change, target=sink.name)
+    click.echo(render.diff_text(doc) if output == "text" else render.document(doc, output),
+               nl=False)
     if change.empty:
         click.echo(f"in sync: {len(wanted)} labels at {sink.name}", err=True)
         sys.exit(Exit.OK)
@@ -246,12 +168,13 @@ def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
 
 
 @cli.command("prune")
-@options(Group.DISCOVERY, Group.PUBLISH, Group.RUN)
+@settings_options("prune")
 @click.pass_context
 def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Remove what gfd published at the chosen sink (its feature file, its NodeFeature, or the
-    Node labels it set) and nothing else: for uninstalling or switching sinks. Takes the same
-    flags as `gfd run`, so an uninstall Job can reuse the agent's arguments."""
+    Node labels it set) and nothing else: for uninstalling or switching sinks. Also takes
+    every flag of `gfd run` (unlisted here), so an uninstall Job can reuse the agent's
+    arguments."""
     from gfd.app import make_sink
 
     settings, _ = build_settings(params)
@@ -269,9 +192,10 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
 
 @cli.command("explain")
 @click.argument("key")
-@options(Group.DISCOVERY)
+@settings_options("explain")
+@output_option("explain")
 @click.pass_context
-def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
+def explain_cmd(ctx: click.Context, /, key: str, output: str, **params: Any) -> None:
     """Explain why a label has its value on this machine: source, raw input, rules applied."""
     from gfd.app import label_once
 
@@ -281,34 +205,19 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
     manager = snapshot.resource_manager
     full = key if "/" in key else f"nvidia.com/{key}"
     label = labelling.explained.get(full)
+    doc = describe(full)
     if label is None:
         close = difflib.get_close_matches(full, list(labelling.explained), n=3, cutoff=0.6)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        doc = describe(full)
         why = f"; it is present when: {doc.when}" if doc else ""
         if EXCLUDED_KEYS[manager.name].fullmatch(full):
             why = (f"; it is not published under resource manager {manager.name} "
                    f"({manager.evidence})")
         raise LabelNotFound(f"{full} is not a label on this machine{why}{hint}")
-    rejected = {r.key: r for r in labelling.rejected}
-    click.echo(f"{full}={label.value}")
-    click.echo(f"  source: {label.source or '-'}")
-    if label.raw:
-        click.echo(f"  raw:    {label.raw}")
-    for i, rule in enumerate(label.rules, 1):
-        click.echo(f"  rule {i}: {rule}")
-    doc = describe(full)
-    if doc:
-        where = " or ".join(f"gfd/labelers/{m.strip()}.py" for m in doc.module.split("/"))
-        click.echo(f"  set:    {doc.set} (computed in {where})")
-        if manager.name == "dra" and doc.dra:
-            click.echo(f"  under dra: {doc.dra}")
-    if manager.name == "dra" and full.startswith("nvidia.com/gpu."):
-        click.echo("  per device: `gfd devices` (each GPU and MIG device as DRA claims select "
-                   "it: attributes, capacities)")
-    click.echo(f"  resource manager: {manager.name} ({manager.evidence})")
-    if full in rejected:
-        click.echo(f"  NOT PUBLISHED: {rejected[full].message}")
+    rejected = {r.key: r.message for r in labelling.rejected}
+    data = render.explain_document(full, label, doc, manager, rejected.get(full, ""))
+    click.echo(render.explain_text(data) if output == "text" else render.document(data, output),
+               nl=False)
 
 
 @cli.command("selector")
@@ -329,134 +238,68 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
                    "--resource-manager dra.")
 @click.option("--count", type=int, default=1, help="--dra: how many devices to claim.")
 @click.option("--name", default="", help="--dra: the ResourceClaimTemplate's name.")
+@output_option("selector")
 def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool | None,
                  family: str, min_compute: str, label_set: str, form: str, dra: bool,
-                 count: int, name: str) -> None:
+                 count: int, name: str, output: str) -> None:
     """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec; with --dra, a
     ResourceClaimTemplate and the pod spec fragment (node affinity, resourceClaims) using it."""
     import yaml
 
+    from gfd.errors import ConfigError
     from gfd.selector import Constraints, claim, stanza
 
     constraints = Constraints(product=product, min_memory=min_memory, mig_profile=mig_profile,
                               shared=shared, family=family, min_compute=min_compute,
                               label_set=label_set)
     if dra:
-        click.echo(yaml.safe_dump_all(claim(constraints, count=count, name=name),
-                                      sort_keys=False), nl=False)
+        docs = claim(constraints, count=count, name=name)
+        click.echo(yaml.safe_dump_all(docs, sort_keys=False) if output == "yaml"
+                   else render.document(list(docs), output), nl=False)
         return
     if count != 1 or name:
         raise ConfigError("--count and --name go with --dra (a ResourceClaimTemplate)")
-    click.echo(yaml.safe_dump(stanza(constraints, form=form), sort_keys=False), nl=False)
+    click.echo(render.document(stanza(constraints, form=form), output), nl=False)
 
 
 @cli.command("docs")
 @click.argument("what", type=click.Choice(["labels", "settings"]), default="labels")
 def docs_cmd(what: str) -> None:
-    """Print a reference generated from the code: labels (docs/labels.md) or settings
-    (docs/settings.md)."""
+    """Print a reference generated from the code (Markdown): labels (docs/labels.md) or
+    settings (docs/settings.md)."""
     if what == "settings":
         from gfd.docs import render_settings
 
         click.echo(render_settings(), nl=False)
         return
-    from gfd.docs import render
+    from gfd.docs import render as render_labels
 
-    click.echo(render(), nl=False)
+    click.echo(render_labels(), nl=False)
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell: str) -> None:
+    """Print the shell completion script for bash, zsh or fish; it completes commands,
+    flags and values (machines, strategies, sinks, resource managers). Load it with
+    `source <(gfd completion bash)` (zsh: the same; fish: `gfd completion fish | source`)."""
+    from click.shell_completion import get_completion_class
+
+    complete = get_completion_class(shell)
+    assert complete is not None  # click ships these three
+    click.echo(complete(cli, {}, "gfd", "_GFD_COMPLETE").source())
 
 
 # --------------------------------------------------------------------------- the agent
 
 
 @cli.command("run")
-@options(Group.DISCOVERY, Group.PUBLISH, Group.RUN)
+@settings_options("run")
 @click.pass_context
 def run_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Run the agent: label this node and keep its labels current (the container entrypoint)."""
-    sys.exit(run_agent(_explicit(params), early=ctx.obj))
-
-
-Notes = Callable[[Settings, "FileConfig | None"], list[str]]
-ReloadAsked = Callable[[], bool]
-"""Whether a SIGHUP arrived before the agent's own handlers were in place (``gfd.launch``)."""
-
-
-def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
-              notes: Notes | None = None, early: ReloadAsked | None = None) -> int:
-    """Start ``gfd run`` from explicit setting values (any command line maps onto these);
-    returns the exit code. ``defaults``: the defaults to resolve against (GFD's own for the
-    ``gpu-feature-discovery`` command line); ``notes``: warnings to log once the settings
-    are known; ``early``: whether a SIGHUP came during start-up (it becomes a reload)."""
-    started = int(time.time())
-    from gfd.app import Factory, Reloader, load_settings
-
-    settings, loaded = load_settings(explicit, defaults=defaults)
-    _configure_logging(settings.log_level, settings.log_format)
-    log.info("gfd %s starting: %s", __version__, settings_summary(settings))
-    for note in notes(settings, loaded) if notes else ():
-        log.warning("%s", note)
-    from gfd.daemon import Agent, Signals
-    from gfd.metrics import Health, Metrics, MetricsServer
-
-    metrics = Metrics(version=__version__)
-    factory = Factory(started=started, write=lambda text: click.echo(text, nl=False),
-                      on_request=metrics.api_request, on_reconnect=metrics.watch_reconnect,
-                      on_event=metrics.kube_event)
-    health = Health(stuck_after=settings.stuck_after)
-    server = None
-    if settings.metrics_port:
-        server = MetricsServer(metrics, health, port=settings.metrics_port,
-                               host=settings.metrics_address)
-        server.start()
-    reloader = None
-    try:
-        parts = factory.parts(settings)
-        reloader = Reloader(explicit, loaded, factory, defaults=defaults) if loaded else None
-        signals = Signals()
-        watched = reloader is not None and not settings.oneshot and reloader.watch(signals.fire)
-        agent = Agent(parts, reloader=reloader, observer=metrics, health=health,
-                      config_watched=watched)
-        _install_signal_handlers(signals)
-        if early is not None and early():  # a SIGHUP that came while starting
-            signals.request_reload()
-        try:
-            code = agent.run(signals)
-        finally:
-            signals.close()
-    finally:
-        if reloader is not None:
-            reloader.close()
-        if server:
-            server.stop()
-    log.info("gfd stopped; published labels left in place")
-    return code
-
-
-def settings_summary(settings: Settings) -> str:
-    """The merged settings as one JSON line (GFD logs its merged config at start)."""
-    from dataclasses import asdict
-
-    data = asdict(settings)
-    data["sharing"] = {"strategy": settings.sharing.strategy,
-                       "resources": {r.name: r.replicas for r in settings.sharing.resources}}
-    return json.dumps(data, sort_keys=True, default=str)
-
-
-def _install_signal_handlers(signals: Any) -> None:
-    """Handlers only record the signal (no lock, no logging: they run on the loop's thread
-    between any two bytecodes, maybe inside the loop's own wait); the loop logs and acts."""
-    import signal
-
-    def stop(signum: int, frame: object) -> None:
-        signals.request_stop(signum)
-
-    def reload(signum: int, frame: object) -> None:
-        signals.request_reload()
-
-    signals.wake.install()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
-        signal.signal(sig, stop)
-    signal.signal(signal.SIGHUP, reload)
+    """Run the agent: label this node and keep its labels current (the container entrypoint).
+    -o is GFD's: the feature file."""
+    sys.exit(run_agent(explicit(params), early=ctx.obj))
 
 
 def main(argv: list[str] | None = None, *, early: ReloadAsked | None = None) -> None:
