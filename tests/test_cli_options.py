@@ -248,3 +248,120 @@ def test_bash_completion_answers_through_the_real_protocol() -> None:
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["plain,hgx-h100"]
+
+
+# ----------------------------------------------------------------------------- the README's tables
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_table(after: str) -> list[list[str]]:
+    """The rows of the first Markdown table after the line starting with ``after``."""
+    lines = README.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(after))
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.startswith("|"):
+            if rows:
+                break
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in
+                 re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if not set("".join(cells)) <= set("-: "):
+            rows.append(cells)
+    return rows[1:]  # without the header
+
+
+def command_of(cell: str) -> str:
+    return cell.strip("`").split()[1] if cell.startswith("`gfd ") else cell.strip("`")
+
+
+def test_the_readme_command_table_lists_every_command_and_only_flags_each_takes() -> None:
+    rows = readme_table("## Commands")
+    assert [command_of(r[0]) for r in rows if r[0] != "`gpu-feature-discovery`"] == sorted(
+        cli.commands, key=[command_of(r[0]) for r in rows].index)
+    assert {command_of(r[0]) for r in rows} == set(cli.commands) | {"gpu-feature-discovery"}
+    for row in rows:
+        name = command_of(row[0])
+        if name == "gpu-feature-discovery":
+            continue
+        command = cli.commands[name]
+        takes = {o for p in command.params for o in [*p.opts, *p.secondary_opts]}
+        spans = [span for span in re.findall(r"`([^`]*)`", " ".join(row[1:]))
+                 if not span.startswith("gfd ")]  # (another command's flags)
+        for flag in re.findall(r"(?:^|\s)(--?[a-z][a-z-]*)", " ".join(spans)):
+            assert flag in takes, f"README: `gfd {name}` row names {flag}, which it lacks"
+
+
+def test_the_readme_output_table_is_each_commands_o_choices() -> None:
+    rows = readme_table("**Output formats.**")
+    table = {command_of(r[0]): re.findall(r"^`([a-z]+)`|, `([a-z]+)`", r[1]) for r in rows}
+    formats = {name: tuple(a or b for a, b in found) for name, found in table.items()}
+    assert formats == OUTPUTS
+    for name, choices in OUTPUTS.items():
+        assert f"-o, --output [{'|'.join(choices)}]" in help_of(name)
+
+
+def test_the_readme_exit_code_table_is_each_commands_help() -> None:
+    rows = readme_table("**Exit codes.**")
+    table = {command_of(r[0]): {code: meaning for code, meaning in enumerate(r[1:]) if meaning}
+             for r in rows}
+    assert table == EXIT_CODES
+
+
+def no_gpu_env() -> dict[str, str]:
+    """A process environment where NVML cannot start (no libnvidia-ml anywhere)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in CLEAN and k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+
+
+def scenarios(tmp: Path) -> dict[tuple[str, int], list[str]]:
+    """One invocation for each cell of the exit-code table; ``!`` first: run it as a
+    process without NVML."""
+    synced, empty, planted = tmp / "synced", tmp / "empty", tmp / "planted"
+    assert invoke("run", "--simulate", "hgx-h100", "-o", str(synced), "--oneshot",
+                  "--no-timestamp").exit_code == 0
+    planted.symlink_to(tmp / "victim")
+    (tmp / "victim").write_text("x=y\n")
+    sim = ["--simulate", "hgx-h100"]
+    return {
+        ("run", 0): ["run", *sim, "--oneshot", "-o", str(tmp / "run")],
+        ("run", 1): ["!", "run", "--oneshot", "-o", str(tmp / "run")],
+        ("run", 2): ["run", "--oneshot", "--expiry", "soon"],
+        ("labels", 0): ["labels", *sim], ("labels", 1): ["!", "labels"],
+        ("labels", 2): ["labels", "--label-set", "all"],
+        ("snapshot", 0): ["snapshot", *sim], ("snapshot", 1): ["!", "snapshot"],
+        ("snapshot", 2): ["snapshot", "--snapshot", str(tmp / "none.json")],
+        ("devices", 0): ["devices", *sim], ("devices", 1): ["!", "devices"],
+        ("devices", 2): ["devices", "-o", "table"],
+        ("explain", 0): ["explain", "gpu.count", *sim],
+        ("explain", 1): ["explain", "gpu.nothing", *sim],
+        ("explain", 2): ["explain", "gpu.count", "--simulate", "no-such-machine"],
+        ("diff", 0): ["diff", *sim, "--output-file", str(synced), "--no-timestamp"],
+        ("diff", 1): ["diff", *sim, "--output-file", str(empty)],
+        ("diff", 2): ["diff", *sim, "--sink", "node"],
+        ("diff", 3): ["!", "diff", "--output-file", str(empty)],
+        ("prune", 0): ["prune", "-o", str(empty)],
+        ("prune", 1): ["prune", "-o", str(planted)],
+        ("prune", 2): ["prune", "--sink", "elsewhere"],
+        ("selector", 0): ["selector", "--product", "H100"],
+        ("selector", 2): ["selector", "--count", "2"],
+        ("docs", 0): ["docs", "settings"], ("docs", 2): ["docs", "everything"],
+        ("completion", 0): ["completion", "fish"], ("completion", 2): ["completion", "tcsh"],
+    }
+
+
+def test_every_exit_code_in_the_readme_is_what_the_command_does(tmp_path: Path) -> None:
+    cases = scenarios(tmp_path)
+    assert set(cases) == {(c, code) for c, codes in EXIT_CODES.items() for code in codes}
+    for (command, code), args in cases.items():
+        if args[0] == "!":
+            done = subprocess.run([sys.executable, "-m", "gfd", *args[1:]], env=no_gpu_env(),
+                                  capture_output=True, text=True, timeout=60, check=False)
+            got, err = done.returncode, done.stderr
+        else:
+            result = invoke(*args)
+            got, err = result.exit_code, result.stderr
+        assert got == code, (command, args, err)
+        if code and (command, code) != ("diff", 1):  # (diff's 1: differences, no error)
+            assert err.splitlines()[-1].startswith("gfd: error: "), (command, args, err)
