@@ -120,7 +120,8 @@ class SettingType(click.ParamType[Any]):
 class SettingOption(click.Option):
     """An option whose default lives in the settings table: click sees None (so an option
     not given lets the config file decide), help shows the table's default under the
-    setting's section; a boolean shows no metavar (``--watch``, ``--watch=false``)."""
+    setting's section (its environment variables are in ``gfd docs settings``, so the help
+    stays short); a boolean shows no metavar (``--watch``, ``--watch=false``)."""
 
     def __init__(self, *args: Any, entry: Entry, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -129,7 +130,10 @@ class SettingOption(click.Option):
 
     def get_help_extra(self, ctx: click.Context) -> Any:
         extra = super().get_help_extra(ctx)
-        extra["default"] = self.entry.spec.kind.render(self.entry.default) or '""'
+        extra.pop("envvars", None)  # (in `gfd docs settings`: help stays short)
+        default = self.entry.spec.kind.render(self.entry.default)
+        if default and default != "false":  # (a flag that is off unless given: no default)
+            extra["default"] = default
         return extra
 
     def get_help_spec(self, ctx: click.Context) -> str:
@@ -139,7 +143,7 @@ class SettingOption(click.Option):
 
 
 def _help(entry: Entry, command: str) -> str:
-    text = entry.spec.help
+    text = entry.spec.brief or entry.spec.help
     if entry.name == "simulate":
         text = f"{text} One of: {', '.join(_machines())}."
     if entry.name == "output_file" and command in OUTPUTS:
@@ -275,6 +279,10 @@ class Command(click.Command):
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_epilog(ctx, formatter)
+        if any(isinstance(p, SettingOption) for p in self.params):
+            formatter.write_paragraph()
+            formatter.write_text("Each setting in full, with its environment variables and "
+                                 "config-file field: gfd docs settings")
         codes = EXIT_CODES.get(self.name or "")
         if codes:
             with formatter.section("Exit codes"):

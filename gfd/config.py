@@ -379,6 +379,9 @@ class Spec:
     (``prune`` also accepts ``run``'s settings, unlisted, so an uninstall Job can reuse the
     agent's arguments)."""
     help: str
+    brief: str = ""
+    """A shorter help for ``--help`` where ``help`` is long ("" : ``help`` itself); the
+    settings reference (``gfd docs settings``) gives ``help`` in full."""
     gfd: tuple[str, ...] = ()
     """Spellings of GFD's own flag (``gpu-feature-discovery``); () when GFD has none."""
 
@@ -420,6 +423,8 @@ class Settings:
     no_vgpu_labels: bool = setting(
         False, kind=Bool(), flags=("--no-vgpu-labels",), env=("GFD_NO_VGPU_LABELS",),
         part=Part.DISCOVERY, section=Section.DISCOVERY, commands=_READING,
+        brief="Skip the vGPU scan of PCI config space and its vgpu.* labels (then no "
+              "capability is needed).",
         help="Skip the vGPU scan of PCI config space and its vgpu.* labels: gfd then needs "
              "no capability (reading all of config space needs CAP_SYS_ADMIN).")
     nvidia_smi: str = setting(
@@ -444,6 +449,7 @@ class Settings:
         env=("DEVICE_DISCOVERY_STRATEGY",), file="flags.deviceDiscoveryStrategy",
         part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING, gfd=("device-discovery-strategy",),
+        brief="How GPUs are read; auto: tegra on a Tegra SoC without NVML, else nvml.",
         help="How GPUs are read: nvml; tegra (the CUDA driver API, for Jetson/IGX); vfio "
              "(GPUs bound to vfio-pci, from sysfs and the PCI IDs database); auto: GFD's "
              "rule (tegra on a Tegra SoC without NVML, else nvml; never vfio).")
@@ -451,6 +457,8 @@ class Settings:
         "auto", kind=Choice(RESOURCE_MANAGERS), flags=("--resource-manager",),
         env=("GFD_RESOURCE_MANAGER",), file="flags.gfd.resourceManager", part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING,
+        brief="What hands out this node's GPUs, which decides the labels; auto: dra while "
+              "the NVIDIA DRA driver is on the node.",
         help="What hands out this node's GPUs, which decides the labels: device-plugin (GFD's "
              "labels); dra (hardware truth and gpu.present, no device-plugin resource labels, "
              "sharing ignored); auto: dra while the NVIDIA DRA kubelet plugin is registered "
@@ -461,6 +469,7 @@ class Settings:
         DEFAULT_PLUGINS_REGISTRY, kind=PathKind(), flags=("--plugins-registry",),
         env=("GFD_PLUGINS_REGISTRY",), part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING,
+        brief="The kubelet's plugin registration directory, where auto looks for the DRA driver.",
         help="The kubelet's plugin registration directory (mounted read-only), where "
              "--resource-manager auto looks for the DRA driver's gpu.nvidia.com-reg.sock.")
     driver_root_ctr_path: str = setting(
@@ -473,6 +482,7 @@ class Settings:
     pci_ids: str = setting(
         "", kind=PathKind(), flags=("--pci-ids",), env=("GFD_PCI_IDS",), part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING,
+        brief="vfio back end: a pci.ids file to name GPUs from, instead of the bundled one.",
         help="vfio back end: a pci.ids file to name GPUs from, instead of the NVIDIA section "
              "of pci.ids bundled with gfd (mount a newer one for GPUs it does not know).")
     simulate: str = setting(
@@ -513,17 +523,21 @@ class Settings:
         3600.0, kind=Duration(zero=False), flags=("--resync-interval",),
         env=("GFD_RESYNC_INTERVAL",), part=Part.SCHEDULE,
         section=Section.PUBLISHING, commands=_AGENT,
+        brief="API sinks: how often to re-apply the labels while the object is not watched.",
         help="API sinks: how often to re-apply the labels (heals drift) while the object "
              "is not watched; with a healthy watch, drift is repaired at once and this "
              "resync runs once a day.")
     watch: bool = setting(
         True, kind=Bool(), flags=("--watch",), env=("GFD_WATCH",), part=Part.SINK,
         section=Section.PUBLISHING, commands=_AGENT,
+        brief="API sinks: watch the published object and repair drift at once.",
         help="API sinks: watch the published object and repair drift at once (needs list "
              "and watch on it; forbidden, gfd falls back to the resync); false: no watch.")
     events: bool = setting(
         True, kind=Bool(), flags=("--events",), env=("GFD_EVENTS",), part=Part.SINK,
         section=Section.PUBLISHING, commands=_AGENT,
+        brief="Record Kubernetes Events on the Node (labels changed, GPU lost, MIG "
+              "reconfigured, publishing failing).",
         help="Record Kubernetes Events on the Node (labels changed, a GPU lost or back, MIG "
              "reconfigured, publishing failing or recovered; needs create and patch on "
              "events in the default namespace) with an API sink, or with --kubeconfig and "
@@ -563,6 +577,7 @@ class Settings:
         flags=("--sleep-interval",),
         env=("GFD_SLEEP_INTERVAL",), file="flags.gfd.sleepInterval", part=Part.SCHEDULE,
         section=Section.PUBLISHING, commands=_AGENT, gfd=("sleep-interval",),
+        brief="Time between polling cycles (or 'infinite'); events label at once in between.",
         help="Time between polling cycles (Go duration, or 'infinite': label once, then "
              "wait); at least 100ms. Changes that send events (NVML, the config file, the "
              "publish target) are labelled at once in between.")
@@ -570,6 +585,7 @@ class Settings:
         300.0, kind=Duration(zero=False), flags=("--host-refresh-interval",),
         env=("GFD_HOST_REFRESH_INTERVAL",), part=Part.SCHEDULE,
         section=Section.ADVANCED, commands=_AGENT,
+        brief="How often to re-read nvidia-smi's timeslice policy and the vGPU scan.",
         help="How often to re-read what only an admin changes (nvidia-smi timeslice policy, "
              "vGPU scan); also on SIGHUP and when the set of GPUs changes.")
     metrics_port: int = setting(
@@ -580,11 +596,14 @@ class Settings:
     metrics_address: str = setting(
         "0.0.0.0", kind=Address(), flags=("--metrics-address",), env=("GFD_METRICS_ADDRESS",),
         part=Part.RESTART, section=Section.HEALTH, commands=_AGENT,
+        brief="Address the metrics port listens on (0.0.0.0, ::, 127.0.0.1).",
         help="Address the metrics port listens on: 0.0.0.0, every IPv4 interface (the "
              "kubelet probes the pod IP); :: for IPv6 too; 127.0.0.1 for this host only.")
     stuck_after: float = setting(
         120.0, kind=Duration(zero=False), flags=("--stuck-after",), env=("GFD_STUCK_AFTER",),
         part=Part.RESTART, section=Section.HEALTH, commands=_AGENT,
+        brief="/healthz fails when a cycle runs longer than this, or the loop is this late to "
+              "wake.",
         help="/healthz fails when a cycle runs longer than this (a hung NVML call), or the "
              "loop is this late to wake; an API request gets a quarter of it, at most 30s, "
              "connect included.")

@@ -86,6 +86,19 @@ def test_boolean_flags_show_no_metavar_since_they_work_bare(command: str) -> Non
     assert "BOOLEAN" not in help_of(command)
 
 
+def test_a_settings_help_is_at_most_three_lines_and_the_reference_has_it_in_full() -> None:
+    """A long help gets a brief in the settings table; docs/settings.md keeps the whole."""
+    long = {e.flag: len(e.spec.brief or e.spec.help) for e in TABLE
+            if len(e.spec.brief or e.spec.help) > 120}
+    assert long == {}
+    reference = " ".join(invoke("docs", "settings").stdout.split())
+    run_help = " ".join(help_of("run").split())
+    for entry in TABLE:
+        if entry.spec.brief:
+            assert entry.spec.brief in run_help.replace("- ", "-"), entry.flag
+            assert " ".join(entry.spec.help.split())[:60] in reference, entry.flag
+
+
 def test_simulate_help_lists_every_machine() -> None:
     text = " ".join(help_of("labels").split())
     assert f"One of: {', '.join(sorted(SIMULATIONS))}." in text.replace("- ", "-")
