@@ -37,9 +37,10 @@ REGISTRATION_SOCKET = f"{DRA_DRIVER}-reg.sock"
 
 SLICE_RECHECK = 86400.0
 """Seconds between two ResourceSlice LISTs of a running agent (the loop's duty). Rare on
-purpose: SPEC §4 allows an API sink at most one request per node-hour in steady state, and
-this is the fallback evidence -- a plugin that registers or leaves is seen at once through
-the plugin registry, at no API cost; a resource manager changes with a driver reinstall."""
+purpose: an API sink stays within one request per node-hour in steady state (README,
+"Deploying"), and this is the fallback evidence -- a plugin that registers or leaves is
+seen at once through the plugin registry, at no API cost; a resource manager changes with
+a driver reinstall."""
 
 SliceCount = Callable[[], int]
 """How many ResourceSlices of driver ``gpu.nvidia.com`` this node has (raises GfdError)."""

@@ -7,6 +7,7 @@ every module to its test module (tests/README.md, "The rule")."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,13 @@ def test_the_readme_maps_every_module_to_its_test_module() -> None:
     missing = [f"| `{relative(m)}` | `{relative(mirror_of(m))}` |" for m in MODULES
                if f"| `{relative(m)}` | `{relative(mirror_of(m))}` |" not in readme]
     assert not missing, "add these rows to the table in tests/README.md:\n" + "\n".join(missing)
+
+
+OUTSIDE_DOCUMENTS = re.compile(r"\bSPEC\b|\bDESIGN\.md|\bTESTING\.md|\.\./shared/")
+"""The design documents kept beside the repository, not in it."""
+
+
+@pytest.mark.parametrize("module", MODULES, ids=relative)
+def test_no_module_cites_a_document_outside_the_repository(module: Path) -> None:
+    cited = OUTSIDE_DOCUMENTS.findall(module.read_text())
+    assert cited == [], f"{relative(module)} cites {cited}: cite README.md or docs/ instead"
