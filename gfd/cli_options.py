@@ -6,14 +6,16 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from click.formatting import join_options
-from click.shell_completion import CompletionItem
 
 from gfd.config import BY_NAME, TABLE, Bool, Choice, Entry, PathKind, Section, ValueProblem
 from gfd.errors import ConfigError, GfdError
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -103,6 +105,8 @@ class SettingType(click.ParamType[Any]):
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter,
                        incomplete: str) -> list[CompletionItem]:
+        from click.shell_completion import CompletionItem
+
         kind = self.entry.spec.kind
         if self.entry.name == "simulate":
             values: Sequence[str] = _machines()
@@ -136,6 +140,12 @@ class SettingOption(click.Option):
             extra["default"] = default
         return extra
 
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        if record is None or self.entry.name != "simulate":
+            return record
+        return record[0], f"{record[1]}  One of: {', '.join(_machines())}."
+
     def get_help_spec(self, ctx: click.Context) -> str:
         if isinstance(self.entry.spec.kind, Bool):
             return join_options(self.opts)[0]
@@ -144,8 +154,6 @@ class SettingOption(click.Option):
 
 def _help(entry: Entry, command: str) -> str:
     text = entry.spec.brief or entry.spec.help
-    if entry.name == "simulate":
-        text = f"{text} One of: {', '.join(_machines())}."
     if entry.name == "output_file" and command in OUTPUTS:
         text += f" (gfd {command}'s -o/--output is the output format.)"
     elif entry.name == "output_file":

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from gfd.config import TABLE, Settings
-from gfd.labelers.base import Label, LabelDoc
-from gfd.sinks.base import Change
-from gfd.snapshot import ResourceManager
+
+if TYPE_CHECKING:
+    from gfd.labelers.base import Label, LabelDoc
+    from gfd.sinks.base import Change
+    from gfd.snapshot import ResourceManager
 
 
 def document(doc: Any, fmt: str) -> str:
@@ -21,6 +21,8 @@ def document(doc: Any, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(doc, indent=2) + "\n"
     if fmt == "yaml":
+        import yaml  # (only when asked: the agent's start does not load it)
+
         return str(yaml.safe_dump(doc, sort_keys=False))
     raise ValueError(f"not a document format: {fmt}")
 
