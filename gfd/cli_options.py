@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 from click.formatting import join_options
 
-from gfd.config import BY_NAME, TABLE, Bool, Choice, Entry, PathKind, Section, ValueProblem
+from gfd.config import (
+    BY_NAME,
+    TABLE,
+    Bool,
+    Choice,
+    Entry,
+    OutputPath,
+    PathKind,
+    Section,
+    ValueProblem,
+)
 from gfd.errors import ConfigError, GfdError
 
 if TYPE_CHECKING:
@@ -114,7 +124,7 @@ class SettingType(click.ParamType[Any]):
             values = kind.choices
         elif isinstance(kind, Bool):
             values = ("true", "false")
-        elif isinstance(kind, PathKind):
+        elif isinstance(kind, PathKind | OutputPath):
             return [CompletionItem(incomplete, type="file")]
         else:
             return []

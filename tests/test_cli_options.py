@@ -240,6 +240,14 @@ def test_completion_offers_the_values_of_each_option(args: list[str], incomplete
     assert completions(args, incomplete) == expected
 
 
+@pytest.mark.parametrize("args", [["run", "--output-file"], ["labels", "--snapshot"],
+                                  ["run", "--kubeconfig"]])
+def test_completion_of_a_path_setting_is_left_to_the_shells_file_completion(
+        args: list[str]) -> None:
+    complete = ShellComplete(cli, {}, "gfd", "_GFD_COMPLETE")
+    assert [(i.type, i.value) for i in complete.get_completions(args, "/e")] == [("file", "/e")]
+
+
 def test_completion_offers_the_commands_and_only_a_commands_own_flags() -> None:
     assert {"labels", "run", "diff", "completion"} <= set(completions([], ""))
     flags = completions(["snapshot"], "--")
