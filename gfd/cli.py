@@ -134,35 +134,66 @@ def devices_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
         sys.exit(Exit.FAILURE)
 
 
+@cli.command("features")
+@settings_options("features")
+@output_option("features")
+@click.pass_context
+def features_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
+    """Print the features this node's NodeFeature would carry (spec.features: one nvidia.gpu
+    instance per GPU, one nvidia.mig per MIG device, nvidia.driver), what NodeFeatureRules
+    match (docs/features.md); no side effects."""
+    from gfd.app import project_once
+
+    settings, _ = build_settings(params)
+    _configure_logging("error", settings.log_format)
+    _, projection = project_once(settings, int(time.time()))
+    features = projection.features
+    fmt = chosen_output(ctx, output)
+    click.echo(render.labels(features.flat(), "text") if fmt == "text"
+               else render.document(features.to_api(), fmt), nl=False)
+
+
 @cli.command("diff")
 @settings_options("diff")
 @output_option("diff")
 @click.pass_context
 def diff_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
-    """Show what `gfd run` would change at the chosen sink (no side effects).
+    """Show what `gfd run` would change at the chosen sink (no side effects): its labels,
+    and on the NodeFeature its features (`feature` lines).
 
     Exit 0 when in sync, 1 when something would change, 3 when it could not look."""
-    from gfd.app import label_once, make_sink
+    from gfd.app import make_sink, project_once
     from gfd.sinks.base import diff
 
     settings, _ = build_settings(output_file_alias(ctx, params))
     _configure_logging("warning", settings.log_format)
-    _, labelling = label_once(settings, int(time.time()))
+    _, projection = project_once(settings, int(time.time()))
+    labelling = projection.labelling
     sink = make_sink(settings, write=lambda text: None)
     try:  # the keys gfd wants too: another writer may hold them now (it took them over)
         current = sink.published(also=labelling.labels)
+        current_features = sink.published_features()
     finally:
         sink.close()
     wanted = labelling.labels
     if settings.no_timestamp is False and _TIMESTAMP in current and _TIMESTAMP in wanted:
         wanted = {**wanted, _TIMESTAMP: current[_TIMESTAMP]}  # a restart keeps no old stamp
     change = diff(current, wanted)
-    doc = render.diff_document(current, wanted, change, target=sink.name)
+    # the NodeFeature carries features too (the other sinks: None, nothing to compare)
+    stored = current_features or {}
+    features = projection.features.flat() if current_features is not None else {}
+    drift = diff(stored, features)
+    doc = render.diff_document(current, wanted, change, target=sink.name,
+                               features=None if current_features is None
+                               else (stored, features, drift))
     click.echo(render.diff_text(doc) if output == "text" else render.document(doc, output),
                nl=False)
-    if change.empty:
-        click.echo(f"in sync: {len(wanted)} labels at {sink.name}", err=True)
+    carried = "" if current_features is None else f" and {len(features)} feature elements"
+    if change.empty and drift.empty:
+        click.echo(f"in sync: {len(wanted)} labels{carried} at {sink.name}", err=True)
         sys.exit(Exit.OK)
+    if not drift.empty:
+        click.echo(f"features: {drift.summary()} at {sink.name}", err=True)
     click.echo(f"{change.summary()} at {sink.name}", err=True)
     sys.exit(Exit.FAILURE)
 

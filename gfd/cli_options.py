@@ -45,6 +45,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
     "snapshot": {0: "printed", 1: "runtime failure", 2: "usage or configuration error"},
     "devices": {0: "printed", 1: "a device cannot be described fully, or runtime failure",
                 2: "usage or configuration error"},
+    "features": {0: "printed", 1: "runtime failure", 2: "usage or configuration error"},
     "explain": {0: "printed", 1: "not a label on this machine, or runtime failure",
                 2: "usage or configuration error"},
     "diff": {0: "in sync", 1: "differences", 2: "usage or configuration error",
@@ -61,6 +62,7 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "labels": ("text", "json", "yaml", "name"),
     "snapshot": ("json", "yaml"),
     "devices": ("yaml", "json", "text"),
+    "features": ("yaml", "json", "text"),
     "explain": ("text", "json", "yaml"),
     "diff": ("text", "json", "yaml"),
     "selector": ("yaml", "json"),
@@ -250,7 +252,7 @@ def output_option(command: str) -> Callable[[F], F]:
 
     def apply(func: F) -> F:
         func = option(func)
-        if command in ("labels", "devices"):
+        if command in ("labels", "devices", "features"):
             func = click.option("--format", type=click.Choice(formats), default=None,
                                 hidden=True, expose_value=False, callback=_deprecated_format,
                                 is_eager=True)(func)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from gfd import dra
 from gfd.errors import ConfigError, show
 from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
 from gfd.sharing import Sharing
@@ -65,12 +66,12 @@ class Section(enum.Enum):
     ADVANCED = "advanced"
 
 
-COMMANDS = ("labels", "explain", "snapshot", "devices", "diff", "prune", "run")
+COMMANDS = ("labels", "explain", "snapshot", "devices", "features", "diff", "prune", "run")
 """The commands that take settings (``selector``, ``docs`` and ``completion`` take none)."""
 
 _LABELLING = ("labels", "explain", "diff", "run")
 """Label options: they change the labels, so every command that computes labels."""
-_READING = ("labels", "explain", "snapshot", "devices", "diff", "run")
+_READING = ("labels", "explain", "snapshot", "devices", "features", "diff", "run")
 """Where the GPUs are read from and how: every command that reads GPUs."""
 _TARGET = ("diff", "prune", "run")
 """The publish target: the commands that talk to it."""
@@ -463,7 +464,7 @@ class Settings:
              "labels); dra (hardware truth and gpu.present, no device-plugin resource labels, "
              "sharing ignored); auto: dra while the NVIDIA DRA kubelet plugin is registered "
              "(its socket in --plugins-registry) or, with an API sink, the node has "
-             "gpu.nvidia.com ResourceSlices, else device-plugin. gpu-feature-discovery: "
+             f"{dra.DRIVER} ResourceSlices, else device-plugin. gpu-feature-discovery: "
              "device-plugin.")
     plugins_registry: str = setting(
         DEFAULT_PLUGINS_REGISTRY, kind=PathKind(), flags=("--plugins-registry",),
@@ -471,7 +472,7 @@ class Settings:
         section=Section.DISCOVERY, commands=_READING,
         brief="The kubelet's plugin registration directory, where auto looks for the DRA driver.",
         help="The kubelet's plugin registration directory (mounted read-only), where "
-             "--resource-manager auto looks for the DRA driver's gpu.nvidia.com-reg.sock.")
+             f"--resource-manager auto looks for the DRA driver's {dra.REGISTRATION_SOCKET}.")
     driver_root_ctr_path: str = setting(
         "/driver-root", kind=PathKind(),
         flags=("--driver-root-ctr-path", "--container-driver-root"),

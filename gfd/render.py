@@ -60,23 +60,41 @@ def devices_text(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def diff_document(current: Mapping[str, str], wanted: Mapping[str, str], change: Change, *,
-                  target: str) -> dict[str, Any]:
-    """``gfd diff``'s data: the target, whether it is in sync, and each difference."""
+Drift = tuple[Mapping[str, str], Mapping[str, str], "Change"]
+"""What is stored, what is wanted, and the change between them."""
+
+
+def _changes(current: Mapping[str, str], wanted: Mapping[str, str],
+             change: Change) -> dict[str, Any]:
     return {
-        "target": target,
-        "inSync": change.empty,
         "added": {k: wanted[k] for k in change.added},
         "changed": {k: {"from": current[k], "to": wanted[k]} for k in change.changed},
         "removed": {k: current[k] for k in change.removed},
     }
 
 
+def diff_document(current: Mapping[str, str], wanted: Mapping[str, str], change: Change, *,
+                  target: str, features: Drift | None = None) -> dict[str, Any]:
+    """``gfd diff``'s data: the target, whether it is in sync, each label's difference, and
+    (where the target holds features: the NodeFeature) each feature element's."""
+    doc: dict[str, Any] = {"target": target,
+                           "inSync": change.empty and (features is None or features[2].empty),
+                           **_changes(current, wanted, change)}
+    if features is not None:
+        doc["features"] = _changes(*features)
+    return doc
+
+
 def diff_text(doc: Mapping[str, Any]) -> str:
-    """``+ key=value``, ``~ key: old -> new``, ``- key=value`` lines, as ``diff`` prints."""
-    lines = [f"+ {k}={v}" for k, v in doc["added"].items()]
-    lines += [f"~ {k}: {v['from']} -> {v['to']}" for k, v in doc["changed"].items()]
-    lines += [f"- {k}={v}" for k, v in doc["removed"].items()]
+    """``+ key=value``, ``~ key: old -> new``, ``- key=value`` lines, then the same for
+    feature elements (``+ feature nvidia.gpu[0].memory=...``)."""
+    lines = []
+    for prefix, part in (("", doc), ("feature ", doc.get("features"))):
+        if part:
+            lines += [f"+ {prefix}{k}={v}" for k, v in part["added"].items()]
+            lines += [f"~ {prefix}{k}: {v['from']} -> {v['to']}"
+                      for k, v in part["changed"].items()]
+            lines += [f"- {prefix}{k}={v}" for k, v in part["removed"].items()]
     return "".join(f"{line}\n" for line in lines)
 
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from gfd.cli import cli
 from gfd.cli_options import EXIT_CODES, OUTPUTS
-from gfd.config import TABLE, Section
+from gfd.config import COMMANDS, TABLE, Section
 from gfd.readers.simulate import SIMULATIONS
 
 CLEAN = dict.fromkeys(e for entry in TABLE for e in entry.spec.env)
@@ -80,8 +80,7 @@ def test_run_lists_its_settings_under_every_section_in_the_tables_order() -> Non
         assert heading == section, entry.flag
 
 
-@pytest.mark.parametrize("command", ["labels", "snapshot", "devices", "explain", "diff",
-                                     "prune", "run"])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_boolean_flags_show_no_metavar_since_they_work_bare(command: str) -> None:
     assert "BOOLEAN" not in help_of(command)
 
@@ -144,7 +143,7 @@ def test_labels_name_prints_the_keys_text_prints_key_value() -> None:
 
 
 @pytest.mark.parametrize("command, fmt", [("labels", "json"), ("devices", "json"),
-                                          ("labels", "text")])
+                                          ("labels", "text"), ("features", "text")])
 def test_the_old_format_flag_still_works_and_says_it_is_deprecated(command: str,
                                                                    fmt: str) -> None:
     args = ["--simulate", "hgx-h100"] + (["--no-timestamp"] if command == "labels" else [])
@@ -355,6 +354,8 @@ def scenarios(tmp: Path) -> dict[tuple[str, int], list[str]]:
         ("snapshot", 2): ["snapshot", "--snapshot", str(tmp / "none.json")],
         ("devices", 0): ["devices", *sim], ("devices", 1): ["!", "devices"],
         ("devices", 2): ["devices", "-o", "table"],
+        ("features", 0): ["features", *sim], ("features", 1): ["!", "features"],
+        ("features", 2): ["features", "--mig-strategy", "mixed"],
         ("explain", 0): ["explain", "gpu.count", *sim],
         ("explain", 1): ["explain", "gpu.nothing", *sim],
         ("explain", 2): ["explain", "gpu.count", "--simulate", "no-such-machine"],

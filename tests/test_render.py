@@ -39,7 +39,24 @@ def test_a_diff_document_holds_each_difference_and_its_text_is_diffs_lines() -> 
                    "removed": {"a/old": "x"}}
     assert render.diff_text(doc) == "+ a/new=y\n~ a/changed: 4 -> 8\n- a/old=x\n"
     same = render.diff_document(current, current, diff(current, current), target="file")
-    assert same["inSync"] is True and render.diff_text(same) == ""
+    assert same["inSync"] is True and render.diff_text(same) == "" and "features" not in same
+
+
+def test_a_diff_at_the_nodefeature_adds_its_feature_elements_and_their_drift() -> None:
+    labels = {"a/kept": "1"}
+    stored = {"nvidia.gpu[0].memory": "40960", "nvidia.gpu[1].memory": "40960"}
+    wanted = {"nvidia.gpu[0].memory": "81920"}
+    drift = diff(stored, wanted)
+    doc = render.diff_document(labels, labels, diff(labels, labels), target="nodefeature",
+                               features=(stored, wanted, drift))
+    assert doc["inSync"] is False and doc["added"] == {} and doc["features"] == {
+        "added": {}, "changed": {"nvidia.gpu[0].memory": {"from": "40960", "to": "81920"}},
+        "removed": {"nvidia.gpu[1].memory": "40960"}}
+    assert render.diff_text(doc) == ("~ feature nvidia.gpu[0].memory: 40960 -> 81920\n"
+                                     "- feature nvidia.gpu[1].memory=40960\n")
+    synced = render.diff_document(labels, labels, diff(labels, labels), target="nodefeature",
+                                  features=(wanted, wanted, diff(wanted, wanted)))
+    assert synced["inSync"] is True
 
 
 def test_the_explain_text_shows_each_part_of_the_document() -> None:
