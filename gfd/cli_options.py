@@ -49,7 +49,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
     "explain": {0: "printed", 1: "not a label on this machine, or runtime failure",
                 2: "usage or configuration error"},
     "diff": {0: "in sync", 1: "differences", 2: "usage or configuration error",
-             3: "could not look (reading the GPUs or the publish target failed)"},
+             3: "could not look (reading the GPUs or the target failed, or it is not gfd's)"},
     "prune": {0: "pruned, or nothing to prune", 1: "runtime failure",
               2: "usage or configuration error"},
     "selector": {0: "printed", 2: "usage error"},

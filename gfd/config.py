@@ -565,8 +565,8 @@ class Settings:
         help="This node's name (required by the API sinks).")
     pod_name: str = setting(
         "", kind=Text(), flags=("--pod-name",), env=("POD_NAME",), part=Part.SINK,
-        section=Section.PUBLISHING, commands=_AGENT, gfd=("pod-name",),
-        help="This pod's name, to find the owning DaemonSet.")
+        section=Section.PUBLISHING, commands=_TARGET, gfd=("pod-name",),
+        help="This pod's name, to find the owning DaemonSet (the NodeFeature's owner).")
 
     oneshot: bool = setting(
         False, kind=Bool(), flags=("--oneshot",), env=("GFD_ONESHOT",),

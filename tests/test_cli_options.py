@@ -47,7 +47,7 @@ def test_snapshot_offers_no_setting_that_leaves_its_output_unchanged(flag: str) 
     ("labels", ["--sink", "--oneshot", "--metrics-port", "--output-file", "--pod-name"]),
     ("explain", ["--sink", "--sleep-interval", "--events"]),
     ("devices", ["--mig-strategy", "--sink", "--expiry"]),
-    ("diff", ["--oneshot", "--events", "--pod-name", "--metrics-port", "--expiry"]),
+    ("diff", ["--oneshot", "--events", "--metrics-port", "--expiry", "--watch"]),
     ("prune", ["--mig-strategy", "--simulate", "--oneshot", "--metrics-port"]),
 ])
 def test_each_command_offers_only_the_settings_that_change_what_it_does(

@@ -73,7 +73,7 @@ def test_every_default_survives_its_own_rendering(entry: Entry) -> None:
     ("labels", {"mig_strategy", "snapshot", "label_set"}, {"output_file", "oneshot", "sink"}),
     ("snapshot", {"simulate", "device_discovery_strategy"},
      {"mig_strategy", "label_set", "no_timestamp", "sink"}),
-    ("diff", {"output_file", "node_name", "mig_strategy"}, {"oneshot", "pod_name", "events"}),
+    ("diff", {"output_file", "node_name", "pod_name", "mig_strategy"}, {"oneshot", "events"}),
     ("prune", {"output_file", "sink", "log_level"}, {"mig_strategy", "oneshot"}),
     ("run", {"oneshot", "sleep_interval", "metrics_port", "sink", "mig_strategy"}, set()),
 ])
