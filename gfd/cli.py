@@ -1,6 +1,6 @@
-"""The command line: the commands, what each prints, signals, and the agent's start. Options
-(generated from the settings table), ``-o/--output``, help, errors and exit codes are
-``cli_options``'s; the output formats are ``render``'s.
+"""The command line: the commands and what each prints and exits with. Options (generated
+from the settings table), ``-o/--output``, help, errors and exit codes are
+``cli_options``'s; the output formats ``render``'s; the agent's start ``cli_agent``'s.
 
 Building the objects a command needs is ``app``'s job; this module only parses, prints
 and decides the exit status.
