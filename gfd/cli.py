@@ -29,7 +29,7 @@ from gfd.cli_options import (
     settings_options,
 )
 from gfd.config import Settings
-from gfd.errors import GfdError
+from gfd.errors import ConfigError, GfdError
 from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 from gfd.labelers.options import LABEL_SETS
 
@@ -166,6 +166,9 @@ def diff_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     from gfd.sinks.base import diff
 
     settings, _ = build_settings(output_file_alias(ctx, params))
+    if settings.effective_sink == "file" and settings.output_file == "-":
+        raise ConfigError("gfd diff compares with what is published; standard output (-) "
+                          "holds nothing: name the feature file with --output-file")
     _configure_logging("warning", settings.log_format)
     _, projection = project_once(settings, int(time.time()))
     labelling = projection.labelling
@@ -277,7 +280,6 @@ def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared:
     ResourceClaimTemplate and the pod spec fragment (node affinity, resourceClaims) using it."""
     import yaml
 
-    from gfd.errors import ConfigError
     from gfd.selector import Constraints, claim, stanza
 
     constraints = Constraints(product=product, min_memory=min_memory, mig_profile=mig_profile,

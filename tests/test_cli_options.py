@@ -194,6 +194,15 @@ def test_click_usage_errors_are_one_line_in_gfds_form_with_the_help_hint(
     assert result.stderr.endswith(f"; see {command} --help\n")
 
 
+def test_diff_against_standard_output_is_a_usage_error_not_a_diff() -> None:
+    """Regression: `gfd diff -o -` compared with nothing and printed `+37 ~0 -0 at stdout`."""
+    result = invoke("diff", "--simulate", "hgx-h100", "--output-file", "-")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == ("gfd: error: gfd diff compares with what is published; standard "
+                             "output (-) holds nothing: name the feature file with "
+                             "--output-file\n")
+
+
 def test_a_bad_value_from_the_environment_names_the_variable() -> None:
     result = invoke("labels", "--simulate", "hgx-h100", env={"MIG_STRATEGY": "bogus"})
     assert result.exit_code == 2
