@@ -505,6 +505,15 @@ class Agent:
         self._warnings = current
         self.failures = 0
         change = result.change
+        features = result.features
+        if not features.empty:
+            log.info("features changed: %s: %s", features.summary(), " ".join(
+                [f"+{k}" for k in features.added] + [f"~{k}" for k in features.changed]
+                + [f"-{k}" for k in features.removed]), extra=fields(
+                target=self.parts.sink.name, added=list(features.added),
+                changed=list(features.changed), removed=list(features.removed),
+                counts={"added": len(features.added), "changed": len(features.changed),
+                        "removed": len(features.removed)}))
         if not change.empty:
             log.info("labels changed: %s: %s", change.summary(), " ".join(
                 [f"+{k}" for k in change.added] + [f"~{k}" for k in change.changed]
@@ -513,7 +522,7 @@ class Agent:
                 changed=list(change.changed), removed=list(change.removed),
                 counts={"added": len(change.added), "changed": len(change.changed),
                         "removed": len(change.removed), "labels": len(labelling.labels)}))
-        elif result.written:
+        elif result.written and result.features.empty:
             log.debug("labels unchanged; target refreshed")
         else:
             log.debug("labels unchanged")

@@ -43,6 +43,9 @@ class PublishResult:
     written: bool
     change: Change = field(default_factory=Change)
     rejected: tuple[str, ...] = ()
+    features: Change = field(default_factory=Change)
+    """The feature elements (flat names, ``features.flatten``) the write added, changed or
+    removed; empty at a target that carries no features."""
 
 
 class Sink(Protocol):

@@ -440,7 +440,8 @@ class NodeFeatureSink:
                     stored = self.retry.run(partial(
                         self.api.replace_nodefeature, self.namespace,
                         updated(current, self.node, labels, owners, features)))
-                    return self._done(labels, features, stored, diff(old, labels))
+                    return self._done(labels, features, stored, diff(old, labels),
+                                      before=current)
                 current = self._read()
                 if current is None:
                     if self._current is not None:
@@ -449,7 +450,7 @@ class NodeFeatureSink:
                     stored = self.retry.run(lambda: self.api.create_nodefeature(
                         self.namespace,
                         build(self.node, self.namespace, labels, owners, features)))
-                    return self._done(labels, features, stored, diff({}, labels))
+                    return self._done(labels, features, stored, diff({}, labels), before={})
                 refusal = self._refusal(current, owners)
                 if refusal:
                     self._current = None
@@ -480,9 +481,13 @@ class NodeFeatureSink:
         self._watched.published()
 
     def _done(self, labels: dict[str, str], features: dict[str, Any], stored: dict[str, Any],
-              change: Change) -> PublishResult:
+              change: Change, *, before: dict[str, Any]) -> PublishResult:
+        """A write went through: remember it; what changed in the labels and, from the
+        object ``before`` it, in gfd's features."""
         self._remember(labels, features, stored)
-        return PublishResult(written=True, change=change)
+        was = flatten(owned_features((before.get("spec") or {}).get("features")))
+        return PublishResult(written=True, change=change,
+                             features=diff(was, flatten(owned_features(features))))
 
     def prune(self) -> PublishResult:
         """Delete the object if gfd wrote it (its mark, or gfd's DaemonSet as controller);

@@ -756,8 +756,19 @@ def test_features_are_written_with_the_labels_and_only_on_change(api: MemoryApi)
     assert api.count() == 0
     result = nodefeature.publish(LABELS, features=FEWER_GPUS)
     assert result.written and result.change.empty, "the labels it requests are unchanged"
+    assert result.features.removed == ("nvidia.gpu[0].index", "nvidia.gpu[0].memory",
+                                       "nvidia.gpu[0].uuid")
+    assert not result.features.added and not result.features.changed
     assert methods(api) == ["replace_nodefeature"]
     assert stored_features(api) == FEWER_GPUS.to_api()
+
+
+def test_the_first_write_reports_every_feature_element_added(api: MemoryApi) -> None:
+    result = sink(api).publish(LABELS, features=GPU_FEATURES)
+    assert result.features.added == tuple(sorted(GPU_FEATURES.flat()))
+    other = MemoryApi()
+    other.add_pod(NS, POD, "gfd")
+    assert sink(other).publish(LABELS).features.empty, "no features given: none reported"
 
 
 def test_features_of_other_names_in_the_object_are_kept(api: MemoryApi) -> None:
