@@ -12,7 +12,7 @@ import difflib
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -26,15 +26,12 @@ from gfd.cli_options import (
     explicit,
     output_file_alias,
     output_option,
+    prepare,
     settings_options,
 )
-from gfd.config import Settings
-from gfd.errors import ConfigError, GfdError
+from gfd.errors import GfdError
 from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 from gfd.labelers.options import LABEL_SETS
-
-if TYPE_CHECKING:
-    from gfd.configfile import FileConfig
 
 __all__ = ["Exit", "ReloadAsked", "cli", "exit_code", "main", "run_agent"]
 
@@ -45,19 +42,6 @@ _TIMESTAMP = "nvidia.com/gfd.timestamp"
 
 class LabelNotFound(GfdError):
     """``gfd explain`` was asked about a label this machine does not get."""
-
-
-def build_settings(params: dict[str, Any]) -> tuple[Settings, FileConfig | None]:
-    """Settings from this command's options and the config file; also the parsed file."""
-    from gfd.app import load_settings
-
-    return load_settings(explicit(params))
-
-
-def _configure_logging(level: str, fmt: str) -> None:
-    from gfd.logs import configure
-
-    configure(level=level, fmt=fmt)
 
 
 @click.group("gfd", cls=Group,
@@ -82,9 +66,7 @@ def labels_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     they are for, and why, on stderr."""
     from gfd.app import label_once
 
-    settings, _ = build_settings(params)
-    _configure_logging(settings.log_level if settings.log_level != "info" else "warning",
-                       settings.log_format)
+    settings = prepare(params, quiet=True)
     snapshot, labelling = label_once(settings, int(time.time()))
     manager = snapshot.resource_manager
     click.echo(f"resource manager: {manager.name} ({manager.evidence})", err=True)
@@ -102,8 +84,7 @@ def snapshot_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
 
     from gfd.app import read_once
 
-    settings, _ = build_settings(params)
-    _configure_logging("warning", settings.log_format)
+    settings = prepare(params, level="warning")
     text = read_once(settings).to_json()
     click.echo(text if output == "json" else render.document(json.loads(text), output),
                nl=False)
@@ -121,8 +102,7 @@ def devices_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     from gfd.app import read_once
     from gfd.devices import document
 
-    settings, _ = build_settings(params)
-    _configure_logging("warning", settings.log_format)
+    settings = prepare(params, level="warning")
     doc = document(read_once(settings))
     fmt = chosen_output(ctx, output)
     click.echo(render.devices_text(doc) if fmt == "text" else render.document(doc, fmt),
@@ -144,8 +124,7 @@ def features_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     match (docs/features.md); no side effects."""
     from gfd.app import project_once
 
-    settings, _ = build_settings(params)
-    _configure_logging("error", settings.log_format)
+    settings = prepare(params, level="error")
     _, projection = project_once(settings, int(time.time()))
     features = projection.features
     fmt = chosen_output(ctx, output)
@@ -165,11 +144,7 @@ def diff_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     from gfd.app import make_sink, project_once
     from gfd.sinks.base import diff
 
-    settings, _ = build_settings(output_file_alias(ctx, params))
-    if settings.effective_sink == "file" and settings.output_file == "-":
-        raise ConfigError("gfd diff compares with what is published; standard output (-) "
-                          "holds nothing: name the feature file with --output-file")
-    _configure_logging("warning", settings.log_format)
+    settings = prepare(output_file_alias(ctx, params), level="warning")
     _, projection = project_once(settings, int(time.time()))
     labelling = projection.labelling
     sink = make_sink(settings, write=lambda text: None)
@@ -211,8 +186,7 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
     arguments."""
     from gfd.app import make_sink
 
-    settings, _ = build_settings(params)
-    _configure_logging(settings.log_level, settings.log_format)
+    settings = prepare(params)
     sink = make_sink(settings, write=lambda text: None)
     try:
         result = sink.prune()
@@ -220,8 +194,9 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
         sink.close()
     for k in result.change.removed:
         click.echo(f"- {k}")
-    click.echo(f"pruned {len(result.change.removed)} labels at {sink.name}"
-               if result.written else f"nothing to prune at {sink.name}", err=True)
+    removed = len(result.change.removed)
+    click.echo(f"pruned {removed} labels at {sink.name}" if removed
+               else f"nothing to prune at {sink.name}", err=True)
 
 
 @cli.command("explain")
@@ -233,8 +208,7 @@ def explain_cmd(ctx: click.Context, /, key: str, output: str, **params: Any) -> 
     """Explain why a label has its value on this machine: source, raw input, rules applied."""
     from gfd.app import label_once
 
-    settings, _ = build_settings(params)
-    _configure_logging("error", settings.log_format)
+    settings = prepare(params, level="error")
     snapshot, labelling = label_once(settings, int(time.time()))
     manager = snapshot.resource_manager
     full = key if "/" in key else f"nvidia.com/{key}"
@@ -249,50 +223,70 @@ def explain_cmd(ctx: click.Context, /, key: str, output: str, **params: Any) -> 
                    f"({manager.evidence})")
         raise LabelNotFound(f"{full} is not a label on this machine{why}{hint}")
     rejected = {r.key: r.message for r in labelling.rejected}
-    data = render.explain_document(full, label, doc, manager, rejected.get(full, ""))
+    module = labelling.origin.get(full, "")
+    data = render.explain_document(full, label, doc, manager, rejected.get(full, ""),
+                                   computed_in=f"{module.replace('.', '/')}.py" if module else "")
     click.echo(render.explain_text(data) if output == "text" else render.document(data, output),
                nl=False)
 
 
-@cli.command("selector")
-@click.option("--product", default="", help="GPU model, e.g. H100, A100-80GB, or an exact "
-              "gpu.product value.")
-@click.option("--min-memory", type=int, default=None, help="At least this much GPU memory, MiB.")
-@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb (mixed strategy).")
-@click.option("--shared/--dedicated", default=None, help="A time-sliced/MPS resource, or not.")
+@cli.command("selector", epilog="Missed on purpose, where the labels cannot tell (each kind "
+             "in docs/selector.md): nodes with GPUs of several models when a filter needs the "
+             "model; MIG slices under --mig-strategy single when --mig-profile is given "
+             "(request them as nvidia.com/gpu); --shared/--dedicated where gpu.replicas is 0 "
+             "or absent (DRA nodes); MPS with MIG enabled (no labels); shared units for "
+             "--count above 1; models gfd's list names differently from NVML (a warning says "
+             "so).")
+@click.option("--product", default="", help="GPU model words, in any order (H100, A100-80GB), "
+              "or an exact gpu.product value (with or without -SHARED).")
+@click.option("--min-memory", type=int, default=None, help="At least this much memory per "
+              "unit the pod can get, MiB (a MIG slice's, an MPS replica's share).")
+@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb: requests "
+              "nvidia.com/mig-<profile> (mixed strategy).")
+@click.option("--shared", is_flag=True, default=False,
+              help="A time-sliced or MPS replica.")
+@click.option("--dedicated", is_flag=True, default=False, help="A unit no other pod shares.")
+@click.option("--renamed", is_flag=True, default=False, help="The device plugin renames shared "
+              "resources (renameByDefault): request <name>.shared (implies --shared).")
 @click.option("--family", default="", help="Architecture, e.g. hopper.")
 @click.option("--min-compute", default="", help="Minimum compute capability, e.g. 8.0.")
+@click.option("--count", type=int, default=1, help="How many units (devices with --dra).")
 @click.option("--label-set", type=click.Choice(LABEL_SETS), default="extended",
               help="compat: use only GFD's labels (for clusters labelled by GFD).")
 @click.option("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
               help="auto: a nodeSelector when exact values suffice, else node affinity.")
 @click.option("--dra", is_flag=True, default=False,
               help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
-                   "attributes) and the pod's node affinity over the labels of "
-                   "--resource-manager dra.")
-@click.option("--count", type=int, default=1, help="--dra: how many devices to claim.")
-@click.option("--name", default="", help="--dra: the ResourceClaimTemplate's name.")
+                   "attributes) and an example Pod using it, placed by node affinity over the "
+                   "labels of --resource-manager dra.")
+@click.option("--name", default=None, help="--dra: the ResourceClaimTemplate's name.")
+@click.option("--feature-gates", default="", help="--dra: the DRA driver's gates, e.g. "
+              "DynamicMIG=true (what its devices publish changes).")
+@click.option("--uuid", default="", help="--dra: one GPU (GPU-...) or MIG device (MIG-...).")
 @output_option("selector")
-def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool | None,
-                 family: str, min_compute: str, label_set: str, form: str, dra: bool,
-                 count: int, name: str, output: str) -> None:
-    """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec; with --dra, a
-    ResourceClaimTemplate and the pod spec fragment (node affinity, resourceClaims) using it."""
+def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool,
+                 dedicated: bool, renamed: bool, family: str, min_compute: str, count: int,
+                 label_set: str, form: str, dra: bool, name: str | None, feature_gates: str,
+                 uuid: str, output: str) -> None:
+    """Print where a GPU pod may run and what it must request: a pod-spec fragment (YAML) with
+    a nodeSelector or node affinity over gfd's labels and a container's resources.limits; with
+    --dra, a ResourceClaimTemplate and an example Pod (`kubectl apply -f -` accepts both).
+
+    A pod placed by it, requesting that resource, never gets a unit that breaks a filter."""
     import yaml
 
-    from gfd.selector import Constraints, claim, stanza
+    from gfd.selector import Options
+    from gfd.selector import render as render_selector
 
-    constraints = Constraints(product=product, min_memory=min_memory, mig_profile=mig_profile,
-                              shared=shared, family=family, min_compute=min_compute,
-                              label_set=label_set)
-    if dra:
-        docs = claim(constraints, count=count, name=name)
-        click.echo(yaml.safe_dump_all(docs, sort_keys=False) if output == "yaml"
-                   else render.document(list(docs), output), nl=False)
-        return
-    if count != 1 or name:
-        raise ConfigError("--count and --name go with --dra (a ResourceClaimTemplate)")
-    click.echo(render.document(stanza(constraints, form=form), output), nl=False)
+    out = render_selector(
+        Options(product=product, min_memory=min_memory, mig_profile=mig_profile, shared=shared,
+                dedicated=dedicated, renamed=renamed, family=family, min_compute=min_compute,
+                count=count, dra=dra, name=name),
+        label_set=label_set, form=form, feature_gates=feature_gates, uuid=uuid)
+    for line in out.warnings:
+        click.echo(line, err=True)
+    click.echo(yaml.safe_dump_all(out.documents, sort_keys=False) if output == "yaml"
+               else render.document(render.one(list(out.documents)), output), nl=False)
 
 
 @cli.command("docs")

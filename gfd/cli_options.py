@@ -20,6 +20,7 @@ from gfd.config import (
     OutputPath,
     PathKind,
     Section,
+    Settings,
     ValueProblem,
 )
 from gfd.errors import ConfigError, GfdError
@@ -208,6 +209,21 @@ def explicit(params: dict[str, Any]) -> dict[str, Any]:
     """The settings given on the command line or in the environment (click passes None for
     the others, so the config file and the defaults can fill them)."""
     return {k: v for k, v in params.items() if k in BY_NAME and v is not None}
+
+
+def prepare(params: dict[str, Any], *, level: str = "", quiet: bool = False) -> Settings:
+    """A one-shot command's settings (its options, the environment, the config file), with
+    logging configured: at ``level``, else the settings' own (``quiet``: warnings unless a
+    level other than the default info was asked for)."""
+    from gfd.app import load_settings
+    from gfd.logs import configure
+
+    settings, _ = load_settings(explicit(params))
+    chosen = level or settings.log_level
+    if quiet and not level and settings.log_level == "info":
+        chosen = "warning"
+    configure(level=chosen, fmt=settings.log_format)
+    return settings
 
 
 # --------------------------------------------------------------------------- -o/--output

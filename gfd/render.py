@@ -27,6 +27,14 @@ def document(doc: Any, fmt: str) -> str:
     raise ValueError(f"not a document format: {fmt}")
 
 
+def one(documents: list[Any]) -> Any:
+    """Several documents as one, as kubectl prints them: the document itself when there is one,
+    else a ``v1`` ``List`` of them (``kubectl apply -f -`` takes either)."""
+    if len(documents) == 1:
+        return documents[0]
+    return {"apiVersion": "v1", "kind": "List", "items": documents}
+
+
 def labels(values: Mapping[str, str], fmt: str) -> str:
     """Labels: ``text`` sorted ``key=value`` lines, ``name`` the keys alone, ``json`` and
     ``yaml`` one mapping sorted by key."""
@@ -105,7 +113,8 @@ def explain_text(doc: Mapping[str, Any]) -> str:
         lines.append(f"  raw:    {doc['raw']}")
     lines += [f"  rule {i}: {rule}" for i, rule in enumerate(doc["rules"], 1)]
     if doc.get("set"):
-        lines.append(f"  set:    {doc['set']} (computed in {' or '.join(doc['computedIn'])})")
+        where = f" (computed in {doc['computedIn']})" if doc.get("computedIn") else ""
+        lines.append(f"  set:    {doc['set']}{where}")
     if doc.get("underDra"):
         lines.append(f"  under dra: {doc['underDra']}")
     if doc.get("perDevice"):
@@ -118,15 +127,14 @@ def explain_text(doc: Mapping[str, Any]) -> str:
 
 
 def explain_document(key: str, label: Label, doc: LabelDoc | None, manager: ResourceManager,
-                     not_published: str) -> dict[str, Any]:
-    """``gfd explain``'s data: the label's value and provenance, its reference entry, and
-    what the resource manager changes."""
+                     not_published: str, *, computed_in: str = "") -> dict[str, Any]:
+    """``gfd explain``'s data: the label's value and provenance, its reference entry (and the
+    module the pipeline says computed it), and what the resource manager changes."""
     dra = manager.name == "dra"
     return {
         "key": key, "value": label.value, "source": label.source, "raw": label.raw,
         "rules": list(label.rules), "set": doc.set if doc else "",
-        "computedIn": [f"gfd/labelers/{m.strip()}.py" for m in doc.module.split("/")]
-        if doc else [],
+        "computedIn": computed_in if doc else "",
         "underDra": doc.dra if doc and dra else "",
         "perDevice": "`gfd devices` (each GPU and MIG device as DRA claims select it: "
                      "attributes, capacities)" if dra and key.startswith("nvidia.com/gpu.")

@@ -12,7 +12,7 @@ errors are data too (``Gpu.error``), never an exception.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
 from gfd.errors import DiscoveryError, show
@@ -253,6 +253,11 @@ def _to_plain(value: Any) -> Any:
 
 _T = TypeVar("_T")
 
+_REQUIRED: dict[type, tuple[str, ...]] = {Snapshot: ("gpus",)}
+"""Fields a snapshot file must name although the class has a default: ``{}`` is no
+snapshot (it was read as a machine without GPUs)."""
+_EMPTY_HINT: dict[type, str] = {Snapshot: '; a machine without GPUs has "gpus": []'}
+
 
 def _from_plain(cls: type[_T], data: Any, where: str) -> _T:
     if not isinstance(data, dict):
@@ -263,6 +268,11 @@ def _from_plain(cls: type[_T], data: Any, where: str) -> _T:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise DiscoveryError(f"{where}: unknown field(s) "
                              f"{', '.join(show(u) for u in unknown[:5])}{more}")
+    missing = [name for name, f in known.items() if name not in data and (
+        name in _REQUIRED.get(cls, ()) or (f.default is MISSING and f.default_factory is MISSING))]
+    if missing:
+        raise DiscoveryError(f"{where}: missing field(s) {', '.join(show(m) for m in missing)} "
+                             f"(`gfd snapshot` writes every field{_EMPTY_HINT.get(cls, '')})")
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         kwargs[name] = _convert(cls, name, value, f"{where}.{name}")

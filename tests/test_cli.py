@@ -5,6 +5,7 @@ command's output, and errors mapped to exit codes (0 ok, 1 runtime, 2 usage or c
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 from pathlib import Path
@@ -220,7 +221,7 @@ def test_explain_prints_value_source_raw_rules_and_set() -> None:
         "  source: nvmlDeviceGetName",
         "  raw:    NVIDIA H100 80GB HBM3",
         "  rule 1: sanitise: keep [A-Za-z0-9-_. ], join words with '-'",
-        "  set:    compat (computed in gfd/labelers/gpu.py or gfd/labelers/mig.py)",
+        "  set:    compat (computed in gfd/labelers/gpu.py)",
         "  resource manager: device-plugin (--resource-manager device-plugin)",
     ]
 
@@ -428,7 +429,7 @@ def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
     assert as_json.exit_code == 0 and json.loads(as_json.output) == doc
 
 
-def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
+def test_selector_dra_prints_a_template_and_a_complete_pod() -> None:
     import yaml as _yaml
     from click.testing import CliRunner as _Runner
 
@@ -440,6 +441,35 @@ def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
     template, pod = list(_yaml.safe_load_all(out.output))
     assert template["kind"] == "ResourceClaimTemplate"
     assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
-    assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
-    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--count", "2"])
+    assert pod["kind"] == "Pod"
+    assert pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
+    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--name", "a10"])
     assert bad.exit_code == 2 and "--dra" in bad.output
+
+
+@pytest.mark.parametrize("machine, strategy, module, source", [
+    ("dgx-a100-mig-mixed", "none", "gpu", "nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex "
+     "(each GPU), nvmlDeviceGetName (its model)"),
+    ("dgx-a100-mig-single", "single", "mig", "nvmlDeviceGetMaxMigDeviceCount, "
+     "nvmlDeviceGetMigDeviceHandleByIndex (each MIG device of each MIG-enabled GPU), "
+     "nvmlDeviceGetGpuInstanceId and nvmlDeviceGetComputeInstanceId (its profile)"),
+], ids=["gpus", "mig-single"])
+def test_explain_gpu_count_gives_its_true_source_rule_and_relation_to_devices(
+        machine: str, strategy: str, module: str, source: str) -> None:
+    """It named nvmlDeviceGetName, gave no rule, and guessed 'gpu.py or mig.py'; nothing
+    explained gpu.count=8 next to gpu.devices.full=4 on a MIG-mixed node."""
+    logger = logging.getLogger("gfd")
+    saved = (logger.handlers[:], logger.level, logger.propagate)  # explain sets "error"
+    try:
+        result = invoke("explain", "gpu.count", "--simulate", machine, "--mig-strategy",
+                        strategy, "--resource-manager", "device-plugin")
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1] == f"  source: {source}"
+    assert any(line.startswith("  rule 1: ") for line in lines)
+    assert any("gpu.devices.full counts the GPUs a pod can get whole (healthy, MIG off)" in line
+               for line in lines)
+    assert f"  set:    compat (computed in gfd/labelers/{module}.py)" in lines
+    assert " or " not in next(line for line in lines if line.startswith("  set:"))

@@ -30,6 +30,12 @@ def test_labels_are_sorted_in_every_form_and_the_documents_agree() -> None:
     assert yaml.safe_load(render.labels({"a/n": "8"}, "yaml")) == {"a/n": "8"}, "a string"
 
 
+def test_several_documents_are_one_v1_list_and_one_is_itself() -> None:
+    pod = {"kind": "Pod"}
+    assert render.one([pod]) is pod
+    assert render.one([pod, pod]) == {"apiVersion": "v1", "kind": "List", "items": [pod, pod]}
+
+
 def test_a_diff_document_holds_each_difference_and_its_text_is_diffs_lines() -> None:
     current = {"a/kept": "1", "a/old": "x", "a/changed": "4"}
     wanted = {"a/kept": "1", "a/new": "y", "a/changed": "8"}
@@ -65,13 +71,14 @@ def test_the_explain_text_shows_each_part_of_the_document() -> None:
                                         raw="Tesla T4", rules=("spaces -> '-'", "+ -SHARED")),
         describe("nvidia.com/gpu.product"),
         ResourceManager(name="device-plugin", evidence="--resource-manager device-plugin"),
-        "value too long")
+        "value too long", computed_in="gfd/labelers/gpu.py")
     assert json.loads(json.dumps(doc)) == doc
     lines = render.explain_text(doc).splitlines()
     assert lines[:5] == ["nvidia.com/gpu.product=Tesla-T4-SHARED",
                          "  source: nvmlDeviceGetName", "  raw:    Tesla T4",
                          "  rule 1: spaces -> '-'", "  rule 2: + -SHARED"]
-    assert lines[5].startswith("  set:    ") and "gfd/labelers/" in lines[5]
+    assert lines[5].startswith("  set:    ") and lines[5].endswith(" (computed in "
+                                                                 "gfd/labelers/gpu.py)")
     assert lines[-2:] == ["  resource manager: device-plugin (--resource-manager "
                           "device-plugin)", "  NOT PUBLISHED: value too long"]
 

@@ -67,13 +67,13 @@ def gfd_devices(machine: str) -> list[JSON]:
 
 
 def gfd_selector(args: tuple[str, ...]) -> tuple[JSON, JSON]:
-    """`gfd selector --dra <args>`: the ResourceClaimTemplate and the pod spec fragment."""
+    """`gfd selector --dra <args>`: the ResourceClaimTemplate, and the placement and claims
+    of the example Pod it prints."""
     docs = list(yaml.safe_load_all(gfd("selector", "--dra", *args)))
     assert len(docs) == 2, docs
-    template, fragment = docs
-    assert template["kind"] == "ResourceClaimTemplate"
-    assert set(fragment) == {"affinity", "resourceClaims"}, fragment
-    return template, fragment
+    template, pod = docs
+    assert template["kind"] == "ResourceClaimTemplate" and pod["kind"] == "Pod"
+    return template, {k: pod["spec"][k] for k in ("affinity", "resourceClaims")}
 
 
 # --------------------------------------------------------------------------- the oracle
@@ -95,12 +95,13 @@ def _words(text: str) -> list[str]:
 
 
 def _options(args: tuple[str, ...]) -> dict[str, str]:
-    return {args[i].removeprefix("--"): args[i + 1] for i in range(0, len(args), 2)}
+    return {args[i].removeprefix("--"): args[i + 1] for i in range(0, len(args), 2)
+            if args[i] != "--label-set"}
 
 
 def describes(args: tuple[str, ...], device: JSON) -> bool:
     """Whether the filters describe a device of `gfd devices`' output, read from the
-    reference's rules: --product's words are consecutive words of the NVML name, memory in
+    reference's rules: --product's words are words of the NVML name, in any order, memory in
     MiB against the ``memory`` capacity in bytes, --family as the driver's architecture,
     --min-compute against the semver compute capability, --mig-profile as the driver's
     profile (``1g.10gb.me`` is ``1g.10gb+me``); a MIG device only with --mig-profile and a
@@ -112,7 +113,7 @@ def describes(args: tuple[str, ...], device: JSON) -> bool:
         return False
     if "product" in f:
         want, name = _words(f["product"]), _words(attrs["productName"])
-        if not any(name[i:i + len(want)] == want for i in range(len(name))):
+        if not set(want) <= set(name):
             return False
     if "min-memory" in f and capacity["memory"] < int(f["min-memory"]) * 2**20:
         return False
@@ -366,10 +367,12 @@ SCHEDULABLE = [
 ]
 
 UNSCHEDULABLE = [
-    Case(("--product", "B200"), frozenset()),
+    # the claim matches words of productName, so every GPU node passes the affinity
+    Case(("--product", "B200"), frozenset(), claim_refuses=True),
     # the mixed node passes the affinity (gpu.heterogeneous=true: its labels describe its
-    # A100s only); none of its GPUs is a Hopper
-    Case(("--family", "hopper", "--min-compute", "10.0"), frozenset(), claim_refuses=True),
+    # A100s only); no Hopper has 100000 MiB (`--family hopper --min-compute 10.0` is refused:
+    # no Hopper has compute capability 10)
+    Case(("--family", "hopper", "--min-memory", "100000"), frozenset(), claim_refuses=True),
     # 8 H100s on hgx-h100, 2 MIG-enabled ones on h100-mig
     Case(("--product", "H100", "--count", "9"), frozenset(), claim_refuses=True),
     # the mixed node has three GPUs: two A100 80GB and one A10
@@ -492,3 +495,36 @@ def test_a_templates_claim_is_used_only_once_the_pod_status_names_it(
     record_claim_status(control_plane, w)
     wait_for(control_plane, w, lambda p: p["spec"].get("nodeName") == fleet[MIXED].name,
              "the pod was not bound once its claim status was written", scheduler)
+
+
+def test_compat_labels_place_the_claim_on_a_node_gfd_labelled_with_them(
+        control_plane: ControlPlane, scheduler: Process, fleet: Fleet,
+        workloads: list[Workload]) -> None:
+    """A node labelled with `--label-set compat` (no gpu.product.<model>, gpu.heterogeneous or
+    mig.enabled.count): `--dra --label-set compat` places the pod there by its claim; the
+    default (extended) affinity cannot see the node's A100s and leaves the pod pending."""
+    name = "dra-compat-mixed"
+    labels = json.loads(gfd("labels", "--resource-manager", "dra", "--label-set", "compat",
+                            "--simulate", MIXED, "--format", "json"))
+    assert "nvidia.com/gpu.heterogeneous" not in labels
+    control_plane.create_node(name, labels={**labels, "kubernetes.io/hostname": name,
+                                            "kubernetes.io/os": "linux"})
+    rs = resource_slice(simulate(MIXED).snapshot, node=name)
+    created = control_plane.create(rs)
+    try:
+        args = ("--product", "A100-80GB", "--count", "2")
+        compat = submit(control_plane, workloads, (*args, "--label-set", "compat"), pin=name)
+        wait_for(control_plane, compat, lambda p: p["spec"].get("nodeName") == name,
+                 "the compat pod was not bound to the compat-labelled node", scheduler)
+        check_allocation(control_plane, compat, GpuNode(MIXED, name, labels, tuple(
+            gfd_devices(MIXED))), Case(args, frozenset({MIXED})))
+        extended = submit(control_plane, workloads, args, pin=name)
+        condition = scheduled(wait_for(control_plane, extended, scheduled,
+                                       "the pod was not tried", scheduler))
+        assert condition is not None and condition["reason"] == "Unschedulable", condition
+    finally:
+        for w in list(workloads):
+            control_plane.request("DELETE", w.pod_path, query={"gracePeriodSeconds": "0"},
+                                  expect=(200, 404))
+        control_plane.delete(created, wait=False)
+        control_plane.delete(f"/api/v1/nodes/{name}", wait=False)
