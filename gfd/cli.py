@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from gfd import __version__, render
+from gfd import __version__, dra, render
 from gfd.cli_agent import ReloadAsked, run_agent
 from gfd.cli_options import (
     Exit,
@@ -29,7 +29,7 @@ from gfd.cli_options import (
     prepare,
     settings_options,
 )
-from gfd.errors import GfdError
+from gfd.errors import ConfigError, GfdError
 from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 from gfd.labelers.options import LABEL_SETS
 
@@ -90,23 +90,37 @@ def snapshot_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
                nl=False)
 
 
-@cli.command("devices")
+@cli.command("devices", help=(
+    "Print each GPU, MIG and passthrough device as the NVIDIA DRA driver publishes it "
+    f"(release {dra.RELEASE}): device names, attributes with their types, capacities, and "
+    "under DynamicMIG the shared counter sets and what each device consumes; what to write "
+    "CEL selectors against. A device the snapshot cannot describe fully lists what is "
+    "missing: exit 1. Where the driver would fail to start (a lost GPU, a MIG device it cannot "
+    "describe, an NVML error, refused gates) one line 'the plugin would not start: REASON' "
+    "on stderr: exit 3."))
 @settings_options("devices")
+@click.option("--feature-gates", "feature_gates", default="", metavar="NAME=BOOL,...",
+              help="The driver's feature gates, as its own flag takes them: "
+                   f"{dra.DYNAMIC_MIG}=true (partitionable MIG devices, shared counters), "
+                   f"{dra.PASSTHROUGH_SUPPORT}=true (gpu-vfio-<i> devices).")
 @output_option("devices")
 @click.pass_context
 def devices_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
-    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it: device
-    names, attributes with their types, capacities; what to write
-    CEL selectors against. A device the snapshot cannot describe fully lists what is missing.
-    Exit 1 when any device is incomplete."""
     from gfd.app import read_once
     from gfd.devices import document
 
+    try:
+        gates = dra.parse_gates(params["feature_gates"])
+    except ValueError as exc:
+        raise ConfigError(f"--feature-gates: {exc}") from None
     settings = prepare(params, level="warning")
-    doc = document(read_once(settings))
+    doc = document(read_once(settings), gates)
     fmt = chosen_output(ctx, output)
     click.echo(render.devices_text(doc) if fmt == "text" else render.document(doc, fmt),
                nl=False)
+    if "wouldNotStart" in doc:
+        click.echo(f"the plugin would not start: {doc['wouldNotStart']}", err=True)
+        sys.exit(Exit.NOT_STARTED)
     incomplete = [d for d in doc["devices"] if "missing" in d]
     if incomplete:
         click.echo(f"{len(incomplete)} device(s) cannot be described fully: see 'missing'",

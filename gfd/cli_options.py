@@ -36,7 +36,9 @@ class Exit(enum.IntEnum):
     FAILURE = 1
     USAGE = 2
     UNKNOWN = 3
-    """``gfd diff`` only: it could not look (its 1 means "differences")."""
+    """``gfd diff``: it could not look (its 1 means "differences")."""
+    NOT_STARTED = 3
+    """``gfd devices``: the DRA driver's plugin would not start on this node."""
 
 
 EXIT_CODES: dict[str, dict[int, str]] = {
@@ -45,7 +47,8 @@ EXIT_CODES: dict[str, dict[int, str]] = {
     "labels": {0: "printed", 1: "runtime failure", 2: "usage or configuration error"},
     "snapshot": {0: "printed", 1: "runtime failure", 2: "usage or configuration error"},
     "devices": {0: "printed", 1: "a device cannot be described fully, or runtime failure",
-                2: "usage or configuration error"},
+                2: "usage or configuration error",
+                3: "the DRA driver's plugin would not start on this node"},
     "features": {0: "printed", 1: "runtime failure", 2: "usage or configuration error"},
     "explain": {0: "printed", 1: "not a label on this machine, or runtime failure",
                 2: "usage or configuration error"},

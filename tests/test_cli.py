@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from fakes.apiserver import FakeApiServer
 from gfd import __version__
 from gfd.cli import cli
 from gfd.readers.simulate import simulate
-from gfd.snapshot import load_snapshot
+from gfd.snapshot import Gpu, load_snapshot
 
 T4_SHARED = """
 version: v1
@@ -427,6 +428,38 @@ def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
     assert doc["devices"][2]["attributes"]["productName"] == {"string": "NVIDIA A10"}
     as_json = runner.invoke(_cli, ["devices", "--simulate", "mixed-a100-a10", "-o", "json"])
     assert as_json.exit_code == 0 and json.loads(as_json.output) == doc
+
+
+def test_devices_follows_the_drivers_gates_and_says_when_its_plugin_would_not_start(
+        tmp_path: Path) -> None:
+    from click.testing import CliRunner as _Runner
+
+    from gfd import dra
+    from gfd.cli import Exit
+    from gfd.cli import cli as _cli
+    runner = _Runner()
+    help_text = runner.invoke(_cli, ["devices", "--help"]).output
+    assert f"release {dra.RELEASE}" in help_text and "--feature-gates" in help_text
+    dynamic = runner.invoke(_cli, ["devices", "--simulate", "h100-mig", "-o", "json",
+                                   "--feature-gates", "DynamicMIG=true"])
+    assert dynamic.exit_code == 0, dynamic.output
+    doc = json.loads(dynamic.output)
+    assert doc["featureGates"] == {"DynamicMIG": True} and len(doc["devices"]) == 52
+    both = runner.invoke(_cli, ["devices", "--simulate", "h100-mig", "--feature-gates",
+                                "DynamicMIG=true,PassthroughSupport=true"])
+    assert both.exit_code == Exit.NOT_STARTED == 3
+    assert both.stderr == ("the plugin would not start: feature gate DynamicMIG is currently "
+                           "mutually exclusive with PassthroughSupport\n")
+    snap = simulate("hgx-h100").snapshot
+    lost = replace(snap, gpus=(*snap.gpus[:7], Gpu(index=7, error="GPU is lost")))
+    path = tmp_path / "lost.json"
+    path.write_text(lost.to_json())
+    out = runner.invoke(_cli, ["devices", "--snapshot", str(path)])
+    assert out.exit_code == 3
+    assert out.stderr == "the plugin would not start: error visiting device 7: GPU is lost\n"
+    bad = runner.invoke(_cli, ["devices", "--simulate", "h100-mig", "--feature-gates", "MIG=on"])
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+    assert "--feature-gates: unrecognized feature gate 'MIG=on'" in bad.stderr
 
 
 def test_selector_dra_prints_a_template_and_a_complete_pod() -> None:

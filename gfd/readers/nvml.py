@@ -33,7 +33,7 @@ import math
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
-from ctypes import byref, c_void_p, cast
+from ctypes import byref, c_uint, c_void_p, cast
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -43,12 +43,15 @@ import pynvml
 from gfd.errors import DiscoveryError, NvmlInitError, one_line
 from gfd.logs import Once
 from gfd.snapshot import (
+    ADDRESSING_MODES,
     COMPUTE_MODES,
     FABRIC_STATES,
     Degraded,
     Fabric,
+    GiProfile,
     Gpu,
     MigDevice,
+    Placement,
     Snapshot,
 )
 
@@ -418,6 +421,11 @@ def _read_gpu_fields(index: int, handle: Any, last: Gpu | None, seen: dict[str, 
         "mig_mode", lambda: _mig_mode(handle),
         hold=lambda g: (g.mig_capable, g.mig_enabled, g.mig_pending_enabled), unknown=no_mig)
     mig_devices: tuple[MigDevice, ...] = ()
+    mig_profiles: tuple[GiProfile, ...] = ()
+    if mig_capable:  # static per model and driver: read once per session, as the names
+        profile_tables = tables.setdefault(uuid, _ProfileTables())
+        mig_profiles = facts.ask("mig_profiles", lambda: _gi_profiles(handle, profile_tables),
+                                 hold=lambda g: g.mig_profiles, unknown=())
     if mig_enabled:
         profile_tables = tables.setdefault(uuid, _ProfileTables())
         mig_devices = facts.ask("mig_devices",
@@ -445,6 +453,9 @@ def _read_gpu_fields(index: int, handle: Any, last: Gpu | None, seen: dict[str, 
         power_limits_mw=facts.ask("power_limits", lambda: _power_limits(handle),
                                   hold=lambda g: g.power_limits_mw, unknown=None),
         mig_devices=mig_devices,
+        addressing_mode=facts.ask("addressing_mode", lambda: _addressing_mode(handle),
+                                  hold=lambda g: g.addressing_mode, unknown=None),
+        mig_profiles=mig_profiles,
         degraded=tuple(facts.degraded),
     )
 
@@ -467,6 +478,19 @@ def _capability(handle: Any) -> tuple[int, int]:
 def _pci_bus_id(handle: Any) -> str:
     pci = _optional(pynvml.nvmlDeviceGetPciInfo, handle)
     return _text(pci.busId) if pci is not None else ""
+
+
+def _addressing_mode(handle: Any) -> str | None:
+    """nvmlDeviceGetAddressingMode as go-nvlib names it (``None``, ``HMM``, ``ATS``); None
+    when the GPU or driver does not support it. A value NVML has not defined is an error,
+    as go-nvlib's GetAddressingModeAsString makes it."""
+    mode = _optional(_binding("nvmlDeviceGetAddressingMode"), handle)
+    if mode is None:
+        return None
+    if not 0 <= int(mode) < len(ADDRESSING_MODES):
+        raise _Failed("nvmlDeviceGetAddressingMode",
+                      ValueError(f"unknown addressing mode {int(mode)}"), _BAD_VALUE)
+    return ADDRESSING_MODES[int(mode)]
 
 
 def _mig_mode(handle: Any) -> tuple[bool, bool, bool | None]:
@@ -624,6 +648,53 @@ class _ProfileTables:
     def __init__(self) -> None:
         self.gi: dict[int, Any] | None = None
         self.ci: dict[int, dict[int, Any]] = {}
+        self.profiles: tuple[GiProfile, ...] | None = None
+
+
+def _gi_profiles(handle: Any, tables: _ProfileTables) -> tuple[GiProfile, ...]:
+    """Every GPU instance profile of a MIG-capable GPU with its possible placements, whatever
+    its MIG mode (nvmlDeviceGetGpuInstanceProfileInfoV, ..._PossiblePlacements_v2); a profile
+    the GPU does not offer (NOT_SUPPORTED, INVALID_ARGUMENT) is skipped, as the DRA driver
+    does. Read once per NVML session."""
+    if tables.profiles is None:
+        found = []
+        for index in range(int(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT)):
+            try:
+                info, name = _gi_profile_info(handle, index)
+                placements = _placements(handle, int(info.id))
+            except _Failed as failed:
+                if failed.code in _NO_SUCH_PROFILE:
+                    continue
+                raise
+            found.append(GiProfile(
+                index=index, id=int(info.id), name=name, slices=int(info.sliceCount),
+                memory_mib=int(info.memorySizeMB), multiprocessors=int(info.multiprocessorCount),
+                copy_engines=int(info.copyEngineCount), decoders=int(info.decoderCount),
+                encoders=int(info.encoderCount), jpegs=int(info.jpegCount),
+                ofas=int(info.ofaCount), placements=placements))
+        tables.profiles = tuple(found)
+    return tables.profiles
+
+
+def _gi_profile_info(handle: Any, index: int) -> tuple[Any, str]:
+    """One GPU instance profile and its NVML name ("" on drivers without the V call)."""
+    try:
+        info = _call(_binding("nvmlDeviceGetGpuInstanceProfileInfoV"), handle, index)
+        return info, _text(info.name)
+    except _Failed as failed:
+        if failed.code not in _ABSENT and failed.code != _VERSION_MISMATCH:
+            raise
+    return _call(pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, index, 1), ""
+
+
+def _placements(handle: Any, profile_id: int) -> tuple[Placement, ...]:
+    """nvmlDeviceGetGpuInstancePossiblePlacements_v2: asked for the count, then the list."""
+    count = c_uint(0)
+    call = _binding("nvmlDeviceGetGpuInstancePossiblePlacements")
+    _call(call, handle, profile_id, None, byref(count))
+    array = (pynvml.c_nvmlGpuInstancePlacement_t * max(count.value, 1))()
+    _call(call, handle, profile_id, array, byref(count))
+    return tuple(Placement(start=int(p.start), size=int(p.size)) for p in array[:count.value])
 
 
 class _ProfileNames:
