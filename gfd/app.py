@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from gfd.budget import Budget
 from gfd.config import Part, Settings, changed, resolve
 from gfd.daemon import Duty, EventRecorder, Parts
 from gfd.discovery import Discovery, GpuSource, UnusableGpus, read_snapshot_file
@@ -98,16 +99,18 @@ def make_gpu_source(settings: Settings) -> GpuSource:
 
 
 def make_manager(settings: Settings, *, api: bool = False,
-                 on_request: OnRequest | None = None) -> ResourceManagerReader:
+                 on_request: OnRequest | None = None,
+                 budget: Budget | None = None) -> ResourceManagerReader:
     """What decides the resource manager at each read (``--resource-manager``). With ``api``
     (a running agent whose sink talks to the API server) ``auto`` also asks the API server
     for this node's ResourceSlices of the DRA driver, through a client of its own: one LIST
-    at start and once a day (``SLICE_RECHECK``, a duty of the loop), never per cycle."""
+    at start and once a day (``SLICE_RECHECK``, a duty of the loop), never per cycle; that
+    LIST runs in a cycle and takes its time from the cycle's ``budget``."""
     reader = ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
     if (not api or settings.resource_manager != "auto" or not settings.node_name
             or settings.effective_sink not in ("node", "nodefeature")):
         return reader
-    kube = make_kube(settings, on_request=on_request)
+    kube = make_kube(settings, on_request=on_request, budget=budget)
     node = settings.node_name
     reader.slices = lambda: kube.count_resourceslices(node, DRA_DRIVER)
     reader.release = kube.close
@@ -115,11 +118,12 @@ def make_manager(settings: Settings, *, api: bool = False,
 
 
 def make_discovery(settings: Settings, unusable: UnusableGpus | None = None, *,
-                   api: bool = False, on_request: OnRequest | None = None) -> Discovery:
+                   api: bool = False, on_request: OnRequest | None = None,
+                   budget: Budget | None = None) -> Discovery:
     """The readers for these settings, composed into one snapshot per read. ``unusable``:
-    the agent's marks of GPUs an event made unusable (kept across reloads); ``api``: see
-    :func:`make_manager`."""
-    manager = make_manager(settings, api=api, on_request=on_request)
+    the agent's marks of GPUs an event made unusable (kept across reloads); ``api`` and
+    ``budget``: see :func:`make_manager`."""
+    manager = make_manager(settings, api=api, on_request=on_request, budget=budget)
     try:
         return _discovery(settings, unusable, manager)
     except BaseException:
@@ -161,15 +165,18 @@ def share_features_lock(old: Sink, new: Sink) -> None:
         new.share_lock(old)
 
 
-def make_kube(settings: Settings, *, on_request: OnRequest | None = None) -> Kube:
-    """The Kubernetes client for these settings (imported only here, when needed)."""
+def make_kube(settings: Settings, *, on_request: OnRequest | None = None,
+              budget: Budget | None = None) -> Kube:
+    """The Kubernetes client for these settings (imported only here, when needed).
+    ``budget``: the agent's cycle deadline, which the loop's requests share (``gfd.budget``)."""
     from gfd.kube import DEADLINE, Kube
 
-    # A request's deadline stays well under --stuck-after: a cycle of a few slow requests,
-    # each retried once, must not make /healthz fail over an API problem.
+    # One request may take a quarter of --stuck-after; all the requests of a cycle (and the
+    # retry waits between them) share the cycle's budget, so that no run of slow answers
+    # makes /healthz fail over an API problem.
     return Kube(kubeconfig=settings.kubeconfig, qps=settings.kube_api_qps,
                 burst=settings.kube_api_burst, on_request=on_request,
-                timeout=min(DEADLINE, settings.stuck_after / 4))
+                timeout=min(DEADLINE, settings.stuck_after / 4), budget=budget)
 
 
 def wants_events(settings: Settings) -> bool:
@@ -211,9 +218,11 @@ def known_node_uid(settings: Settings, sink: Sink) -> Callable[[], str] | None:
 
 
 def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None,
-              on_reconnect: OnReconnect | None = None, kube: Kube | None = None) -> Sink:
+              on_reconnect: OnReconnect | None = None, kube: Kube | None = None,
+              budget: Budget | None = None) -> Sink:
     """The sink the settings select; the Kubernetes client is imported only for API sinks
-    (``kube``: the client to use, else one is made)."""
+    (``kube``: the client to use, else one is made with ``budget``). An API sink's retries
+    wait only as long as its client's budget allows."""
     kind = settings.effective_sink
     if kind == "file":
         if settings.output_file == "-":
@@ -228,16 +237,20 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
             "--node-name / NODE_NAME is required with the NodeFeature and Node sinks "
             "(set it from the downward API: fieldRef spec.nodeName)")
     if kube is None:
-        kube = make_kube(settings, on_request=on_request)
+        kube = make_kube(settings, on_request=on_request, budget=budget)
+    from gfd.sinks.retry import Retry
+
     watch_api = kube if settings.watch else None
+    retry = Retry(budget=kube.budget)
     if kind == "node":
         from gfd.sinks.node import NodeSink
 
-        return NodeSink(kube, settings.node_name, watch_api=watch_api, on_reconnect=on_reconnect)
+        return NodeSink(kube, settings.node_name, retry=retry, watch_api=watch_api,
+                        on_reconnect=on_reconnect)
     from gfd.sinks.nodefeature import NodeFeatureSink
 
     return NodeFeatureSink(kube, settings.node_name, namespace=settings.namespace,
-                           pod_name=settings.pod_name, watch_api=watch_api,
+                           pod_name=settings.pod_name, retry=retry, watch_api=watch_api,
                            on_reconnect=on_reconnect)
 
 
@@ -280,6 +293,9 @@ class Factory:
     """GPUs an event made unusable: every Discovery built here shares them, so a reload
     that builds a new one forgets none."""
     on_event: OnEvent | None = None
+    budget: Budget = field(default_factory=Budget)
+    """The deadline the API requests of each cycle share: every client built here takes
+    from it, and the agent opens it at each cycle (``Parts.budget``)."""
 
     def _publishing(self, settings: Settings) -> tuple[Sink, EventRecorder | None]:
         """The sink, and the Events on the Node (sharing the sink's client) when wanted."""
@@ -291,9 +307,9 @@ class Factory:
 
                 answers = Answers()
                 on_request = _both(self.on_request, answers.seen)
-            kube = make_kube(settings, on_request=on_request)
+            kube = make_kube(settings, on_request=on_request, budget=self.budget)
         sink = make_sink(settings, write=self.write, on_request=self.on_request,
-                         on_reconnect=self.on_reconnect, kube=kube)
+                         on_reconnect=self.on_reconnect, kube=kube, budget=self.budget)
         events = None if kube is None else make_events(
             settings, kube, on_event=self.on_event, answers=answers,
             node_uid=known_node_uid(settings, sink))
@@ -301,7 +317,7 @@ class Factory:
 
     def parts(self, settings: Settings) -> Parts:
         discovery = make_discovery(settings, self.unusable, api=True,
-                                   on_request=self.on_request)
+                                   on_request=self.on_request, budget=self.budget)
         try:
             sink, events = self._publishing(settings)
         except BaseException:
@@ -320,7 +336,7 @@ class Factory:
         discovery = current.discovery
         if Part.DISCOVERY in parts:
             discovery = make_discovery(settings, self.unusable, api=True,
-                                       on_request=self.on_request)
+                                       on_request=self.on_request, budget=self.budget)
         sink, events = current.sink, current.events
         if Part.SINK in parts:
             try:
@@ -342,7 +358,7 @@ class Factory:
                   events: EventRecorder | None = None) -> Parts:
         return Parts(settings=settings, discovery=discovery, sink=sink, events=events,
                      options=settings.label_options(timestamp=self.started),
-                     duties=make_duties(settings, discovery, sink))
+                     duties=make_duties(settings, discovery, sink), budget=self.budget)
 
 
 class Reloader:

@@ -537,7 +537,10 @@ class Settings:
         section=Section.PUBLISHING, commands=_AGENT,
         brief="API sinks: watch the published object and repair drift at once.",
         help="API sinks: watch the published object and repair drift at once (needs list "
-             "and watch on it; forbidden, gfd falls back to the resync); false: no watch.")
+             "and watch on it; forbidden, gfd falls back to the resync); false: no watch, "
+             "drift repaired at the resync. The watch costs no request but holds one "
+             "connection: about 155 KiB of API server memory per node, 40-50 KiB without "
+             "(BENCHMARKS.md).")
     events: bool = setting(
         True, kind=Bool(), flags=("--events",), env=("GFD_EVENTS",), part=Part.SINK,
         section=Section.PUBLISHING, commands=_AGENT,
@@ -611,8 +614,8 @@ class Settings:
         brief="/healthz fails when a cycle runs longer than this, or the loop is this late to "
               "wake.",
         help="/healthz fails when a cycle runs longer than this (a hung NVML call), or the "
-             "loop is this late to wake; an API request gets a quarter of it, at most 30s, "
-             "connect included.")
+             "loop is this late to wake; a cycle's API requests share half of it (from the "
+             "cycle's start), each at most a quarter of it and 30s, connect included.")
 
     sharing: Sharing = field(default_factory=Sharing)
     """From the config file's sharing section (no flag sets it)."""

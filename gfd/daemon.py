@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gfd.backoff import BACKOFF_START, backoff
+from gfd.budget import API_SHARE, Budget
 from gfd.config import MIN_SLEEP_INTERVAL, Settings, changed, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
 from gfd.facts.gpus import model_groups
@@ -102,6 +103,9 @@ class Parts:
     """Events on the Node (built with the sink, which holds the API credentials)."""
     changes: tuple[str, ...] = ()
     """For a reload candidate: the settings that changed, as ``name: old -> new``."""
+    budget: Budget | None = None
+    """The deadline the parts' API requests share: opened for ``API_SHARE`` of
+    --stuck-after at the start of each cycle (None: parts that make no API request)."""
 
 
 class PartsSource(Protocol):
@@ -448,7 +452,23 @@ class Agent:
     def cycle(self, *, force_reload: bool = False, reload_config: bool = False) -> bool:
         """One read-label-publish pass. True when labels are published (or unchanged).
         ``force_reload``: SIGHUP (re-read the config and host facts even if unchanged);
-        ``reload_config``: a watcher saw the config file change."""
+        ``reload_config``: a watcher saw the config file change.
+
+        Its API requests (the ResourceSlice LIST of a read, the sink's reads, writes and
+        retries, a reload's prune of the old target) share one deadline, ``API_SHARE`` of
+        --stuck-after from its start (``Parts.budget``, which every part built for this agent
+        shares): however slowly the API server answers, the cycle ends before /healthz
+        would call it stuck."""
+        budget = self.parts.budget
+        if budget is not None:
+            budget.open(self.parts.settings.stuck_after * API_SHARE)
+        try:
+            return self._cycle(force_reload, reload_config)
+        finally:
+            if budget is not None:
+                budget.close()
+
+    def _cycle(self, force_reload: bool, reload_config: bool) -> bool:
         first = self._cycles == 0
         self._cycles += 1
         self._last_written = False

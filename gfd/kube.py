@@ -36,6 +36,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from gfd.budget import Budget
 from gfd.errors import ApiError, ConfigError, WatchExpired, one_line, show
 from gfd.hostfile import what_is
 
@@ -71,23 +72,30 @@ class RateLimiter:
     burst: int
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
-    _tokens: float = field(default=-1.0, init=False)
-    _stamp: float = field(default=0.0, init=False)
+    _tokens: float = field(default=0.0, init=False)
+    _stamp: float | None = field(default=None, init=False)
+    """When the tokens were last counted (None: never; the bucket starts full). The tokens
+    go below zero while takers wait for theirs."""
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
-    def take(self) -> None:
+    def take(self, within: float | None = None) -> bool:
+        """Take a token, waiting for it if need be. ``within``: the most seconds the caller
+        may wait; when the token would come later, take none and return False at once."""
         if self.qps <= 0:
-            return
+            return True
         with self._lock:
             now = self.clock()
-            if self._tokens < 0:
+            if self._stamp is None:
                 self._tokens, self._stamp = float(self.burst), now
             self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.qps)
             self._stamp = now
             wait = 0.0 if self._tokens >= 1 else (1 - self._tokens) / self.qps
+            if within is not None and wait > within:
+                return False
             self._tokens -= 1
         if wait > 0:
             self.sleep(wait)
+        return True
 
 
 def check_kubeconfig(value: str) -> None:
@@ -496,7 +504,8 @@ class Kube:
 
     def __init__(self, *, kubeconfig: str = "", qps: float = 5.0, burst: int = 10,
                  on_request: Callable[[str, str], None] | None = None,
-                 timeout: float = DEADLINE, max_answer: int = MAX_ANSWER_BYTES) -> None:
+                 timeout: float = DEADLINE, max_answer: int = MAX_ANSWER_BYTES,
+                 budget: Budget | None = None) -> None:
         cfg = client.Configuration()
         check_kubeconfig(kubeconfig)
         try:
@@ -524,6 +533,9 @@ class Kube:
         self._on_request = on_request
         self._timeout = timeout
         self._max_answer = max_answer
+        self.budget = budget
+        """The cycle's deadline the loop's requests share (``gfd.budget``): each request on
+        the thread that opened it ends by then, whatever its own deadline."""
 
     def close(self) -> None:
         self._api.close()
@@ -553,9 +565,39 @@ class Kube:
                        f"{self._max_answer // 1024} KiB, more than a Node or NodeFeature can be "
                        f"(HTTP {raw.status}; a proxy in the way?)", status=int(raw.status))
 
-    def _late(self, verb: str, what: str) -> ApiError:
+    def _late(self, verb: str, what: str, limit: float, cut: bool) -> ApiError:
+        share = (f", what was left of this cycle's {self._budget_seconds():g} s for API "
+                 "requests" if cut else "")
         return ApiError(f"{verb} {what}: no complete answer from the API server within "
-                        f"{self._timeout:g} s (a slow or stuck connection)")
+                        f"{limit:.3g} s{share} (a slow or stuck connection)")
+
+    def _budget_seconds(self) -> float:
+        return self.budget.seconds if self.budget is not None else 0.0
+
+    def _spent(self, verb: str, what: str, why: str) -> ApiError:
+        return ApiError(f"{verb} {what}: not sent: {why} this cycle's "
+                        f"{self._budget_seconds():g} s for API requests (a slow API server; "
+                        "the next cycle tries again)")
+
+    def _take_token(self, verb: str, what: str) -> None:
+        """A rate-limiter token, waiting no longer than the cycle's budget allows; raises
+        when the budget is spent or the rate limit would hold the request past it."""
+        left = self.budget.left() if self.budget is not None else None
+        if left is not None and left <= 0:
+            raise self._spent(verb, what, "the requests before it used up")
+        if not self._limiter.take(within=left):
+            raise self._spent(verb, what, "the client-side rate limit (--kube-api-qps) would "
+                                          "hold it past")
+
+    def _limit(self, verb: str, what: str) -> tuple[float, bool]:
+        """The seconds the request starting now may take, and whether the cycle's budget
+        (not the request's own deadline) sets them; raises when the budget is spent."""
+        left = self.budget.left() if self.budget is not None else None
+        if left is None or left >= self._timeout:
+            return self._timeout, False
+        if left <= 0:
+            raise self._spent(verb, what, "the requests before it used up")
+        return left, True
 
     def _object(self, verb: str, what: str, raw: Any, body: bytes) -> dict[str, Any]:
         """A successful answer must be a Kubernetes object (kind and apiVersion)."""
@@ -576,7 +618,7 @@ class Kube:
               body: dict[str, Any] | None = None,
               content_type: str = "application/json",
               channel: _Channel | None = None) -> dict[str, Any]:
-        self._limiter.take()
+        self._take_token(verb, what)
         code = "error"
         chan = channel or self._main
         request = chan.api.param_serialize(
@@ -585,18 +627,18 @@ class Kube:
             header_params={"Accept": "application/json", "Content-Type": content_type},
         )
         with chan.one_at_a_time:
-            deadline = chan.watchdog.arm(self._timeout)
+            limit, cut = self._limit(verb, what)
+            deadline = chan.watchdog.arm(limit)
             raw: Any = None
             try:
-                response = chan.api.call_api(
-                    *request, _request_timeout=(self._timeout, self._timeout))
+                response = chan.api.call_api(*request, _request_timeout=(limit, limit))
                 raw = response.response
                 code = str(response.status)
                 data = self._read(verb, what, raw)
                 if deadline.fired:  # cut short at the deadline: not the whole answer
                     raw.close()
                     code = "error"
-                    raise self._late(verb, what)
+                    raise self._late(verb, what, limit, cut)
                 if 200 <= response.status <= 299:
                     return self._object(verb, what, raw, data)
                 error = ApiException(status=response.status, reason=response.reason)
@@ -610,7 +652,7 @@ class Kube:
                     raw.close()  # a half-read answer: its connection cannot be reused
                     code = "error"
                 if deadline.fired:
-                    raise self._late(verb, what) from exc
+                    raise self._late(verb, what, limit, cut) from exc
                 raise ApiError(f"{verb} {what}: cannot reach the API server: {exc}") from exc
             finally:
                 chan.watchdog.disarm(deadline)

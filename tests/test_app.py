@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fakes.apiserver import FakeApiServer
+from helpers.timing import Clock
 
 from gfd import app
 from gfd.app import (
@@ -29,6 +30,7 @@ from gfd.app import (
     read_once,
     wants_events,
 )
+from gfd.budget import Budget
 from gfd.config import Part, Settings
 from gfd.configfile import QUIET
 from gfd.discovery import Discovery
@@ -225,6 +227,41 @@ def test_an_api_request_ends_within_a_quarter_of_stuck_after(
             sink.api.get_node("n1")
     finally:
         sink.close()
+
+
+@pytest.mark.parametrize("sink", ["node", "nodefeature"])
+def test_every_api_client_of_a_factorys_parts_takes_from_one_cycle_budget(
+        kubeconfig: tuple[FakeApiServer, str], tmp_path: Path, sink: str) -> None:
+    """The read's ResourceSlice LIST (a client of its own), the sink's requests and its
+    retries: a spent budget stops all of them, and the parts carry it for the loop to open."""
+    server, path = kubeconfig
+    server.inject(503, None)  # a retriable answer: only the budget stops the retry
+    settings = Settings(simulate="hgx-h100", plugins_registry=str(tmp_path), sink=sink,
+                        node_name="n1", namespace="gfd", kubeconfig=path)
+    clock = Clock()  # each answer moves it 9.9 s: a slow API server, on no schedule
+    factory = Factory(started=1, write=lambda text: None, budget=Budget(clock=clock),
+                      on_request=lambda verb, code: setattr(clock, "now", clock.now + 9.9))
+    parts = factory.parts(settings)
+    try:
+        assert parts.budget is factory.budget
+        factory.budget.open(0.0)
+        assert parts.discovery.read().resource_manager.name == "device-plugin"
+        with pytest.raises(ApiError, match="not sent: the requests before it used up this "
+                                           "cycle's 0 s for API requests"):
+            parts.sink.publish({"nvidia.com/gpu.count": "8"})
+        assert server.requests == [], "nothing sent"
+        factory.budget.open(60.0)
+        with pytest.raises(ApiError, match="HTTP 503"):
+            parts.sink.publish({"nvidia.com/gpu.count": "8"})
+        assert len(server.requests) == 2, "retried once: 50.1 s left"
+        factory.budget.open(10.0)
+        with pytest.raises(ApiError, match="HTTP 503"):
+            parts.sink.publish({"nvidia.com/gpu.count": "8"})
+        assert len(server.requests) == 3, "no retry: 0.1 s left, less than any retry's wait"
+    finally:
+        factory.budget.close()
+        parts.sink.close()
+        parts.discovery.close()
 
 
 def test_the_node_sink_talks_to_the_configured_api_server(

@@ -1046,8 +1046,9 @@ def test_a_file_its_writer_still_holds_open_is_not_taken_however_long_it_pauses(
             assert source.poll() is None
             handle.write(TS4.replace("4", "8"))
         wait_for(lambda: not source.writers.writing(str(path.resolve())), timeout=5)
-        time.sleep(0.1)
-        config = source.poll()
+        polled: list[FileConfig | None] = []  # closed: taken once quiet (0.1 s), however late
+        wait_for(lambda: polled.append(source.poll()) or polled[-1] is not None)
+        config = polled[-1]
         assert config is not None and config.sharing.replicas("nvidia.com/gpu") == 8
     finally:
         watch.close()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gfd.backoff import backoff
+from gfd.budget import Budget
 from gfd.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -24,12 +25,16 @@ class Retry:
     After ``attempts`` the error goes up, the cycle fails, and the agent backs off (growing
     to minutes while it lasts), so one retry here is enough: it rides out a blip, and an
     outage costs two requests per cycle, not four.
+
+    ``budget``: the cycle's deadline for its API work (``gfd.budget``); a retry whose wait
+    would reach it is not made, the error goes up at once.
     """
 
     attempts: int = 2
     cap: float = 30.0
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = field(default=random.random)
+    budget: Budget | None = None
 
     def run(self, operation: Callable[[], T]) -> T:
         for attempt in range(1, self.attempts + 1):
@@ -41,6 +46,11 @@ class Retry:
                 delay = exc.retry_after if exc.retry_after is not None else backoff(
                     attempt, self.cap, self.rand, start=0.5)
                 delay = min(delay, self.cap)
+                left = self.budget.left() if self.budget is not None else None
+                if left is not None and delay >= left:
+                    log.debug("API request failed (%s); no retry: %.2fs left of the cycle's "
+                              "API budget", exc, left)
+                    raise
                 log.debug("API request failed (%s); retry %d in %.2fs", exc, attempt, delay)
                 self.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -102,15 +102,16 @@ def test_steady_state_is_free_and_a_change_is_one_write(sink: str, tmp_path: Pat
         agent_log = (tmp_path / "agent.log").read_text()
         assert "again" not in agent_log, agent_log
         server.clear_log()
+        # 100 cycles: 2-5 s on a quiet machine, several times that on a loaded one
         wait_for(lambda: metric(http(port, "/metrics")[1],
-                                'gfd_cycles_total{result="unchanged"}') >= 100, timeout=20)
+                                'gfd_cycles_total{result="unchanged"}') >= 100, timeout=180)
         assert server.count() == 0, ("no request in steady state",
                                      [(r.method, r.path, r.query, r.status)
                                       for r in server.requests])
         profiles.one_gpu_lost().write(tmp_path / "profile.txt")
         wait_for(lambda: server.count() > 0, timeout=10)
         wait_for(lambda: metric(http(port, "/metrics")[1],
-                                'gfd_cycles_total{result="unchanged"}') >= 110, timeout=10)
+                                'gfd_cycles_total{result="unchanged"}') >= 110, timeout=60)
         writes = [(r.method, r.path) for r in server.requests]
         assert len(writes) == 1 and writes[0][0] in ("PATCH", "PUT"), writes
         text = http(port, "/metrics")[1]

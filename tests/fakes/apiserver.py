@@ -806,6 +806,7 @@ class _Fault:
     chunked: bool = False
     trickle: float = 0.0
     trickle_headers: bool = True
+    path_is: str | None = None
 
 
 @dataclass(frozen=True)
@@ -920,6 +921,7 @@ class _Watch:
     pending: list[JSON] = field(default_factory=list)
     finish: bool = False  # end cleanly once ``pending`` is sent
     drop: bool = False  # close the connection without the last chunk
+    logged: bool = False  # in the request log: only then counted in ``open_watches``
 
     def selects(self, obj: JSON | None) -> bool:
         if obj is None:
@@ -1495,6 +1497,7 @@ class FakeApiServer:
         chunked: bool = False,
         trickle: float = 0.0,
         trickle_headers: bool = True,
+        path_is: str | None = None,
     ) -> None:
         """Answer the next ``count`` matching requests with ``status`` (None: until
         ``clear_faults``) instead of serving them; a 2xx status fakes what a proxy in front
@@ -1507,6 +1510,9 @@ class FakeApiServer:
         (a 300 MB answer costs the fake no memory); ``chunked`` sends it without a
         Content-Length; ``trickle`` sends the answer one byte every ``trickle`` seconds, from
         the status line on, or from the body on when ``trickle_headers`` is false.
+        ``path_is`` matches the path exactly (``/api/v1/nodes``, a list or watch, and not
+        ``/api/v1/nodes/n1``), as ``path_contains`` matches a part of it. A request takes the
+        first fault that matches it.
         """
         with self._lock:
             self._faults.append(
@@ -1522,8 +1528,15 @@ class FakeApiServer:
                     chunked,
                     trickle,
                     trickle_headers,
+                    path_is,
                 )
             )
+
+    def faults_left(self) -> int:
+        """How many injected faults still wait for a request to answer (``count`` None: one
+        until ``clear_faults``)."""
+        with self._lock:
+            return len(self._faults)
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -1593,6 +1606,8 @@ class FakeApiServer:
         resp = self._dispatch(req)
         if isinstance(resp, _WatchStart) and resp.watch is not None:
             self._record(req, raw_type, resp.status, 0)
+            with self._lock:
+                resp.watch.logged = True
             self._serve_watch(h, resp.watch)
             return
         if isinstance(resp.body, dict):
@@ -1718,6 +1733,8 @@ class FakeApiServer:
                 if fault.method is not None and fault.method != req.method:
                     continue
                 if fault.path_contains is not None and fault.path_contains not in req.path:
+                    continue
+                if fault.path_is is not None and fault.path_is != req.path:
                     continue
                 if fault.remaining is not None:
                     fault.remaining -= 1
@@ -2270,9 +2287,10 @@ class FakeApiServer:
 
     @property
     def open_watches(self) -> int:
-        """Watch streams open now."""
+        """Watch streams open now, each already in the request log (a test that waits for
+        the count and then reads the log finds the watch there)."""
         with self._lock:
-            return len(self._watches)
+            return sum(1 for w in self._watches if w.logged)
 
     @property
     def watch_requests(self) -> int:

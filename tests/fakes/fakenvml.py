@@ -741,15 +741,21 @@ class Machine:
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> Path:
-        """Write the profile; the change is always visible to the library's mtime/size check."""
+        """Write the profile whole and at once: a file beside it renamed over it, so a
+        library reading it meanwhile (an agent's next cycle) sees the old machine or the new
+        one, never a half-written file -- which parses as a machine with fewer GPUs, or none
+        (a truncated file is an empty machine), and made tests flaky on a loaded machine.
+        The change is always visible to the library's mtime/size/inode check."""
         before = path.stat() if path.exists() else None
-        path.write_text(self.render())
-        after = path.stat()
+        new = path.with_name(f".{path.name}.new")
+        new.write_text(self.render())
+        after = new.stat()
         if before is not None and (before.st_mtime_ns, before.st_size) == (
             after.st_mtime_ns,
             after.st_size,
         ):
-            os.utime(path, ns=(after.st_atime_ns, after.st_mtime_ns + 1_000_000))
+            os.utime(new, ns=(after.st_atime_ns, after.st_mtime_ns + 1_000_000))
+        os.replace(new, path)
         return path
 
 

@@ -221,10 +221,10 @@ def test_a_wait_without_an_event_times_out_after_its_timeout(session: Any,
     created = event_set((0, XID))
     start = time.monotonic()
     assert no_event(created, 0)
-    assert time.monotonic() - start < 0.5
+    assert time.monotonic() - start < 5  # at once (generous: a loaded machine)
     start = time.monotonic()
     assert no_event(created, 150)
-    assert 0.15 <= time.monotonic() - start < 1.5
+    assert 0.15 <= time.monotonic() - start < 10  # its timeout, not forever
     pynvml.nvmlEventSetFree(created)
 
 
@@ -297,7 +297,7 @@ def test_a_blocked_wait_uses_no_cpu_and_returns_when_an_event_comes(
     elapsed, cpu = time.monotonic() - start, time.thread_time() - cpu
     timer.join()
     assert data.eventData == 79
-    assert 0.25 <= elapsed < 3.0
+    assert 0.25 <= elapsed < 8  # woken by the event at 0.3 s, not by the 10 s timeout
     assert cpu < 0.05, f"{cpu:.3f}s of CPU in a {elapsed:.3f}s wait"
     pynvml.nvmlEventSetFree(created)
 
@@ -314,7 +314,7 @@ def test_other_calls_and_a_reload_proceed_while_a_wait_blocks(session: Any,
     session(profiles.t4x4())  # the machine changes under the open session
     assert pynvml.nvmlDeviceGetCount() == 4
     assert pynvml.nvmlDeviceGetName(handle(0)) == "Tesla T4"
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 8  # not held up until the 10 s wait ends
     assert waiter.is_alive()
     nvml_events.send(0, "xid", 79)
     waiter.join(5)
@@ -485,3 +485,29 @@ def test_possible_placements_are_counted_then_listed_whatever_the_mig_mode(
     with pytest.raises(pynvml.NVMLError_NotSupported):  # the T4 has no MIG
         pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle(2), 14, None,
                                                           ctypes.byref(count))
+
+
+def test_a_profile_rewritten_under_a_reader_is_never_seen_half_written(tmp_path: Path) -> None:
+    """An agent's cycle reads the profile whenever it likes: a rewrite must show it the old
+    machine or the new one. A truncated file is a machine with no GPU, a cut one a machine
+    with fewer: a loaded machine let readers see both, and a test saw GPUs come and go."""
+    path = tmp_path / "machine.nvml"
+    small, big = profiles.t4x4(), profiles.hgx_h100()
+    small.write(path)
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.add(path.read_text())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for i in range(100):
+            (big if i % 2 else small).write(path)
+    finally:
+        stop.set()
+        reader.join(30)
+    assert seen <= {small.render(), big.render()}
+    assert path.read_text() == big.render()

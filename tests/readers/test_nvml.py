@@ -796,10 +796,10 @@ def test_a_wait_without_an_event_returns_none_after_its_timeout(nvml_machine: An
         start = time.monotonic()
         assert events.wait(0.0) is None
         assert events.wait(-1.0) is None
-        assert time.monotonic() - start < 0.5
+        assert time.monotonic() - start < 5  # at once: no wait for an event
         start = time.monotonic()
         assert events.wait(0.15) is None
-        assert 0.15 <= time.monotonic() - start < 1.5
+        assert 0.15 <= time.monotonic() - start < 10  # its timeout, not forever
 
 
 def test_close_frees_the_set_ends_the_session_and_is_idempotent(nvml_machine: Any) -> None:

@@ -1,11 +1,13 @@
 """The API sinks' retry policy: 429, 5xx and lost connections are retried with jittered,
-capped backoff (Retry-After wins); every other error, and the last attempt's, goes up."""
+capped backoff (Retry-After wins); every other error, and the last attempt's, goes up; no
+wait reaches past the cycle's budget."""
 
 from __future__ import annotations
 
 import pytest
-from helpers.timing import Sleeps
+from helpers.timing import Clock, Sleeps
 
+from gfd.budget import Budget
 from gfd.errors import ApiError
 from gfd.sinks.retry import Retry
 
@@ -77,3 +79,21 @@ def test_retry_after_replaces_the_backoff_up_to_the_cap(retry_after: float,
     sleeps = Sleeps()
     Retry(sleep=sleeps, rand=lambda: 1.0).run(Flaky(error(429, retry_after)))
     assert sleeps == [slept]
+
+
+def test_no_retry_waits_past_the_cycles_budget() -> None:
+    """The cycle's API requests share one deadline: a wait that would reach it is not made,
+    the error goes up at once (the next cycle tries again)."""
+    clock, sleeps = Clock(), Sleeps()
+    budget = Budget(clock=clock)
+    budget.open(0.6)
+    retry = Retry(sleep=sleeps, rand=lambda: 1.0, budget=budget)  # a wait of 0.5 s
+    assert retry.run(Flaky(error(503))) == "ok", "0.5 s of 0.6 left: waited"
+    assert sleeps == [0.5]
+    clock.now += 0.2
+    operation = Flaky(error(503))
+    with pytest.raises(ApiError, match="HTTP 503"):
+        retry.run(operation)
+    assert operation.calls == 1 and sleeps == [0.5], "0.5 s of 0.4 left: not waited"
+    budget.close()
+    assert retry.run(Flaky(error(503))) == "ok", "no cycle: the wait is the backoff's"
