@@ -55,15 +55,29 @@ class Part(enum.Enum):
     """Accepted for GFD compatibility and not used."""
 
 
-class Group(enum.Enum):
-    """Which commands take a setting on their command line."""
+class Section(enum.Enum):
+    """The heading a setting is listed under in a command's ``--help``."""
 
+    LABELS = "labels"
     DISCOVERY = "discovery"
-    """Every command that reads GPUs (labels, snapshot, explain, diff, run, prune)."""
-    PUBLISH = "publish"
-    """Commands that talk to a publish target (run, diff, prune)."""
-    RUN = "run"
-    """The agent (run, and prune, which takes the agent's arguments)."""
+    PUBLISHING = "publishing"
+    HEALTH = "health"
+    LOGGING = "logging"
+    ADVANCED = "advanced"
+
+
+COMMANDS = ("labels", "explain", "snapshot", "devices", "features", "diff", "prune", "run")
+"""The commands that take settings (``selector``, ``docs`` and ``completion`` take none)."""
+
+_LABELLING = ("labels", "explain", "diff", "run")
+"""Label options: they change the labels, so every command that computes labels."""
+_READING = ("labels", "explain", "snapshot", "devices", "features", "diff", "run")
+"""Where the GPUs are read from and how: every command that reads GPUs."""
+_TARGET = ("diff", "prune", "run")
+"""The publish target: the commands that talk to it."""
+_AGENT = ("run",)
+"""Only the running agent (its loop, its Events, its health endpoints)."""
+_LOGGING = COMMANDS
 
 
 # --------------------------------------------------------------------------- values
@@ -363,8 +377,16 @@ class Spec:
     file: str = ""
     """Path in the device plugin's config file (``flags.gfd.sleepInterval``); "" if none."""
     part: Part
-    group: Group
+    section: Section
+    """The heading of ``--help`` the setting is listed under."""
+    commands: tuple[str, ...]
+    """The commands whose output or behaviour it changes, and so whose ``--help`` offers it
+    (``prune`` also accepts ``run``'s settings, unlisted, so an uninstall Job can reuse the
+    agent's arguments)."""
     help: str
+    brief: str = ""
+    """A shorter help for ``--help`` where ``help`` is long ("" : ``help`` itself); the
+    settings reference (``gfd docs settings``) gives ``help`` in full."""
     gfd: tuple[str, ...] = ()
     """Spellings of GFD's own flag (``gpu-feature-discovery``); () when GFD has none."""
 
@@ -374,9 +396,6 @@ def setting(default: Any, **spec: Any) -> Any:
     return field(default=default, metadata={"setting": Spec(**spec)})
 
 
-_DISCOVERY, _PUBLISH, _RUN = Group.DISCOVERY, Group.PUBLISH, Group.RUN
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """Every setting of gfd, after precedence. Field names are the flags' names."""
@@ -384,56 +403,67 @@ class Settings:
     mig_strategy: str = setting(
         "none", kind=Choice(MIG_STRATEGIES), flags=("--mig-strategy",),
         env=("GFD_MIG_STRATEGY", "MIG_STRATEGY"), file="flags.migStrategy", part=Part.LABELS,
-        group=_DISCOVERY, gfd=("mig-strategy",), help="How MIG devices are labelled.")
+        section=Section.LABELS, commands=_LABELLING, gfd=("mig-strategy",),
+        help="How MIG devices are labelled.")
     fail_on_init_error: bool = setting(
         True, kind=Bool(), flags=("--fail-on-init-error",),
         env=("GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"), file="flags.failOnInitError",
-        part=Part.DISCOVERY, group=_DISCOVERY, gfd=("fail-on-init-error",),
+        part=Part.DISCOVERY,
+        section=Section.DISCOVERY, commands=_READING, gfd=("fail-on-init-error",),
         help="Fail when NVML cannot start (false: label without it, retry every cycle).")
     no_timestamp: bool = setting(
         False, kind=Bool(), flags=("--no-timestamp",), env=("GFD_NO_TIMESTAMP",),
-        file="flags.gfd.noTimestamp", part=Part.LABELS, group=_DISCOVERY,
+        file="flags.gfd.noTimestamp", part=Part.LABELS, section=Section.LABELS, commands=_LABELLING,
         gfd=("no-timestamp",), help="Do not write the gfd.timestamp label.")
     machine_type_file: str = setting(
         DEFAULT_MACHINE_TYPE_FILE, kind=PathKind(), flags=("--machine-type-file",),
         env=("GFD_MACHINE_TYPE_FILE",), file="flags.gfd.machineTypeFile",
-        part=Part.DISCOVERY, group=_DISCOVERY, gfd=("machine-type-file",),
+        part=Part.DISCOVERY,
+        section=Section.ADVANCED, commands=_READING, gfd=("machine-type-file",),
         help="File holding the machine type (DMI product name).")
     sysfs_root: str = setting(
         "/sys", kind=PathKind(), flags=("--sysfs-root",), env=("GFD_SYSFS_ROOT",),
-        part=Part.DISCOVERY, group=_DISCOVERY,
+        part=Part.DISCOVERY, section=Section.ADVANCED, commands=_READING,
         help="Root of sysfs, for PCI class and vGPU detection and the vfio back end.")
     no_vgpu_labels: bool = setting(
         False, kind=Bool(), flags=("--no-vgpu-labels",), env=("GFD_NO_VGPU_LABELS",),
-        part=Part.DISCOVERY, group=_DISCOVERY,
+        part=Part.DISCOVERY, section=Section.DISCOVERY, commands=_READING,
+        brief="Skip the vGPU scan of PCI config space and its vgpu.* labels (then no "
+              "capability is needed).",
         help="Skip the vGPU scan of PCI config space and its vgpu.* labels: gfd then needs "
              "no capability (reading all of config space needs CAP_SYS_ADMIN).")
     nvidia_smi: str = setting(
         "nvidia-smi", kind=Text(), flags=("--nvidia-smi",), env=("GFD_NVIDIA_SMI",),
-        part=Part.DISCOVERY, group=_DISCOVERY,
+        part=Part.DISCOVERY, section=Section.ADVANCED, commands=_READING,
         help="nvidia-smi to run for the compute timeslice policy (looked up on PATH).")
     config_file: str = setting(
         "", kind=PathKind(), flags=("--config-file",), env=("GFD_CONFIG_FILE", "CONFIG_FILE"),
-        part=Part.RESTART, group=_DISCOVERY, gfd=("config-file",),
+        part=Part.RESTART, section=Section.LABELS, commands=_READING, gfd=("config-file",),
         help="The device plugin's config file (YAML or JSON).")
     label_set: str = setting(
         "extended", kind=Choice(LABEL_SETS), flags=("--label-set",), env=("GFD_LABEL_SET",),
-        part=Part.DISCOVERY, group=_DISCOVERY,
+        part=Part.DISCOVERY, section=Section.LABELS, commands=_LABELLING,
         help="compat: exactly GFD's labels; extended: plus gfd's own.")
     accelerator_label: str = setting(
         "", kind=Text(), flags=("--accelerator-label",), env=("GFD_ACCELERATOR_LABEL",),
-        part=Part.LABELS, group=_DISCOVERY, help="Also write gpu.accelerator under this key.")
+        part=Part.LABELS,
+        section=Section.LABELS, commands=_LABELLING,
+        help="Also write gpu.accelerator under this key.")
     device_discovery_strategy: str = setting(
         "auto", kind=Choice(DISCOVERY_STRATEGIES), flags=("--device-discovery-strategy",),
         env=("DEVICE_DISCOVERY_STRATEGY",), file="flags.deviceDiscoveryStrategy",
-        part=Part.DISCOVERY, group=_DISCOVERY, gfd=("device-discovery-strategy",),
+        part=Part.DISCOVERY,
+        section=Section.DISCOVERY, commands=_READING, gfd=("device-discovery-strategy",),
+        brief="How GPUs are read; auto: tegra on a Tegra SoC without NVML, else nvml.",
         help="How GPUs are read: nvml; tegra (the CUDA driver API, for Jetson/IGX); vfio "
              "(GPUs bound to vfio-pci, from sysfs and the PCI IDs database); auto: GFD's "
              "rule (tegra on a Tegra SoC without NVML, else nvml; never vfio).")
     resource_manager: str = setting(
         "auto", kind=Choice(RESOURCE_MANAGERS), flags=("--resource-manager",),
         env=("GFD_RESOURCE_MANAGER",), file="flags.gfd.resourceManager", part=Part.DISCOVERY,
-        group=_DISCOVERY,
+        section=Section.DISCOVERY, commands=_READING,
+        brief="What hands out this node's GPUs, which decides the labels; auto: dra while "
+              "the NVIDIA DRA driver is on the node.",
         help="What hands out this node's GPUs, which decides the labels: device-plugin (GFD's "
              "labels); dra (hardware truth and gpu.present, no device-plugin resource labels, "
              "sharing ignored); auto: dra while the NVIDIA DRA kubelet plugin is registered "
@@ -442,60 +472,70 @@ class Settings:
              "device-plugin.")
     plugins_registry: str = setting(
         DEFAULT_PLUGINS_REGISTRY, kind=PathKind(), flags=("--plugins-registry",),
-        env=("GFD_PLUGINS_REGISTRY",), part=Part.DISCOVERY, group=_DISCOVERY,
+        env=("GFD_PLUGINS_REGISTRY",), part=Part.DISCOVERY,
+        section=Section.DISCOVERY, commands=_READING,
+        brief="The kubelet's plugin registration directory, where auto looks for the DRA driver.",
         help="The kubelet's plugin registration directory (mounted read-only), where "
              f"--resource-manager auto looks for the DRA driver's {dra.REGISTRATION_SOCKET}.")
     driver_root_ctr_path: str = setting(
         "/driver-root", kind=PathKind(),
         flags=("--driver-root-ctr-path", "--container-driver-root"),
         env=("DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"), part=Part.NONE,
-        group=_DISCOVERY, gfd=("driver-root-ctr-path", "container-driver-root"),
+        section=Section.ADVANCED, commands=_AGENT,
+        gfd=("driver-root-ctr-path", "container-driver-root"),
         help="Accepted for GFD compatibility; unused.")
     pci_ids: str = setting(
         "", kind=PathKind(), flags=("--pci-ids",), env=("GFD_PCI_IDS",), part=Part.DISCOVERY,
-        group=_DISCOVERY,
+        section=Section.DISCOVERY, commands=_READING,
+        brief="vfio back end: a pci.ids file to name GPUs from, instead of the bundled one.",
         help="vfio back end: a pci.ids file to name GPUs from, instead of the NVIDIA section "
              "of pci.ids bundled with gfd (mount a newer one for GPUs it does not know).")
     simulate: str = setting(
         "", kind=Text(), flags=("--simulate",), env=("GFD_SIMULATE",), part=Part.DISCOVERY,
-        group=_DISCOVERY, help="Label a built-in simulated machine instead of this one.")
+        section=Section.DISCOVERY, commands=_READING,
+        help="Label a built-in simulated machine instead of this one.")
     snapshot: str = setting(
         "", kind=PathKind(), flags=("--snapshot",), env=("GFD_SNAPSHOT",), part=Part.DISCOVERY,
-        group=_DISCOVERY,
+        section=Section.DISCOVERY, commands=_READING,
         help="Label a recorded snapshot (gfd snapshot output) instead of this machine.")
     log_format: str = setting(
         "text", kind=Choice(LOG_FORMATS), flags=("--log-format",), env=("GFD_LOG_FORMAT",),
-        part=Part.RESTART, group=_DISCOVERY, help="Log line format.")
+        part=Part.RESTART, section=Section.LOGGING, commands=_LOGGING, help="Log line format.")
     log_level: str = setting(
         "info", kind=Choice(LOG_LEVELS), flags=("--log-level",), env=("GFD_LOG_LEVEL",),
-        part=Part.RESTART, group=_DISCOVERY, help="Log verbosity.")
+        part=Part.RESTART, section=Section.LOGGING, commands=_LOGGING, help="Log verbosity.")
 
     output_file: str = setting(
         DEFAULT_OUTPUT_FILE, kind=OutputPath(), flags=("--output-file", "--output", "-o"),
-        env=("GFD_OUTPUT_FILE",), file="flags.gfd.outputFile", part=Part.SINK, group=_PUBLISH,
+        env=("GFD_OUTPUT_FILE",), file="flags.gfd.outputFile", part=Part.SINK,
+        section=Section.PUBLISHING, commands=_TARGET,
         gfd=("output-file", "output", "o"),
         help="Feature file to write; '-' (or '') writes to stdout.")
     use_node_feature_api: bool = setting(
         False, kind=Bool(), flags=("--use-node-feature-api",),
         env=("GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"), file="flags.useNodeFeatureAPI",
-        part=Part.SINK, group=_PUBLISH, gfd=("use-node-feature-api",),
+        part=Part.SINK, section=Section.PUBLISHING, commands=_TARGET, gfd=("use-node-feature-api",),
         help="Publish an NFD NodeFeature (same as --sink nodefeature).")
     sink: str = setting(
         "file", kind=Choice(SINKS), flags=("--sink",), env=("GFD_SINK",), part=Part.SINK,
-        group=_PUBLISH, help="Where labels go: feature file, NodeFeature, or the Node.")
+        section=Section.PUBLISHING, commands=_TARGET,
+        help="Where labels go: feature file, NodeFeature, or the Node.")
     expiry: float = setting(
         3600.0, kind=Duration(), flags=("--expiry",), env=("GFD_EXPIRY",), part=Part.SINK,
-        group=_PUBLISH,
+        section=Section.PUBLISHING, commands=_AGENT,
         help="Feature-file label lifetime if gfd is gone for good (0: never expire).")
     resync_interval: float = setting(
         3600.0, kind=Duration(zero=False), flags=("--resync-interval",),
-        env=("GFD_RESYNC_INTERVAL",), part=Part.SCHEDULE, group=_PUBLISH,
+        env=("GFD_RESYNC_INTERVAL",), part=Part.SCHEDULE,
+        section=Section.PUBLISHING, commands=_AGENT,
+        brief="API sinks: how often to re-apply the labels while the object is not watched.",
         help="API sinks: how often to re-apply the labels (heals drift) while the object "
              "is not watched; with a healthy watch, drift is repaired at once and this "
              "resync runs once a day.")
     watch: bool = setting(
         True, kind=Bool(), flags=("--watch",), env=("GFD_WATCH",), part=Part.SINK,
-        group=_PUBLISH,
+        section=Section.PUBLISHING, commands=_AGENT,
+        brief="API sinks: watch the published object and repair drift at once.",
         help="API sinks: watch the published object and repair drift at once (needs list "
              "and watch on it; forbidden, gfd falls back to the resync); false: no watch, "
              "drift repaired at the resync. The watch costs no request but holds one "
@@ -503,7 +543,9 @@ class Settings:
              "(BENCHMARKS.md).")
     events: bool = setting(
         True, kind=Bool(), flags=("--events",), env=("GFD_EVENTS",), part=Part.SINK,
-        group=_PUBLISH,
+        section=Section.PUBLISHING, commands=_AGENT,
+        brief="Record Kubernetes Events on the Node (labels changed, GPU lost, MIG "
+              "reconfigured, publishing failing).",
         help="Record Kubernetes Events on the Node (labels changed, a GPU lost or back, MIG "
              "reconfigured, publishing failing or recovered; needs create and patch on "
              "events in the default namespace) with an API sink, or with --kubeconfig and "
@@ -511,56 +553,66 @@ class Settings:
              "false: none.")
     kubeconfig: str = setting(
         "", kind=PathKind(), flags=("--kubeconfig",), env=("KUBECONFIG",), part=Part.SINK,
-        group=_PUBLISH, gfd=("kubeconfig",),
+        section=Section.PUBLISHING, commands=_TARGET, gfd=("kubeconfig",),
         help="kubeconfig file; empty means in-cluster config.")
     kube_api_qps: float = setting(
         5.0, kind=Float(0.0), flags=("--kube-api-qps",), env=("KUBE_API_QPS",),
-        part=Part.SINK, group=_PUBLISH, gfd=("kube-api-qps",),
+        part=Part.SINK, section=Section.ADVANCED, commands=_TARGET, gfd=("kube-api-qps",),
         help="Client-side request rate limit.")
     kube_api_burst: int = setting(
         10, kind=Int(0, 2**31 - 1), flags=("--kube-api-burst",), env=("KUBE_API_BURST",),
-        part=Part.SINK, group=_PUBLISH, gfd=("kube-api-burst",),
+        part=Part.SINK, section=Section.ADVANCED, commands=_TARGET, gfd=("kube-api-burst",),
         help="Client-side request burst.")
     namespace: str = setting(
         "default", kind=Text(), flags=("--namespace",), env=("NAMESPACE",), part=Part.SINK,
-        group=_PUBLISH, gfd=("namespace",), help="Namespace of the NodeFeature object.")
+        section=Section.PUBLISHING, commands=_TARGET, gfd=("namespace",),
+        help="Namespace of the NodeFeature object.")
     node_name: str = setting(
         "", kind=Text(), flags=("--node-name",), env=("NODE_NAME",), part=Part.SINK,
-        group=_PUBLISH, gfd=("node-name",),
+        section=Section.PUBLISHING, commands=_TARGET, gfd=("node-name",),
         help="This node's name (required by the API sinks).")
     pod_name: str = setting(
         "", kind=Text(), flags=("--pod-name",), env=("POD_NAME",), part=Part.SINK,
-        group=_PUBLISH, gfd=("pod-name",),
-        help="This pod's name, to find the owning DaemonSet.")
+        section=Section.PUBLISHING, commands=_TARGET, gfd=("pod-name",),
+        help="This pod's name, to find the owning DaemonSet (the NodeFeature's owner).")
 
     oneshot: bool = setting(
         False, kind=Bool(), flags=("--oneshot",), env=("GFD_ONESHOT",),
-        file="flags.gfd.oneshot", part=Part.RESTART, group=_RUN, gfd=("oneshot",),
+        file="flags.gfd.oneshot", part=Part.RESTART,
+        section=Section.PUBLISHING, commands=_AGENT, gfd=("oneshot",),
         help="Label once and exit.")
     sleep_interval: float | None = setting(
         60.0, kind=Duration(infinite=True),
         flags=("--sleep-interval",),
         env=("GFD_SLEEP_INTERVAL",), file="flags.gfd.sleepInterval", part=Part.SCHEDULE,
-        group=_RUN, gfd=("sleep-interval",),
+        section=Section.PUBLISHING, commands=_AGENT, gfd=("sleep-interval",),
+        brief="Time between polling cycles (or 'infinite'); events label at once in between.",
         help="Time between polling cycles (Go duration, or 'infinite': label once, then "
              "wait); at least 100ms. Changes that send events (NVML, the config file, the "
              "publish target) are labelled at once in between.")
     host_refresh_interval: float = setting(
         300.0, kind=Duration(zero=False), flags=("--host-refresh-interval",),
-        env=("GFD_HOST_REFRESH_INTERVAL",), part=Part.SCHEDULE, group=_RUN,
+        env=("GFD_HOST_REFRESH_INTERVAL",), part=Part.SCHEDULE,
+        section=Section.ADVANCED, commands=_AGENT,
+        brief="How often to re-read nvidia-smi's timeslice policy and the vGPU scan.",
         help="How often to re-read what only an admin changes (nvidia-smi timeslice policy, "
              "vGPU scan); also on SIGHUP and when the set of GPUs changes.")
     metrics_port: int = setting(
         0, kind=Int(0, 65535), flags=("--metrics-port",), env=("GFD_METRICS_PORT",),
-        part=Part.RESTART, group=_RUN, help="Serve /metrics, /healthz, /readyz here (0: off).")
+        part=Part.RESTART,
+        section=Section.HEALTH, commands=_AGENT,
+        help="Serve /metrics, /healthz, /readyz here (0: off).")
     metrics_address: str = setting(
         "0.0.0.0", kind=Address(), flags=("--metrics-address",), env=("GFD_METRICS_ADDRESS",),
-        part=Part.RESTART, group=_RUN,
+        part=Part.RESTART, section=Section.HEALTH, commands=_AGENT,
+        brief="Address the metrics port listens on (0.0.0.0, ::, 127.0.0.1).",
         help="Address the metrics port listens on: 0.0.0.0, every IPv4 interface (the "
              "kubelet probes the pod IP); :: for IPv6 too; 127.0.0.1 for this host only.")
     stuck_after: float = setting(
         120.0, kind=Duration(zero=False), flags=("--stuck-after",), env=("GFD_STUCK_AFTER",),
-        part=Part.RESTART, group=_RUN,
+        part=Part.RESTART, section=Section.HEALTH, commands=_AGENT,
+        brief="/healthz fails when a cycle runs longer than this, or the loop is this late to "
+              "wake.",
         help="/healthz fails when a cycle runs longer than this (a hung NVML call), or the "
              "loop is this late to wake; a cycle's API requests share half of it (from the "
              "cycle's start), each at most a quarter of it and 30s, connect included.")
@@ -617,9 +669,9 @@ TABLE: tuple[Entry, ...] = _table()
 BY_NAME: Mapping[str, Entry] = {e.name: e for e in TABLE}
 
 
-def entries(*groups: Group) -> Iterator[Entry]:
-    """The settings a command with these option groups takes."""
-    return (e for e in TABLE if e.spec.group in groups)
+def entries(command: str) -> Iterator[Entry]:
+    """The settings that change what ``command`` does, in table order."""
+    return (e for e in TABLE if command in e.spec.commands)
 
 
 # --------------------------------------------------------------------------- precedence

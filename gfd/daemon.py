@@ -28,12 +28,12 @@ from typing import Protocol
 
 from gfd.backoff import BACKOFF_START, backoff
 from gfd.budget import API_SHARE, Budget
-from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
+from gfd.config import MIN_SLEEP_INTERVAL, Settings, changed, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
 from gfd.facts.gpus import model_groups
 from gfd.facts.gpus import unhealthy as unhealthy_gpus
 from gfd.labelers.options import LabelOptions
-from gfd.logs import Once
+from gfd.logs import Once, fields
 from gfd.projection import Projection, project
 from gfd.sinks.base import Change, PublishResult, Sink
 from gfd.snapshot import Snapshot
@@ -393,7 +393,11 @@ class Agent:
         if old.events is not None and old.events is not candidate.events:
             old.events.close()
         changes = "; ".join(candidate.changes) or "no setting changed"
-        log.info("config reloaded: %s", changes)
+        log.info("config reloaded: %s", changes, extra=fields(changes={
+            e.name: {"from": e.spec.kind.render(getattr(old.settings, e.name)),
+                     "to": e.spec.kind.render(getattr(candidate.settings, e.name))}
+            for e in changed(old.settings, candidate.settings)},
+            sharing_changed=old.settings.sharing != candidate.settings.sharing))
 
     def _watch(self, *, discovery: SnapshotSource | None = None,
                sink: Sink | None = None) -> None:
@@ -525,11 +529,19 @@ class Agent:
         if not features.empty:
             log.info("features changed: %s: %s", features.summary(), " ".join(
                 [f"+{k}" for k in features.added] + [f"~{k}" for k in features.changed]
-                + [f"-{k}" for k in features.removed]))
+                + [f"-{k}" for k in features.removed]), extra=fields(
+                target=self.parts.sink.name, added=list(features.added),
+                changed=list(features.changed), removed=list(features.removed),
+                counts={"added": len(features.added), "changed": len(features.changed),
+                        "removed": len(features.removed)}))
         if not change.empty:
             log.info("labels changed: %s: %s", change.summary(), " ".join(
                 [f"+{k}" for k in change.added] + [f"~{k}" for k in change.changed]
-                + [f"-{k}" for k in change.removed]))
+                + [f"-{k}" for k in change.removed]), extra=fields(
+                target=self.parts.sink.name, added=list(change.added),
+                changed=list(change.changed), removed=list(change.removed),
+                counts={"added": len(change.added), "changed": len(change.changed),
+                        "removed": len(change.removed), "labels": len(labelling.labels)}))
         elif result.written and result.features.empty:
             log.debug("labels unchanged; target refreshed")
         else:

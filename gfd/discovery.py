@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from gfd.errors import BackendInitError, DiscoveryError
+from gfd.errors import BackendInitError, DiscoveryError, InputFileError
 from gfd.hostfile import FileProblem, read_bytes, shown
 from gfd.logs import Once
 from gfd.readers.gpuevents import EventSource, GpuEventWatch
@@ -175,13 +175,13 @@ def read_snapshot_file(path: str) -> Snapshot:
     except FileProblem as exc:
         fix = ("" if exc.reason in ("missing", "denied", "unreadable")
                else " (point --snapshot at a file written by `gfd snapshot`)")
-        raise DiscoveryError(f"{where}: {exc.problem}{fix}") from exc
+        raise InputFileError(f"{where}: {exc.problem}{fix}") from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DiscoveryError(f"{where}: not UTF-8 text (byte {exc.start}), so not a snapshot "
+        raise InputFileError(f"{where}: not UTF-8 text (byte {exc.start}), so not a snapshot "
                              "(write one with `gfd snapshot > FILE`)") from None
     try:
         return load_snapshot(text, source=f"file:{path}")
     except DiscoveryError as exc:
-        raise DiscoveryError(f"{where}: {exc}") from exc
+        raise InputFileError(f"{where}: {exc}") from exc

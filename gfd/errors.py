@@ -31,6 +31,12 @@ class CudaInitError(BackendInitError):
     ``cuInit`` failing."""
 
 
+class InputFileError(DiscoveryError, ConfigError):
+    """A file named on the command line to read GPUs from (``--snapshot``) is missing or is
+    not what it should be: a usage error (exit 2, as for ``--config-file``), and for a
+    running agent a failed read like any other."""
+
+
 class PublishError(GfdError):
     """Publishing labels failed (file system or API server)."""
 

@@ -16,10 +16,8 @@ from click.testing import CliRunner, Result
 from fakes.apiserver import FakeApiServer
 
 from gfd import __version__
-from gfd.cli import cli, settings_summary
-from gfd.config import Settings
+from gfd.cli import cli
 from gfd.readers.simulate import simulate
-from gfd.sharing import Sharing
 from gfd.snapshot import Gpu, load_snapshot
 
 T4_SHARED = """
@@ -148,7 +146,7 @@ def test_precedence_table(tmp_path: Path, args: list[str], env: dict[str, str],
     cfg = config(tmp_path, FILE)
     args = [a.replace("{cfg}", cfg) for a in args]
     env = {k: v.replace("{cfg}", cfg) for k, v in env.items()}
-    code, labels, err = run("labels", "--simulate", "dgx-a100-mig-single", "--format", "text",
+    code, labels, err = run("labels", "--simulate", "dgx-a100-mig-single", "-o", "text",
                             *args, env=env)
     assert code == 0, err
     assert labels.get("nvidia.com/mig.strategy", "none") == strategy
@@ -173,7 +171,7 @@ def test_json_output_is_the_same_labels() -> None:
     runner = CliRunner()
     text = runner.invoke(cli, ["labels", "--simulate", "hgx-h100", "--no-timestamp"]).stdout
     data = runner.invoke(cli, ["labels", "--simulate", "hgx-h100", "--no-timestamp",
-                               "--format", "json"]).stdout
+                               "-o", "json"]).stdout
     assert json.loads(data) == dict(line.split("=", 1) for line in text.splitlines())
 
 
@@ -288,12 +286,12 @@ def test_explain_says_when_a_label_is_not_published(tmp_path: Path) -> None:
 
 def test_diff_shows_what_run_would_write_then_in_sync_after_it(tmp_path: Path) -> None:
     out = str(tmp_path / "gfd")
-    before = invoke("diff", "--simulate", "hgx-h100", "-o", out)
+    before = invoke("diff", "--simulate", "hgx-h100", "--output-file", out)
     assert before.exit_code == 1
     assert "+ nvidia.com/gpu.count=8" in before.stdout.splitlines()
     assert before.stderr.strip().endswith("at file")
     assert invoke("run", "--simulate", "hgx-h100", "-o", out, "--oneshot").exit_code == 0
-    after = invoke("diff", "--simulate", "hgx-h100", "-o", out)
+    after = invoke("diff", "--simulate", "hgx-h100", "--output-file", out)
     assert after.exit_code == 0 and after.stdout == ""
     assert after.stderr.startswith("in sync: ") and after.stderr.strip().endswith("at file")
 
@@ -301,7 +299,8 @@ def test_diff_shows_what_run_would_write_then_in_sync_after_it(tmp_path: Path) -
 def test_diff_lists_changed_and_removed_labels(tmp_path: Path) -> None:
     out = tmp_path / "gfd"
     out.write_text("nvidia.com/gpu.count=4\nnvidia.com/gone=yes\n")
-    result = invoke("diff", "--simulate", "hgx-h100", "-o", str(out), "--no-timestamp")
+    result = invoke("diff", "--simulate", "hgx-h100", "--output-file", str(out),
+                    "--no-timestamp")
     lines = result.stdout.splitlines()
     assert "~ nvidia.com/gpu.count: 4 -> 8" in lines and "- nvidia.com/gone=yes" in lines
     assert result.exit_code == 1
@@ -349,12 +348,12 @@ def test_run_oneshot_to_stdout_prints_the_labels_once() -> None:
     (["labels", "--simulate", "hgx-h100", "--mig-strategy", "bogus"], {}, 2,
      "must be one of none, single, mixed, got 'bogus'"),
     (["labels", "--simulate", "hgx-h100"], {"GFD_MIG_STRATEGY": "bogus"}, 2,
-     "(env var: 'GFD_MIG_STRATEGY', 'MIG_STRATEGY')"),
+     "gfd: error: GFD_MIG_STRATEGY (the environment's --mig-strategy): must be one of"),
     (["run", "--simulate", "hgx-h100", "--metrics-port", "99999"], {}, 2,
      "must be 0..65535, got 99999"),
     (["labels", "--simulate", "hgx-h100", "--snapshot", "/x.json"], {}, 2,
      "gfd: error: --simulate and --snapshot cannot be used together"),
-    (["labels", "--snapshot", "/nonexistent/node.json"], {}, 1,
+    (["labels", "--snapshot", "/nonexistent/node.json"], {}, 2,
      "gfd: error: snapshot file /nonexistent/node.json: No such file or directory"),
     (["diff", "--simulate", "hgx-h100", "--sink", "node"], {}, 2,
      "gfd: error: --node-name / NODE_NAME is required"),
@@ -378,15 +377,6 @@ def test_a_boolean_flag_alone_means_true_and_takes_a_value_as_gfd_does(flag: str
     assert ("nvidia.com/gfd.timestamp=" in result.stdout) is timestamped
 
 
-def test_the_settings_summary_is_one_json_line_with_the_sharing_flattened() -> None:
-    settings = Settings(sharing=simulate("t4-time-sliced").sharing or Sharing())
-    line = settings_summary(settings)
-    assert "\n" not in line
-    data = json.loads(line)
-    assert data["mig_strategy"] == "none" and data["sleep_interval"] == 60.0
-    assert data["sharing"] == {"strategy": "time-slicing", "resources": {"nvidia.com/gpu": 4}}
-
-
 def test_features_prints_the_nodefeatures_features_as_yaml_json_or_text() -> None:
     import yaml as _yaml
 
@@ -399,16 +389,16 @@ def test_features_prints_the_nodefeatures_features_as_yaml_json_or_text() -> Non
     migs = [e["attributes"] for e in doc["instances"]["nvidia.mig"]["elements"]]
     assert migs and all(m["parent"] in {g["index"] for g in gpus} for m in migs)
     assert set(doc["attributes"]["nvidia.driver"]["elements"]) == {"version", "cuda"}
-    as_json = invoke("features", "--simulate", "dgx-a100-mig-mixed", "--format", "json")
+    as_json = invoke("features", "--simulate", "dgx-a100-mig-mixed", "-o", "json")
     assert as_json.exit_code == 0 and json.loads(as_json.stdout) == doc
-    text = invoke("features", "--simulate", "dgx-a100-mig-mixed", "--format", "text")
+    text = invoke("features", "--simulate", "dgx-a100-mig-mixed", "-o", "text")
     lines = text.stdout.splitlines()
     assert lines == sorted(lines) and "nvidia.gpu[0].family=ampere" in lines
     assert len(lines) == sum(len(g) for g in gpus) + sum(len(m) for m in migs) + 2
 
 
 def test_features_of_a_node_without_gpus_are_the_drivers_alone() -> None:
-    shown = invoke("features", "--simulate", "no-gpu", "--format", "json")
+    shown = invoke("features", "--simulate", "no-gpu", "-o", "json")
     assert shown.exit_code == 0, shown.output
     doc = json.loads(shown.stdout)
     assert doc["instances"] == {} and doc["flags"] == {}
@@ -417,7 +407,7 @@ def test_features_of_a_node_without_gpus_are_the_drivers_alone() -> None:
 
 def test_diff_at_a_label_only_sink_shows_no_features(tmp_path: Path) -> None:
     out = str(tmp_path / "gfd")
-    before = invoke("diff", "--simulate", "hgx-h100", "-o", out)
+    before = invoke("diff", "--simulate", "hgx-h100", "--output-file", out)
     assert before.exit_code == 1
     assert not [ln for ln in before.stdout.splitlines() if " feature " in ln]
     assert "features:" not in before.stderr
@@ -436,8 +426,7 @@ def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
     assert doc["driver"] == "gpu.nvidia.com"
     assert [d["name"] for d in doc["devices"]] == ["gpu-0", "gpu-1", "gpu-2"]
     assert doc["devices"][2]["attributes"]["productName"] == {"string": "NVIDIA A10"}
-    as_json = runner.invoke(_cli, ["devices", "--simulate", "mixed-a100-a10",
-                                   "--format", "json"])
+    as_json = runner.invoke(_cli, ["devices", "--simulate", "mixed-a100-a10", "-o", "json"])
     assert as_json.exit_code == 0 and json.loads(as_json.output) == doc
 
 
@@ -451,7 +440,7 @@ def test_devices_follows_the_drivers_gates_and_says_when_its_plugin_would_not_st
     runner = _Runner()
     help_text = runner.invoke(_cli, ["devices", "--help"]).output
     assert f"release {dra.RELEASE}" in help_text and "--feature-gates" in help_text
-    dynamic = runner.invoke(_cli, ["devices", "--simulate", "h100-mig", "--format", "json",
+    dynamic = runner.invoke(_cli, ["devices", "--simulate", "h100-mig", "-o", "json",
                                    "--feature-gates", "DynamicMIG=true"])
     assert dynamic.exit_code == 0, dynamic.output
     doc = json.loads(dynamic.output)

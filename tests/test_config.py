@@ -11,6 +11,7 @@ import pytest
 
 from gfd.config import (
     BY_NAME,
+    COMMANDS,
     TABLE,
     Address,
     Bool,
@@ -18,12 +19,12 @@ from gfd.config import (
     Duration,
     Entry,
     Float,
-    Group,
     Int,
     Kind,
     OutputPath,
     Part,
     PathKind,
+    Section,
     Settings,
     Text,
     ValueProblem,
@@ -69,15 +70,25 @@ def test_every_default_survives_its_own_rendering(entry: Entry) -> None:
     assert kind.from_text(kind.render(entry.default)) == entry.default
 
 
-@pytest.mark.parametrize("group, some, none_of", [
-    (Group.DISCOVERY, {"mig_strategy", "snapshot"}, {"output_file", "oneshot"}),
-    (Group.PUBLISH, {"output_file", "node_name"}, {"mig_strategy", "oneshot"}),
-    (Group.RUN, {"oneshot", "sleep_interval", "metrics_port"}, {"sink"}),
-], ids=lambda v: v.value if isinstance(v, Group) else "")
-def test_entries_are_the_settings_a_command_group_takes(group: Group, some: set[str],
-                                                        none_of: set[str]) -> None:
-    names = {e.name for e in entries(group)}
+@pytest.mark.parametrize("command, some, none_of", [
+    ("labels", {"mig_strategy", "snapshot", "label_set"}, {"output_file", "oneshot", "sink"}),
+    ("snapshot", {"simulate", "device_discovery_strategy"},
+     {"mig_strategy", "label_set", "no_timestamp", "sink"}),
+    ("diff", {"output_file", "node_name", "pod_name", "mig_strategy"}, {"oneshot", "events"}),
+    ("prune", {"output_file", "sink", "log_level"}, {"mig_strategy", "oneshot"}),
+    ("run", {"oneshot", "sleep_interval", "metrics_port", "sink", "mig_strategy"}, set()),
+])
+def test_entries_are_the_settings_that_change_what_a_command_does(
+        command: str, some: set[str], none_of: set[str]) -> None:
+    names = {e.name for e in entries(command)}
     assert some <= names and not (none_of & names)
+
+
+def test_every_setting_names_a_section_and_only_commands_that_take_settings() -> None:
+    for entry in TABLE:
+        assert isinstance(entry.spec.section, Section), entry.name
+        assert entry.spec.commands and set(entry.spec.commands) <= set(COMMANDS), entry.name
+        assert "run" in entry.spec.commands, f"{entry.name}: the agent takes every setting"
 
 
 # ----------------------------------------------------------------------------- kinds, from text

@@ -729,6 +729,10 @@ def test_a_features_change_is_logged_like_a_labels_change(caplog) -> None:
     assert agent.cycle()
     logged = [r.getMessage() for r in caplog.records if "changed" in r.getMessage()]
     assert "features changed: +0 ~1 -0: ~nvidia.driver.version" in logged
+    [record] = [r for r in caplog.records if r.getMessage().startswith("features changed")]
+    assert record.fields == {  # --log-format json: each a field
+        "target": "nodefeature", "added": [], "changed": ["nvidia.driver.version"],
+        "removed": [], "counts": {"added": 0, "changed": 1, "removed": 0}}
 
 
 def test_a_pending_candidate_is_closed_when_the_agent_stops(tmp_path) -> None:

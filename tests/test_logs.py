@@ -7,10 +7,11 @@ import json
 import logging
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from gfd.logs import JsonFormatter, Once, configure
+from gfd.logs import JsonFormatter, Once, configure, fields
 
 LOGGER = "gfd.test"
 
@@ -92,6 +93,23 @@ def test_an_exception_goes_into_exc_and_the_line_stays_one_line() -> None:
     entry = json.loads(line)
     assert "\n" not in line
     assert "ValueError: boom" in entry["exc"] and "Traceback" in entry["exc"]
+
+
+def test_fields_become_json_values_beside_the_message_and_never_replace_its_keys() -> None:
+    rec = record("config reloaded: %s", "x")
+    rec.fields = fields(changes={"mig_strategy": {"from": "none", "to": "mixed"}},
+                        counts=[1, 2], msg="not the message", where=Path("/x"))["fields"]
+    entry = json.loads(JsonFormatter().format(rec))
+    assert entry["changes"] == {"mig_strategy": {"from": "none", "to": "mixed"}}
+    assert entry["counts"] == [1, 2] and entry["where"] == "/x"
+    assert entry["msg"] == "config reloaded: x"
+
+
+def test_the_text_line_shows_the_message_alone(
+        gfd_logger: logging.Logger, capsys: pytest.CaptureFixture[str]) -> None:
+    configure(level="info", fmt="text")
+    logging.getLogger("gfd.app").info("started", extra=fields(settings={"a": 1}))
+    assert capsys.readouterr().err.rstrip().endswith("INFO gfd.app: started")
 
 
 # ----------------------------------------------------------------------------- configure

@@ -296,9 +296,7 @@ class NodeFeatureSink:
         """The DaemonSet owner, looked up once; a failed lookup is retried next time."""
         if self._owners is not None:
             return self._owners
-        if not self.pod_name:
-            log.warning("POD_NAME is not set: the NodeFeature gets no owner and stays after "
-                        "an uninstall (set POD_NAME from the downward API)")
+        if not self.pod_name:  # (publish says so: diff and prune need no owner)
             self._owners = []
             return self._owners
         try:
@@ -356,6 +354,10 @@ class NodeFeatureSink:
                 and not due):
             return PublishResult(written=False)
         owners = self._resolve_owners()
+        if not self.pod_name:
+            self._once.warning("POD_NAME is not set: the NodeFeature gets no owner and stays "
+                               "after an uninstall (set POD_NAME from the downward API)",
+                               key="no POD_NAME")
         if self._stale or self._labels is None:
             self._synced = now
         known = self._labels is not None and not self._stale

@@ -25,11 +25,12 @@ class StdoutSink:
 
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
         """What this sink printed; standard output keeps nothing to read back, so ``gfd
-        diff -o -`` (a new sink) is refused rather than shown as adding every label."""
+        diff --output-file -`` (a new sink) is refused rather than shown as adding every label."""
         if self._last is None:
-            raise ConfigError("-o - (standard output) holds no published labels to compare "
-                              "with: diff the feature file (-o PATH) or an API sink (--sink "
-                              "node|nodefeature); gfd labels prints what gfd would publish")
+            raise ConfigError("standard output (--output-file -) holds no published labels to "
+                              "compare with: diff the feature file (--output-file PATH) or an "
+                              "API sink (--sink node|nodefeature); gfd labels prints what gfd "
+                              "would publish")
         return dict(self._last)
 
     def publish(self, labels: dict[str, str], *,

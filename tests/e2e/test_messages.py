@@ -82,7 +82,8 @@ def test_snapshot_schema_errors_name_the_field_and_an_empty_object_is_refused(tm
         path = tmp_path / f"snapshot-{n}.json"
         path.write_text(text)
         result = gfd("labels", "--snapshot", str(path))
-        assert result.returncode == 1 and result.stdout == "", result.stderr
+        # 2: a bad --snapshot file is a usage error, as a bad --config-file
+        assert result.returncode == 2 and result.stdout == "", result.stderr
         assert errors(result) == [f"gfd: error: snapshot file {path}: {message}"]
         assert "__init__" not in result.stderr
     empty = tmp_path / "no-gpus.json"
@@ -117,11 +118,12 @@ def test_credentials_that_skip_tls_verification_are_one_warning_line(tmp_path) -
 
 
 def test_diff_against_standard_output_is_refused_not_shown_as_a_sink() -> None:
-    """`diff -o -` printed every label as added and "+37 ~0 -0 at stdout"."""
-    result = gfd("diff", "-o", "-", "--simulate", "hgx-h100")
+    """`diff -o -` printed every label as added and "+37 ~0 -0 at stdout" (diff's -o is its
+    output format now: the feature file is --output-file)."""
+    result = gfd("diff", "--output-file", "-", "--simulate", "hgx-h100")
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert errors(result) == [
-        "gfd: error: -o - (standard output) holds no published labels to compare with: diff "
-        "the feature file (-o PATH) or an API sink (--sink node|nodefeature); gfd labels "
-        "prints what gfd would publish"]
+        "gfd: error: standard output (--output-file -) holds no published labels to compare "
+        "with: diff the feature file (--output-file PATH) or an API sink (--sink "
+        "node|nodefeature); gfd labels prints what gfd would publish"]
     assert "at stdout" not in result.stderr

@@ -6,6 +6,7 @@ the ServiceAccount with the RBAC of manifests/overlays/<sink>."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fakes import profiles
 from fakes.apiserver import FakeApiServer
 from fakes.fakenvml import subprocess_env
@@ -284,7 +286,8 @@ def test_prune_keeps_a_nodefeature_of_the_same_name_gfd_did_not_write(
     if controlled:
         for args in (("diff",), ("run", "--oneshot")):
             refused = gfd(*args, "--use-node-feature-api")
-            assert refused.returncode == 1, refused.stdout + refused.stderr
+            # diff: 3, it could not look (its 1 means differences); run: 1
+            assert refused.returncode == (3 if args[0] == "diff" else 1), refused.stderr
             refusal = [line for line in refused.stderr.splitlines() if "belongs to" in line]
             assert len(refusal) == 1 and refusal[0].endswith(
                 "uninstall it, or run gfd in another namespace (--namespace / NAMESPACE)"), \
@@ -320,6 +323,44 @@ def test_prune_refuses_node_labels_gfd_did_not_apply(tmp_path: Path, server: Fak
     server.remove_label(NODE, PRODUCT, manager="nfd-master")
     nothing = gfd("prune", "--sink", "node")  # no nvidia.com label at all: nothing to do
     assert nothing.returncode == 0 and last(nothing.stderr) == "nothing to prune at node"
+
+
+@pytest.mark.parametrize(("server", "sink"), [
+    ("fake", "node"), ("fake", "nodefeature"),
+    ("real:node", "node"), ("real:nodefeature", "nodefeature")], indirect=["server"])
+def test_diff_exit_code_alone_tells_in_sync_differences_usage_and_could_not_look(
+        sink: str, tmp_path: Path, server: FakeApiServer, fake_nvml_lib: Path) -> None:
+    """kubectl diff's scheme, plus 3: 0 in sync, 1 differences, 2 usage, 3 could not look
+    (no such Node, no API server), so a CI gate never takes an outage for drift."""
+    profiles.hgx_h100().write(tmp_path / "profile.txt")
+    gfd = runner(tmp_path, server, fake_nvml_lib)
+    differences = gfd("diff", "--sink", sink, "-o", "json")
+    assert differences.returncode == 1, differences.stderr
+    doc = json.loads(differences.stdout)
+    assert doc["inSync"] is False and doc["target"] == sink
+    assert doc["added"][PRODUCT] == "NVIDIA-H100-80GB-HBM3"
+    assert gfd("run", "--sink", sink, "--oneshot").returncode == 0
+    in_sync = gfd("diff", "--sink", sink, "-o", "yaml")
+    assert in_sync.returncode == 0, in_sync.stderr
+    assert yaml.safe_load(in_sync.stdout)["inSync"] is True
+    usage = gfd("diff", "--sink", "bogus")
+    assert usage.returncode == 2
+    assert last(usage.stderr).startswith("gfd: error: --sink: must be one of file, ")
+    assert last(usage.stderr).endswith("; see gfd diff --help")
+    if sink == "node":  # (a NodeFeature for a missing node is one `gfd run` would create)
+        ghost = gfd("diff", "--sink", sink, "--node-name", "no-such-node")
+        assert ghost.returncode == 3, ghost.stdout + ghost.stderr
+        assert last(ghost.stderr).startswith("gfd: error: ") and ghost.stdout == ""
+        assert "Traceback" not in ghost.stderr
+    kubeconfig = yaml.safe_load(server.write_kubeconfig(tmp_path / "kubeconfig").read_text())
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    cluster["server"] = f"{cluster['server'].split('://')[0]}://127.0.0.1:{free_port()}"
+    closed = tmp_path / "closed-kubeconfig"
+    closed.write_text(yaml.safe_dump(kubeconfig))
+    unreachable = gfd("diff", "--sink", sink, "--kubeconfig", str(closed))
+    assert unreachable.returncode == 3, unreachable.stdout + unreachable.stderr
+    assert last(unreachable.stderr).startswith("gfd: error: ")
+    assert "Traceback" not in unreachable.stderr
 
 
 def test_api_sinks_need_a_node_name(tmp_path: Path, server: FakeApiServer,

@@ -125,12 +125,12 @@ def test_a_machine_type_file_that_is_a_fifo_or_dev_zero_labels_unknown_and_stays
     ("binary", "not UTF-8 text (byte 0), so not a snapshot"),
 ], ids=["fifo", "dev-zero", "binary"])
 @pytest.mark.parametrize("command", ["labels", "run"])
-def test_a_snapshot_that_is_a_fifo_dev_zero_or_binary_is_one_line_and_exit_1(
+def test_a_snapshot_that_is_a_fifo_dev_zero_or_binary_is_one_line_and_exit_2(
         tmp_path: Path, fifo: Path, kind: str, message: str, command: str) -> None:
     path = {"fifo": str(fifo), "dev-zero": "/dev/zero", "binary": str(tmp_path / "x.json")}[kind]
     (tmp_path / "x.json").write_bytes(b"\x8a\x00\xff" * 100)
     extra = ["-o", str(tmp_path / "gfd")] if command == "run" else []
     result = gfd(command, "--snapshot", path, *extra)
-    assert result.returncode == 1
+    assert result.returncode == 2  # usage or configuration, as a bad --config-file
     line = error_line(result)
     assert line.startswith(f"gfd: error: snapshot file {path}: ") and message in line, line

@@ -512,6 +512,18 @@ def test_without_a_pod_name_the_object_has_no_owner_and_a_warning_says_why(
                if r.levelno == logging.WARNING)
 
 
+def test_diff_and_prune_without_a_pod_name_say_nothing_about_pod_name(
+        api: MemoryApi, caplog: pytest.LogCaptureFixture) -> None:
+    """The owner matters to what is written: reading (diff) and pruning need none."""
+    sink(api).publish(LABELS)
+    caplog.clear()
+    reader = sink(api, pod="")
+    assert reader.published() == LABELS
+    assert reader.prune().written
+    assert not [r for r in caplog.records if "POD_NAME" in r.getMessage()]
+    assert api.count("get_pod") == 1, "only the first sink, which had a pod, asked"
+
+
 @pytest.mark.parametrize("status", [403, 404])
 def test_a_pod_that_cannot_be_read_leaves_the_object_ownerless_but_published(
         api: MemoryApi, status: int) -> None:
