@@ -178,7 +178,7 @@ def test_diff_and_prune_show_and_remove_only_what_gfd_published(
     over), or gfd's own NodeFeature, gone."""
     profiles.hgx_h100().write(tmp_path / "profile.txt")
     gfd = runner(tmp_path, server, fake_nvml_lib)
-    listed = gfd("features", "--format", "text")
+    listed = gfd("features", "-o", "text")
     assert listed.returncode == 0, listed.stderr
     features = dict(line.split("=", 1) for line in listed.stdout.splitlines())
     assert features["nvidia.gpu[7].product"] == "NVIDIA-H100-80GB-HBM3"

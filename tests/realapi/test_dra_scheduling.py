@@ -60,12 +60,12 @@ def gfd(*args: str) -> str:
 
 def gfd_labels(machine: str) -> dict[str, str]:
     out = json.loads(gfd("labels", "--resource-manager", "dra", "--simulate", machine,
-                         "--format", "json"))
+                         "-o", "json"))
     return {str(k): str(v) for k, v in out.items()}
 
 
 def gfd_devices(machine: str) -> list[JSON]:
-    return list(json.loads(gfd("devices", "--simulate", machine, "--format", "json"))["devices"])
+    return list(json.loads(gfd("devices", "--simulate", machine, "-o", "json"))["devices"])
 
 
 def gfd_selector(args: tuple[str, ...]) -> tuple[JSON, JSON]:
@@ -507,7 +507,7 @@ def test_compat_labels_place_the_claim_on_a_node_gfd_labelled_with_them(
     default (extended) affinity cannot see the node's A100s and leaves the pod pending."""
     name = "dra-compat-mixed"
     labels = json.loads(gfd("labels", "--resource-manager", "dra", "--label-set", "compat",
-                            "--simulate", MIXED, "--format", "json"))
+                            "--simulate", MIXED, "-o", "json"))
     assert "nvidia.com/gpu.heterogeneous" not in labels
     control_plane.create_node(name, labels={**labels, "kubernetes.io/hostname": name,
                                             "kubernetes.io/os": "linux"})

@@ -123,7 +123,7 @@ def test_gfd_features_shows_what_run_wrote(written: dict[str, dict], machine: st
     wrote and the real server kept."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
     shown = subprocess.run(
-        [sys.executable, "-m", "gfd", "features", "--simulate", machine, "--format", "json",
+        [sys.executable, "-m", "gfd", "features", "--simulate", machine, "-o", "json",
          "--plugins-registry", str(tmp_path / "registry"),
          "--machine-type-file", str(tmp_path / "dmi")],
         env=base, capture_output=True, text=True, timeout=60, check=False)
