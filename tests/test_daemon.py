@@ -54,7 +54,7 @@ class Source:
             raise item
         return item
 
-    def refresh(self) -> None:
+    def refresh(self, *, gpus: bool = False) -> None:
         self.refreshes += 1
 
     def watch(self, fire: Any) -> None:

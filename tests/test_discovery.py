@@ -38,6 +38,10 @@ class Gpus:
         return self.event_source
 
     event_source: Any = None
+    refreshed = 0
+
+    def refresh(self) -> None:
+        self.refreshed += 1
 
     def close(self) -> None:
         pass
