@@ -28,7 +28,7 @@
  *   NVMLError_FunctionNotFound).
  * - Extra symbols for tests: fake_nvml_init_count, fake_nvml_load_count,
  *   fake_nvml_refcount, fake_nvml_call_count, fake_nvml_reset_counts,
- *   and $FAKE_NVML_CALL_LOG (see log_calls),
+ *   $FAKE_NVML_CALL_LOG (see log_calls), $FAKE_NVML_CALL_TOTALS (see write_call_totals),
  *   fake_nvml_event_set_count.
  */
 
@@ -274,6 +274,24 @@ static void log_calls(void)
         return;
     fprintf(f, "%ld.%09ld %lu\n", (long)now.tv_sec, now.tv_nsec,
             __atomic_load_n(&total_calls, __ATOMIC_RELAXED));
+    fclose(f);
+}
+
+/* $FAKE_NVML_CALL_TOTALS: at process exit, write "<symbol> <calls>" for every symbol called
+ * and "total <calls>" (what a one-shot process asked NVML, call by call). */
+__attribute__((destructor)) static void write_call_totals(void)
+{
+    const char *path = getenv("FAKE_NVML_CALL_TOTALS");
+    if (path == NULL || *path == '\0')
+        return;
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]) && counts[i].name != NULL; i++)
+        fprintf(f, "%s %lu\n", counts[i].name, counts[i].count);
+    pthread_mutex_unlock(&lock);
+    fprintf(f, "total %lu\n", __atomic_load_n(&total_calls, __ATOMIC_RELAXED));
     fclose(f);
 }
 
