@@ -34,7 +34,7 @@ import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from ctypes import byref, c_void_p, cast
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -573,10 +573,12 @@ class _Static:
 
     @classmethod
     def of(cls, gpu: Gpu) -> _Static:
-        return cls(**{f: getattr(gpu, f) for f in cls.__slots__})
+        """The static facts of an earlier read of the GPU."""
+        return cls(**{f.name: getattr(gpu, f.name) for f in fields(cls)})
 
     def fields(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__slots__}
+        """As ``Gpu`` keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
