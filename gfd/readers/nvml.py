@@ -9,9 +9,11 @@ The error policy (docs/nvml-errors.md has the table of every call):
 
 - NOT_SUPPORTED and FUNCTION_NOT_FOUND (an older driver without the symbol) mean
   "feature absent": the field is None/False, never an exception.
-- GPU_IS_LOST from any call, or a GPU whose handle cannot be had, or whose name cannot be
-  read and was never known: the GPU is lost -- ``Gpu(index=i, error=...)``, left out of the
-  resource labels and counted in ``gpu.unhealthy``; the other GPUs are still read.
+- GPU_IS_LOST from any call, or a GPU whose handle, UUID or name cannot be had and was
+  never known: the GPU is lost -- ``Gpu(index=i, error=...)``, left out of the resource
+  labels and counted in ``gpu.unhealthy``; the other GPUs are still read. A known GPU whose
+  handle or UUID fails otherwise keeps its last read (a held ``identity`` fact) until the
+  failure has lasted ``freshness.LOST_AFTER_READS`` reads and ``LOST_AFTER_SECONDS``.
 - Any other error (UNKNOWN, NO_PERMISSION, text that is not UTF-8...) from a query about
   one GPU makes that *fact* unknown for this read: the value from the GPU's last good read
   is used (``Degraded(held=True)``, so the labels derived from it stay as published), or,
@@ -19,7 +21,14 @@ The error policy (docs/nvml-errors.md has the table of every call):
   labelers leave out what they would derive from it. Never a default in its place.
 - An error from a system query (driver version, CUDA version, device count) fails the
   whole read with a one-line DiscoveryError: nothing is published, everything stays, and
-  the next read starts a fresh NVML session.
+  the next read starts a fresh NVML session -- except TIMEOUT or UNKNOWN, which keep the
+  last values for as long as a GPU that does not answer is kept.
+
+What a read asks (docs/nvml-reads.md, ``gfd.readers.freshness``): each cycle the device
+count and, per GPU, its handle, UUID, MIG mode and compute mode (and the MIG devices of a
+GPU not registered for MIG-config events, the fabric while it is starting); the static
+facts (``_read_static``, the one place a per-GPU static query goes) when a GPU is first
+seen and again only for a reason.
 
 ``NvmlEvents`` listens for NVML events (MIG reconfiguration, Xid errors, a GPU becoming
 unavailable) in its own session, from one thread, while NvmlReader reads in another. A GPU
