@@ -16,7 +16,8 @@ from gfd.config import Part, Settings, changed, resolve
 from gfd.daemon import Duty, EventRecorder, Parts
 from gfd.discovery import Discovery, GpuSource, UnusableGpus, read_snapshot_file
 from gfd.errors import ConfigError
-from gfd.labelers.pipeline import Labelling, compute_labels
+from gfd.labelers.pipeline import Labelling
+from gfd.projection import Projection, project
 from gfd.readers.host import HostReader
 from gfd.readers.resourcemanager import DRA_DRIVER, SLICE_RECHECK, ResourceManagerReader
 from gfd.sinks.base import Sink
@@ -359,12 +360,19 @@ def read_once(settings: Settings) -> Snapshot:
         discovery.close()
 
 
+def project_once(settings: Settings, started: int) -> tuple[Snapshot, Projection]:
+    """One snapshot and its projection (labels and features), as ``gfd run`` would publish
+    them; label warnings and rejections are logged."""
+    snapshot = read_once(settings)
+    projection = project(snapshot, settings.label_options(timestamp=started))
+    for warning in projection.labelling.warnings:
+        log.warning("%s", warning)
+    for rejection in projection.labelling.rejected:
+        log.warning("dropped invalid label: %s", rejection.message)
+    return snapshot, projection
+
+
 def label_once(settings: Settings, started: int) -> tuple[Snapshot, Labelling]:
     """One snapshot and its labels; label warnings and rejections are logged."""
-    snapshot = read_once(settings)
-    labelling = compute_labels(snapshot, settings.label_options(timestamp=started))
-    for warning in labelling.warnings:
-        log.warning("%s", warning)
-    for rejection in labelling.rejected:
-        log.warning("dropped invalid label: %s", rejection.message)
-    return snapshot, labelling
+    snapshot, projection = project_once(settings, started)
+    return snapshot, projection.labelling

@@ -187,8 +187,8 @@ def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
               help="yaml (default) or json.")
 @click.pass_context
 def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it (driver
-    gpu.nvidia.com): device names, attributes with their types, capacities; what to write
+    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it: device
+    names, attributes with their types, capacities; what to write
     CEL selectors against. A device the snapshot cannot describe fully lists what is missing.
     Exit 1 when any device is incomplete."""
     import yaml
@@ -210,22 +210,51 @@ def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
         sys.exit(Exit.FAILURE)
 
 
+@cli.command("features")
+@options(Group.DISCOVERY)
+@click.option("--format", "output_format", type=click.Choice(["yaml", "json", "text"]),
+              default="yaml", help="yaml (default), json, or text: one sorted "
+              "feature[instance].element=value line each.")
+@click.pass_context
+def features_cmd(ctx: click.Context, /, **params: Any) -> None:
+    """Print the features this node's NodeFeature would carry (spec.features: one nvidia.gpu
+    instance per GPU, one nvidia.mig per MIG device, nvidia.driver), what NodeFeatureRules
+    match (docs/features.md); no side effects."""
+    import yaml
+
+    from gfd.app import project_once
+
+    settings, _ = build_settings(params)
+    _configure_logging("error", settings.log_format)
+    _, projection = project_once(settings, int(time.time()))
+    features = projection.features
+    if params["output_format"] == "text":
+        click.echo("".join(f"{k}={v}\n" for k, v in sorted(features.flat().items())), nl=False)
+    elif params["output_format"] == "json":
+        click.echo(json.dumps(features.to_api(), indent=2))
+    else:
+        click.echo(yaml.safe_dump(features.to_api(), sort_keys=False), nl=False)
+
+
 @cli.command("diff")
 @options(Group.DISCOVERY, Group.PUBLISH)
 @click.pass_context
 def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Show what `gfd run` would change at the chosen sink (no side effects).
+    """Show what `gfd run` would change at the chosen sink (no side effects): its labels,
+    and on the NodeFeature its features (`feature` lines).
 
     Exit 0 when in sync, 1 when something would change."""
-    from gfd.app import label_once, make_sink
+    from gfd.app import make_sink, project_once
     from gfd.sinks.base import diff
 
     settings, _ = build_settings(params)
     _configure_logging("warning", settings.log_format)
-    _, labelling = label_once(settings, int(time.time()))
+    _, projection = project_once(settings, int(time.time()))
+    labelling = projection.labelling
     sink = make_sink(settings, write=lambda text: None)
     try:  # the keys gfd wants too: another writer may hold them now (it took them over)
         current = sink.published(also=labelling.labels)
+        current_features = sink.published_features()
     finally:
         sink.close()
     wanted = labelling.labels
@@ -238,9 +267,22 @@ def diff_cmd(ctx: click.Context, /, **params: Any) -> None:
         click.echo(f"~ {k}: {current[k]} -> {wanted[k]}")
     for k in change.removed:
         click.echo(f"- {k}={current[k]}")
-    if change.empty:
-        click.echo(f"in sync: {len(wanted)} labels at {sink.name}", err=True)
+    # the NodeFeature carries features too (the other sinks: None, nothing to compare)
+    stored = current_features or {}
+    features = projection.features.flat() if current_features is not None else {}
+    drift = diff(stored, features)
+    for k in drift.added:
+        click.echo(f"+ feature {k}={features[k]}")
+    for k in drift.changed:
+        click.echo(f"~ feature {k}: {stored[k]} -> {features[k]}")
+    for k in drift.removed:
+        click.echo(f"- feature {k}={stored[k]}")
+    carried = "" if current_features is None else f" and {len(features)} feature elements"
+    if change.empty and drift.empty:
+        click.echo(f"in sync: {len(wanted)} labels{carried} at {sink.name}", err=True)
         sys.exit(Exit.OK)
+    if not drift.empty:
+        click.echo(f"features: {drift.summary()} at {sink.name}", err=True)
     click.echo(f"{change.summary()} at {sink.name}", err=True)
     sys.exit(Exit.FAILURE)
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from gfd import dra
 from gfd.errors import ConfigError, show
 from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
 from gfd.sharing import Sharing
@@ -433,13 +434,13 @@ class Settings:
              "labels); dra (hardware truth and gpu.present, no device-plugin resource labels, "
              "sharing ignored); auto: dra while the NVIDIA DRA kubelet plugin is registered "
              "(its socket in --plugins-registry) or, with an API sink, the node has "
-             "gpu.nvidia.com ResourceSlices, else device-plugin. gpu-feature-discovery: "
+             f"{dra.DRIVER} ResourceSlices, else device-plugin. gpu-feature-discovery: "
              "device-plugin.")
     plugins_registry: str = setting(
         DEFAULT_PLUGINS_REGISTRY, kind=PathKind(), flags=("--plugins-registry",),
         env=("GFD_PLUGINS_REGISTRY",), part=Part.DISCOVERY, group=_DISCOVERY,
         help="The kubelet's plugin registration directory (mounted read-only), where "
-             "--resource-manager auto looks for the DRA driver's gpu.nvidia.com-reg.sock.")
+             f"--resource-manager auto looks for the DRA driver's {dra.REGISTRATION_SOCKET}.")
     driver_root_ctr_path: str = setting(
         "/driver-root", kind=PathKind(),
         flags=("--driver-root-ctr-path", "--container-driver-root"),

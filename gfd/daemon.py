@@ -1,12 +1,14 @@
-"""The agent loop: read -> label -> validate -> publish, with one scheduler for every periodic
-duty, reload that rebuilds what a new config changes, capped exponential backoff on errors,
-and each distinct error logged once.
+"""The agent loop: read -> project (labels and features) -> publish, with one scheduler for
+every periodic duty, reload that rebuilds what a new config changes, capped exponential
+backoff on errors, and each distinct error logged once.
 
-A cycle publishes everything or nothing: labels are computed whole before the sink is
-called, and a failed read publishes nothing (the last published labels stay).
+A cycle publishes everything or nothing: the labels and features (``projection.Projection``)
+are computed whole before the sink is called, and a failed read publishes nothing (the last
+published labels stay).
 
 A reload is a transaction: the candidate parts (built by ``app.Reloader`` from the new
-settings) must read and label the node before they replace the running ones; a candidate
+settings) must read and project the node (labels and features) before they replace the
+running ones; a candidate
 that cannot is refused with one line and closed, and the last good config stays.
 """
 
@@ -27,12 +29,11 @@ from typing import Protocol
 from gfd.backoff import BACKOFF_START, backoff
 from gfd.config import MIN_SLEEP_INTERVAL, Settings, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
-from gfd.features import node_features
-from gfd.labelers.inventory import model_groups
-from gfd.labelers.inventory import unhealthy as unhealthy_gpus
+from gfd.facts.gpus import model_groups
+from gfd.facts.gpus import unhealthy as unhealthy_gpus
 from gfd.labelers.options import LabelOptions
-from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.logs import Once
+from gfd.projection import Projection, project
 from gfd.sinks.base import Change, PublishResult, Sink
 from gfd.snapshot import Snapshot
 from gfd.triggers import WATCHER_DIED, Fire, Trigger
@@ -415,15 +416,16 @@ class Agent:
 
     # -- one cycle ------------------------------------------------------------------
 
-    def _read_and_label(self, parts: Parts) -> tuple[Snapshot, Labelling, float]:
+    def _read_and_project(self, parts: Parts) -> tuple[Snapshot, Projection, float]:
         snapshot = parts.discovery.read()
         read_done = self.clock()
-        return snapshot, compute_labels(snapshot, parts.options), read_done
+        return snapshot, project(snapshot, parts.options), read_done
 
-    def _labelled(self, force_reload: bool,
-                  reload_config: bool) -> tuple[Parts, Snapshot, Labelling, float]:
-        """Read and label with the pending candidate when there is one, else the running parts.
-        A candidate whose new back end or new config cannot label the node is refused."""
+    def _projected(self, force_reload: bool,
+                   reload_config: bool) -> tuple[Parts, Snapshot, Projection, float]:
+        """Read and project with the pending candidate when there is one, else the running
+        parts. A candidate whose new back end or new config cannot project the node (its
+        labels and features) is refused."""
         if force_reload or reload_config or not self.config_watched:
             self._poll_config(force_reload)
         if force_reload:
@@ -431,14 +433,14 @@ class Agent:
         candidate = self._pending
         if candidate is not None:
             try:
-                return (candidate, *self._read_and_label(candidate))
+                return (candidate, *self._read_and_project(candidate))
             except ConfigError as exc:
                 self._refuse_pending(str(exc))
             except GfdError as exc:
                 if candidate.discovery is self.parts.discovery:
                     raise  # the running back end failed: an ordinary failed cycle
                 self._refuse_pending(f"its GPU back end failed: {exc}")
-        return (self.parts, *self._read_and_label(self.parts))
+        return (self.parts, *self._read_and_project(self.parts))
 
     def cycle(self, *, force_reload: bool = False, reload_config: bool = False) -> bool:
         """One read-label-publish pass. True when labels are published (or unchanged).
@@ -451,8 +453,8 @@ class Agent:
         if self.health:
             self.health.cycle_started()
         try:
-            parts, snapshot, labelling, read_done = self._labelled(force_reload, reload_config)
-            result = parts.sink.publish(labelling.labels, features=node_features(snapshot))
+            parts, snapshot, projection, read_done = self._projected(force_reload, reload_config)
+            result = parts.sink.publish(projection.labels, features=projection.features)
             self._last_written = result.written
         except BackendInitError as exc:
             if first and self.parts.discovery.fail_on_init_error:
@@ -475,7 +477,7 @@ class Agent:
                 self.health.cycle_finished()
         if parts is self._pending:
             self._apply(parts)
-        self._succeeded(snapshot, labelling, result, start, read_done)
+        self._succeeded(snapshot, projection, result, start, read_done)
         return True
 
     def _failed(self, kind: str, exc: GfdError, start: float) -> None:
@@ -489,8 +491,9 @@ class Agent:
             self.observer.error(kind)
             self.observer.cycle("error", self.clock() - start)
 
-    def _succeeded(self, snapshot: Snapshot, labelling: Labelling, result: PublishResult,
+    def _succeeded(self, snapshot: Snapshot, projection: Projection, result: PublishResult,
                    start: float, read_done: float) -> None:
+        labelling = projection.labelling
         if self._errors.reset():
             log.info("recovered: labels published again")
         current = frozenset(labelling.warnings) | {r.message for r in labelling.rejected}

@@ -20,77 +20,15 @@ is not known; nothing is invented in its place, and ``published()`` leaves it ou
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from gfd.labelers.inventory import counted
-from gfd.labelers.miglayout import profile_name
+from gfd import dra
+from gfd.dra import DRIVER, quantity, semver
+from gfd.facts.cuda import cuda_text
+from gfd.facts.gpus import counted
+from gfd.facts.mig import profile_name
 from gfd.snapshot import Gpu, MigDevice, Snapshot
-
-DRIVER = "gpu.nvidia.com"
-"""The driver's name, and the domain of its own attributes and capacities."""
-STANDARD = "resource.kubernetes.io"
-"""The domain of Kubernetes' standard attributes (PCI bus id, PCIe root, NUMA node)."""
-GPU_CLASS = "gpu.nvidia.com"
-MIG_CLASS = "mig.nvidia.com"
-DEVICE_CLASSES: dict[str, str] = {
-    GPU_CLASS: f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",
-    MIG_CLASS: f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'mig'",
-}
-"""The DeviceClasses of the driver's Helm chart (templates/deviceclass-gpu.yaml, -mig.yaml):
-name -> CEL selector."""
-
-KINDS = ("string", "int", "bool", "version")
-"""DeviceAttribute value kinds, as the API names their fields."""
-
-_ARCHITECTURES = {
-    "kepler": "Kepler", "maxwell": "Maxwell", "pascal": "Pascal", "volta": "Volta",
-    "turing": "Turing", "ampere": "Ampere", "ada": "Ada Lovelace", "hopper": "Hopper",
-    "blackwell": "Blackwell", "rubin": "Rubin",
-}
-"""gfd's architecture names -> go-nvlib's GetArchitectureAsString."""
-_BRANDS = {
-    "quadro": "Quadro", "tesla": "Tesla", "nvs": "NVS", "grid": "Grid", "geforce": "GeForce",
-    "titan": "Titan", "nvidia-vapps": "NvidiaVApps", "nvidia-vpc": "NvidiaVPC",
-    "nvidia-vcs": "NvidiaVCS", "nvidia-vws": "NvidiaVWS",
-    "nvidia-cloud-gaming": "NvidiaCloudGaming", "quadro-rtx": "QuadroRTX",
-    "nvidia-rtx": "NvidiaRTX", "nvidia": "Nvidia", "geforce-rtx": "GeForceRTX",
-    "titan-rtx": "TitanRTX",
-}
-"""gfd's brand names -> go-nvlib's GetBrandAsString."""
-
-ARCHITECTURE_NAMES: tuple[str, ...] = tuple(_ARCHITECTURES.values())
-
-_SEMVER = re.compile(
-    r"v?([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?"
-    r"(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?")
-
-
-def semver(text: str) -> str | None:
-    """``text`` as Masterminds/semver v3 (non-strict) parses and prints it; None when it is
-    not a version that library accepts (the driver would then publish no device)."""
-    match = _SEMVER.fullmatch(text.strip())
-    if match is None:
-        return None
-    major, minor, patch, pre, meta = match.groups()
-    out = f"{int(major)}.{int(minor or 0)}.{int(patch or 0)}"
-    return out + (f"-{pre}" if pre else "") + (f"+{meta}" if meta else "")
-
-
-_BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
-
-
-def quantity(value: int) -> str:
-    """An integer as Kubernetes prints a BinarySI quantity: ``42949672960`` -> ``40Gi``,
-    ``85520809984`` -> ``81559Mi``, values below 1024 as plain numbers."""
-    if -1024 < value < 1024:
-        return str(value)
-    exponent = 0
-    while value % 1024 == 0 and exponent < len(_BINARY) - 1:
-        value //= 1024
-        exponent += 1
-    return f"{value}{_BINARY[exponent]}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,7 +81,7 @@ class Device:
 
     @property
     def device_class(self) -> str:
-        return MIG_CLASS if self.type == "mig" else GPU_CLASS
+        return dra.device_class(self.type)
 
     def to_api(self) -> dict[str, Any]:
         """The ResourceSlice ``spec.devices[]`` entry (resource.k8s.io/v1)."""
@@ -164,53 +102,44 @@ def _common(gpu: Gpu, snapshot: Snapshot, missing: list[str]) -> list[Attribute]
         else:
             attrs.append(Attribute(name=name, kind=kind, value=value))
 
-    add("productName", "string", gpu.name, "nvmlDeviceGetName")
-    add("brand", "string", _BRANDS.get(gpu.brand or ""), "nvmlDeviceGetBrand")
-    add("architecture", "string", _ARCHITECTURES.get(gpu.architecture or ""),
+    add(dra.PRODUCT_NAME, "string", gpu.name, "nvmlDeviceGetName")
+    add(dra.BRAND, "string", dra.BRANDS.get(gpu.brand or ""), "nvmlDeviceGetBrand")
+    add(dra.ARCHITECTURE, "string", dra.ARCHITECTURES.get(gpu.architecture or ""),
         "nvmlDeviceGetArchitecture")
     cc = gpu.compute_capability
-    add("cudaComputeCapability", "version", semver(f"{cc[0]}.{cc[1]}") if cc else None,
+    add(dra.CUDA_COMPUTE_CAPABILITY, "version", semver(f"{cc[0]}.{cc[1]}") if cc else None,
         "nvmlDeviceGetCudaComputeCapability")
-    add("driverVersion", "version", semver(snapshot.driver_version or ""),
+    add(dra.DRIVER_VERSION, "version", semver(snapshot.driver_version or ""),
         "nvmlSystemGetDriverVersion")
     cuda = snapshot.cuda_driver_version
-    add("cudaDriverVersion", "version",
-        semver(f"{cuda // 1000}.{(cuda % 1000) // 10}") if cuda is not None else None,
+    add(dra.CUDA_DRIVER_VERSION, "version",
+        semver(cuda_text(cuda, backend=snapshot.backend)) if cuda is not None else None,
         "nvmlSystemGetCudaDriverVersion")
-    bus = _bus_id(gpu.pci_bus_id)
-    add(f"{STANDARD}/pciBusID", "string", bus, "nvmlDeviceGetPciInfo")
+    bus = dra.bus_id(gpu.pci_bus_id)
+    add(dra.PCI_BUS_ID, "string", bus, "nvmlDeviceGetPciInfo")
     if gpu.pcie_root:
-        attrs.append(Attribute(name=f"{STANDARD}/pcieRoot", kind="string", value=gpu.pcie_root))
+        attrs.append(Attribute(name=dra.PCIE_ROOT, kind="string", value=gpu.pcie_root))
     if gpu.numa_node is not None and gpu.numa_node >= 0:
-        attrs.append(Attribute(name=f"{STANDARD}/numaNode", kind="int", value=gpu.numa_node))
+        attrs.append(Attribute(name=f"{dra.STANDARD}/numaNode", kind="int", value=gpu.numa_node))
     return attrs
-
-
-def _bus_id(nvml_bus_id: str) -> str | None:
-    """go-nvlib's GetPCIBusID: lower case, an 8-digit ``0000xxxx`` domain cut to 4 digits;
-    None unless it is a bus id Kubernetes accepts (``dddd:bb:dd.f``)."""
-    text = nvml_bus_id.strip().lower()
-    if re.match(r"0{4}[0-9a-f]{4}:", text):
-        text = text[4:]
-    return text if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]", text) else None
 
 
 def _gpu_device(gpu: Gpu, snapshot: Snapshot) -> Device:
     missing: list[str] = []
     if gpu.minor is None:
         missing.append("name (the minor number: nvmlDeviceGetMinorNumber)")
-    attrs = [Attribute(name="type", kind="string", value="gpu")]
+    attrs = [Attribute(name=dra.TYPE, kind="string", value="gpu")]
     if gpu.uuid:
-        attrs.append(Attribute(name="uuid", kind="string", value=gpu.uuid))
+        attrs.append(Attribute(name=dra.UUID, kind="string", value=gpu.uuid))
     else:
         missing.append("uuid (nvmlDeviceGetUUID)")
     attrs += _common(gpu, snapshot, missing)
     capacity: list[tuple[str, int]] = []
     if gpu.memory_total_bytes is not None and not gpu.unknown("memory"):
-        capacity.append(("memory", gpu.memory_total_bytes))
+        capacity.append((dra.MEMORY, gpu.memory_total_bytes))
     else:
         missing.append("memory (nvmlDeviceGetMemoryInfo)")
-    return Device(name=f"gpu-{gpu.minor}" if gpu.minor is not None else "", type="gpu",
+    return Device(name=dra.gpu_name(gpu.minor) if gpu.minor is not None else "", type="gpu",
                   gpu=gpu.index, attributes=tuple(attrs), capacity=tuple(capacity),
                   missing=tuple(missing))
 
@@ -224,11 +153,6 @@ def dra_profile(mig: MigDevice, parent: Gpu) -> str | None:
     return named[0] if named else None
 
 
-def _name_part(profile: str) -> str:
-    """The driver's toRFC1123Compliant(profile without dots)."""
-    return re.sub(r"[^a-z0-9-.]", "-", profile.replace(".", "").lower()).strip("-").rstrip(".")
-
-
 def _mig_device(mig: MigDevice, gpu: Gpu, snapshot: Snapshot) -> Device:
     missing: list[str] = []
     profile = dra_profile(mig, gpu)
@@ -239,32 +163,35 @@ def _mig_device(mig: MigDevice, gpu: Gpu, snapshot: Snapshot) -> Device:
     if not placed or profile is None:
         missing.append("name (parent minor number, GPU instance profile id and placement: "
                        "nvmlDeviceGetMinorNumber, nvmlGpuInstanceGetInfo)")
-    attrs = [Attribute(name="type", kind="string", value="mig")]
+    attrs = [Attribute(name=dra.TYPE, kind="string", value="mig")]
     if mig.uuid:
-        attrs.append(Attribute(name="uuid", kind="string", value=mig.uuid))
+        attrs.append(Attribute(name=dra.UUID, kind="string", value=mig.uuid))
     else:
         missing.append("uuid (nvmlDeviceGetUUID)")
     if gpu.uuid:
-        attrs.append(Attribute(name="parentUUID", kind="string", value=gpu.uuid))
+        attrs.append(Attribute(name=dra.PARENT_UUID, kind="string", value=gpu.uuid))
     else:
         missing.append("parentUUID (nvmlDeviceGetUUID)")
     if profile is not None:
-        attrs.append(Attribute(name="profile", kind="string", value=profile))
+        attrs.append(Attribute(name=dra.PROFILE, kind="string", value=profile))
     else:
         missing.append("profile (MIG profile name)")
     attrs += _common(gpu, snapshot, missing)
     capacity = [
-        ("multiprocessors", mig.multiprocessors), ("copyEngines", mig.copy_engines),
-        ("decoders", mig.decoders), ("encoders", mig.encoders), ("jpegEngines", mig.jpegs),
-        ("ofaEngines", mig.ofas), ("memory", mig.memory_mib * 1048576),
+        (dra.MULTIPROCESSORS, mig.multiprocessors), (dra.COPY_ENGINES, mig.copy_engines),
+        (dra.DECODERS, mig.decoders), (dra.ENCODERS, mig.encoders), (dra.JPEG_ENGINES, mig.jpegs),
+        (dra.OFA_ENGINES, mig.ofas), (dra.MEMORY, mig.memory_mib * 1048576),
     ]
     if mig.placement_start is not None and mig.placement_size is not None:
-        capacity += [(f"memorySlice{i}", 1) for i in
+        capacity += [(f"{dra.MEMORY_SLICE}{i}", 1) for i in
                      range(mig.placement_start, mig.placement_start + mig.placement_size)]
     else:
         missing.append("memorySlice<N> (the placement: nvmlGpuInstanceGetInfo)")
-    name = (f"gpu-{gpu.minor}-mig-{_name_part(profile)}-{mig.gi_profile_id}-"
-            f"{mig.placement_start}" if placed and profile is not None else "")
+    name = ""
+    if placed and profile is not None:
+        assert gpu.minor is not None and mig.gi_profile_id is not None
+        assert mig.placement_start is not None
+        name = dra.mig_name(gpu.minor, profile, mig.gi_profile_id, mig.placement_start)
     return Device(name=name, type="mig", gpu=gpu.index, attributes=tuple(attrs),
                   capacity=tuple(capacity), missing=tuple(missing))
 

@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gfd import dra
 from gfd.errors import ConfigError, show
-from gfd.labelers.family import FAMILIES
-from gfd.labelers.naming import sanitise, short_name
+from gfd.facts.family import FAMILIES
+from gfd.facts.naming import sanitise, short_name
 
 P = "nvidia.com/"
 
@@ -151,13 +152,6 @@ def stanza(c: Constraints, *, form: str = "auto") -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- DRA
 
-_CEL_ATTR = "device.attributes['gpu.nvidia.com']"
-_CEL_CAP = "device.capacity['gpu.nvidia.com']"
-_DRA_FAMILIES = {"kepler": "Kepler", "maxwell": "Maxwell", "pascal": "Pascal",
-                 "volta": "Volta", "turing": "Turing", "ampere": "Ampere",
-                 "ada-lovelace": "Ada Lovelace", "hopper": "Hopper", "blackwell": "Blackwell",
-                 "rubin": "Rubin"}
-"""gfd's families -> the architecture the DRA driver publishes (go-nvlib's names)."""
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -196,10 +190,10 @@ def parse(c: Constraints) -> Filters:
             models = ((exact, ""),)
     if c.min_memory is not None and c.min_memory <= 0:
         raise ConfigError(f"--min-memory {c.min_memory}: must be a positive number of MiB")
-    if c.family and c.family not in _DRA_FAMILIES:
+    if c.family and c.family not in dra.FAMILY_ARCHITECTURES:
         raise ConfigError(f"--family {c.family!r}: with --dra one of "
-                          f"{', '.join(_DRA_FAMILIES)} (the architectures the DRA driver "
-                          "publishes)")
+                          f"{', '.join(dra.FAMILY_ARCHITECTURES)} (the architectures the DRA "
+                          "driver publishes)")
     compute = None
     if c.min_compute:
         match = _COMPUTE.fullmatch(c.min_compute)
@@ -243,20 +237,21 @@ def cel(f: Filters) -> list[str]:
         if names:
             listed = ", ".join("'" + n.replace("\\", "\\\\").replace("'", "\\'") + "'"
                                for n in names)
-            out.append(f"{_CEL_ATTR}.productName in [{listed}]")
+            out.append(f"{dra.attribute(dra.PRODUCT_NAME)} in [{listed}]")
         else:
-            out.append(f"{_CEL_ATTR}.productName.lowerAscii().matches("
+            out.append(f"{dra.attribute(dra.PRODUCT_NAME)}.lowerAscii().matches("
                        f"'{_words_regex(f.models[0][0])}')")
     if f.mig_profile:
-        out.append(f"{_CEL_ATTR}.profile == '{f.mig_profile}'")
+        out.append(f"{dra.attribute(dra.PROFILE)} == '{f.mig_profile}'")
     if f.min_memory is not None:
-        out.append(f"{_CEL_CAP}.memory.compareTo(quantity('{f.min_memory}Mi')) >= 0")
+        out.append(f"{dra.capacity(dra.MEMORY)}.compareTo(quantity('{f.min_memory}Mi')) >= 0")
     if f.family:
-        out.append(f"{_CEL_ATTR}.architecture == '{_DRA_FAMILIES[f.family]}'")
+        out.append(f"{dra.attribute(dra.ARCHITECTURE)} == "
+                   f"'{dra.FAMILY_ARCHITECTURES[f.family]}'")
     if f.min_compute is not None:
         major, minor = f.min_compute
-        out.append(f"{_CEL_ATTR}.cudaComputeCapability.compareTo(semver('{major}.{minor}.0'))"
-                   " >= 0")
+        out.append(f"{dra.attribute(dra.CUDA_COMPUTE_CAPABILITY)}"
+                   f".compareTo(semver('{major}.{minor}.0')) >= 0")
     return out
 
 
@@ -307,7 +302,7 @@ def claim(c: Constraints, *, count: int = 1, name: str = "") -> list[dict[str, A
     if len(name) > 253 or not _NAME.fullmatch(name):
         raise ConfigError(f"--name {name!r}: a ResourceClaimTemplate name is lower case "
                           "letters, digits, '-' and '.' (RFC 1123), at most 253 characters")
-    device_class = "mig.nvidia.com" if f.mig_profile else "gpu.nvidia.com"
+    device_class = dra.device_class("mig" if f.mig_profile else "gpu")
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",

@@ -170,7 +170,7 @@ class Vgpu:
 RESOURCE_MANAGERS = ("device-plugin", "dra")
 """What hands out a node's GPUs to pods: the NVIDIA device plugin (extended resources
 ``nvidia.com/gpu``, ``nvidia.com/mig-<profile>``) or the NVIDIA DRA driver (ResourceSlices
-of driver ``gpu.nvidia.com``)."""
+of its driver)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,8 +180,8 @@ class ResourceManager:
     name: str = "device-plugin"
     """One of RESOURCE_MANAGERS."""
     evidence: str = ""
-    """Why, one line: ``--resource-manager dra``, ``<dir>/gpu.nvidia.com-reg.sock is a
-    socket``, ``2 ResourceSlices of driver gpu.nvidia.com``, ``no sign of DRA ...``."""
+    """Why, one line: ``--resource-manager dra``, ``<dir>/<the driver's socket> is a
+    socket``, ``2 ResourceSlices of driver <the driver>``, ``no sign of DRA ...``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -385,6 +385,42 @@ def test_the_settings_summary_is_one_json_line_with_the_sharing_flattened() -> N
     assert data["sharing"] == {"strategy": "time-slicing", "resources": {"nvidia.com/gpu": 4}}
 
 
+def test_features_prints_the_nodefeatures_features_as_yaml_json_or_text() -> None:
+    import yaml as _yaml
+
+    shown = invoke("features", "--simulate", "dgx-a100-mig-mixed")
+    assert shown.exit_code == 0, shown.output
+    doc = _yaml.safe_load(shown.stdout)
+    gpus = [e["attributes"] for e in doc["instances"]["nvidia.gpu"]["elements"]]
+    assert [g["index"] for g in gpus] == [str(i) for i in range(8)]
+    assert {g["family"] for g in gpus} == {"ampere"}
+    migs = [e["attributes"] for e in doc["instances"]["nvidia.mig"]["elements"]]
+    assert migs and all(m["parent"] in {g["index"] for g in gpus} for m in migs)
+    assert set(doc["attributes"]["nvidia.driver"]["elements"]) == {"version", "cuda"}
+    as_json = invoke("features", "--simulate", "dgx-a100-mig-mixed", "--format", "json")
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout) == doc
+    text = invoke("features", "--simulate", "dgx-a100-mig-mixed", "--format", "text")
+    lines = text.stdout.splitlines()
+    assert lines == sorted(lines) and "nvidia.gpu[0].family=ampere" in lines
+    assert len(lines) == sum(len(g) for g in gpus) + sum(len(m) for m in migs) + 2
+
+
+def test_features_of_a_node_without_gpus_are_the_drivers_alone() -> None:
+    shown = invoke("features", "--simulate", "no-gpu", "--format", "json")
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.stdout)
+    assert doc["instances"] == {} and doc["flags"] == {}
+    assert list(doc["attributes"]) == ["nvidia.driver"]
+
+
+def test_diff_at_a_label_only_sink_shows_no_features(tmp_path: Path) -> None:
+    out = str(tmp_path / "gfd")
+    before = invoke("diff", "--simulate", "hgx-h100", "-o", out)
+    assert before.exit_code == 1
+    assert not [ln for ln in before.stdout.splitlines() if " feature " in ln]
+    assert "features:" not in before.stderr
+
+
 def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
     import yaml as _yaml
     from click.testing import CliRunner as _Runner

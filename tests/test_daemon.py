@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.memory_api import MemoryApi
 from helpers.agent_parts import make_agent
-from helpers.timing import BusyTime, LoopTime
+from helpers.timing import BusyTime, LoopTime, Sleeps
 from helpers.timing import Clock as LoopClock
 
 from gfd.daemon import BACKOFF_CAP, Duty, Parts, Schedule, Signals
@@ -23,11 +24,15 @@ from gfd.errors import (
     NvmlInitError,
     PublishError,
 )
+from gfd.features import node_features
 from gfd.labelers.options import LabelOptions
+from gfd.projection import project
 from gfd.readers.simulate import simulate
 from gfd.sharing import SharedResource, Sharing
 from gfd.sinks.base import PublishResult
 from gfd.sinks.featurefile import FeatureFileSink, parse
+from gfd.sinks.nodefeature import NodeFeatureSink, object_name
+from gfd.sinks.retry import Retry
 from gfd.snapshot import Snapshot
 from gfd.triggers import Trigger
 
@@ -683,6 +688,31 @@ def test_a_candidate_whose_new_back_end_fails_is_refused_and_closed(tmp_path, ca
     assert agent.cycle(), "the running parts label this cycle"
     assert agent.parts.discovery is running and broken.closed
     assert "new config refused: its GPU back end failed" in caplog.text
+
+
+def test_a_candidate_publishes_its_own_labels_and_features_in_one_write() -> None:
+    # The features are part of the checked projection: a reload to another back end (here
+    # a MIG node) writes that node's labels and features together, never old features
+    # beside new labels.
+    api = MemoryApi()
+    api.add_pod("gfd", "gfd-pod", "gfd")
+    nodefeature = NodeFeatureSink(api, "node-a", namespace="gfd", pod_name="gfd-pod",
+                                  retry=Retry(sleep=Sleeps()))
+    reloader = Candidates()
+    agent = make_agent(Source(H100), nodefeature, LabelOptions(), reloader=reloader)
+    assert agent.cycle()
+    stored = api.nodefeature("gfd", object_name("node-a"))
+    assert stored is not None and stored["spec"]["features"] == node_features(H100).to_api()
+    mig_node = Source(MIG)
+    reloader.candidate = lambda current: replace(current, discovery=mig_node)
+    api.clear_log()
+    assert agent.cycle() and agent.parts.discovery is mig_node
+    assert [c.method for c in api.calls] == ["replace_nodefeature"]
+    stored = api.nodefeature("gfd", object_name("node-a"))
+    assert stored is not None
+    assert stored["spec"]["features"] == node_features(MIG).to_api()
+    assert stored["spec"]["features"]["instances"]["nvidia.mig"]["elements"]
+    assert stored["spec"]["labels"] == project(MIG, LabelOptions()).labels
 
 
 def test_a_pending_candidate_is_closed_when_the_agent_stops(tmp_path) -> None:

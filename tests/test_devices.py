@@ -11,26 +11,9 @@ from dataclasses import replace
 import pytest
 from helpers.builders import gpu, snapshot
 
-from gfd.devices import Device, document, project, published, quantity, resource_slice, semver
+from gfd.devices import Device, document, project, published, resource_slice
 from gfd.readers.simulate import SIMULATIONS, simulate
 from gfd.snapshot import Degraded, MigDevice
-
-
-@pytest.mark.parametrize("text, want", [
-    ("550.54.15", "550.54.15"), ("535.183.01", "535.183.1"), ("8.0", "8.0.0"),
-    ("12.4", "12.4.0"), ("13", "13.0.0"), ("580.159.04", "580.159.4"),
-    ("1.2.3-rc.1+build.5", "1.2.3-rc.1+build.5"), ("550.54.15.01", None), ("", None),
-    ("driver", None)])
-def test_versions_are_coerced_as_masterminds_semver_prints_them(text: str,
-                                                                 want: str | None) -> None:
-    assert semver(text) == want
-
-
-@pytest.mark.parametrize("value, want", [
-    (0, "0"), (14, "14"), (1023, "1023"), (1024, "1Ki"), (42949672960, "40Gi"),
-    (85520809984, "81559Mi"), (4864 * 2**20, "4864Mi"), (1025, "1025")])
-def test_capacities_print_as_binary_quantities(value: int, want: str) -> None:
-    assert quantity(value) == want
 
 
 def by_name(name: str) -> dict[str, Device]:

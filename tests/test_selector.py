@@ -264,8 +264,8 @@ def _describes(f: Any, d: Any) -> bool:
         return False
     if f.min_memory is not None and d.capacity_of("memory") < f.min_memory * 2**20:
         return False
-    from gfd.selector import _DRA_FAMILIES
-    if f.family and d.attribute("architecture") != _DRA_FAMILIES[f.family]:
+    from gfd.dra import FAMILY_ARCHITECTURES
+    if f.family and d.attribute("architecture") != FAMILY_ARCHITECTURES[f.family]:
         return False
     if f.min_compute is not None:
         major, minor, _ = (int(x) for x in str(d.attribute("cudaComputeCapability")).split("."))

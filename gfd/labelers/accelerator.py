@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from gfd.facts.gpus import PRIMARY_RULE, model_groups
+from gfd.facts.naming import accelerator_slug, sanitise
 from gfd.labelers.base import Label, LabelDoc, Result, key
-from gfd.labelers.inventory import PRIMARY_RULE, model_groups
-from gfd.labelers.naming import accelerator_slug, sanitise
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 

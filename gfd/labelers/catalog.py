@@ -19,7 +19,7 @@ from gfd.labelers import (
     accelerator,
     clique,
     compute_mode,
-    devices,
+    device_counts,
     family,
     gpu,
     inventory,
@@ -41,7 +41,7 @@ from gfd.snapshot import RESOURCE_MANAGERS
 
 MODULES: tuple[ModuleType, ...] = (
     timestamp, machine, versions, gpu, resource, family, mig, mps, mode, clique, vgpu,
-    devices, inventory, accelerator, compute_mode, nvlink, power, timeslice, unhealthy,
+    device_counts, inventory, accelerator, compute_mode, nvlink, power, timeslice, unhealthy,
 )
 """Every module that declares ``LABELS``, in the order the reference lists them."""
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gfd.facts.gpus import healthy
 from gfd.labelers.base import Label, LabelDoc, Result, key
-from gfd.labelers.inventory import healthy
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 

@@ -1,5 +1,5 @@
 """``gpu.family`` and ``gpu.compute.major|minor``: the architecture from the compute capability,
-by GFD's family table (the one ``gfd selector --family`` checks against too).
+by GFD's family table (``gfd.facts.family``, which ``gfd selector --family`` checks too).
 
 On the vfio back end no driver reports a compute capability: GFD uses ``-1.-1`` there, so
 ``gpu.family=undefined``; ``-1`` is not a valid label value, so validation drops the two
@@ -8,11 +8,9 @@ On the vfio back end no driver reports a compute capability: GFD uses ``-1.-1`` 
 
 from __future__ import annotations
 
+from gfd.facts.family import family
 from gfd.labelers.base import Label, LabelDoc, key
 from gfd.snapshot import Gpu
-
-_BY_MAJOR = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper",
-             10: "blackwell", 12: "blackwell", 13: "rubin"}
 
 SOURCE = "nvmlDeviceGetCudaComputeCapability"
 VFIO_SOURCE = "vfio back end (no driver to ask)"
@@ -29,22 +27,6 @@ LABELS: tuple[LabelDoc, ...] = (
                set="compat")
       for p, e in (("major", "9"), ("minor", "0"))),
 )
-
-
-def family(major: int, minor: int) -> str:
-    """GFD's architecture family for a compute capability
-    (docs/gfd-compatibility.md, "Architecture family")."""
-    if major == 7:
-        return "volta" if minor < 5 else "turing"
-    if major == 8:
-        return "ada-lovelace" if minor == 9 else "ampere"
-    return _BY_MAJOR.get(major, "undefined")
-
-
-FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(
-    name for major in range(1, max(_BY_MAJOR) + 1) for minor in range(10)
-    if (name := family(major, minor)) != "undefined"))
-"""Every family the table names, oldest first (``undefined`` aside)."""
 
 
 def capability_labels(gpu: Gpu, *, backend: str = "nvml") -> dict[str, Label]:

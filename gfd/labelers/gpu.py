@@ -10,11 +10,11 @@ On the vfio back end the model is the PCI IDs database's device name and the mem
 from __future__ import annotations
 
 from gfd.errors import show
+from gfd.facts.gpus import PRIMARY_RULE, ModelGroup, model_groups
+from gfd.facts.mig import layout_unknown
+from gfd.facts.naming import sanitise
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.family import capability_labels
-from gfd.labelers.inventory import PRIMARY_RULE, ModelGroup, model_groups
-from gfd.labelers.miglayout import layout_unknown
-from gfd.labelers.naming import sanitise
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
 from gfd.snapshot import Snapshot

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gfd.facts.naming import sanitise
 from gfd.labelers.base import Label, LabelDoc, Result, key
-from gfd.labelers.naming import sanitise
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 

@@ -3,11 +3,11 @@ attributes, and the extended ``mig.enabled.count`` / ``mig.pending``."""
 
 from __future__ import annotations
 
+from gfd.facts.gpus import counted
+from gfd.facts.mig import layout_unknown, mode_unknown, profile_name
+from gfd.facts.naming import product_value
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.gpu import COUNT, MEMORY, PRODUCT
-from gfd.labelers.inventory import counted
-from gfd.labelers.miglayout import layout_unknown, mode_unknown, profile_name
-from gfd.labelers.naming import product_value
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
 from gfd.snapshot import Gpu, MigDevice, Snapshot

@@ -3,8 +3,8 @@ on the Tegra back end, as in GFD)."""
 
 from __future__ import annotations
 
+from gfd.facts.gpus import healthy
 from gfd.labelers.base import Label, LabelDoc, Result, key
-from gfd.labelers.inventory import healthy
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 

@@ -3,8 +3,8 @@ which cannot see links (``false`` would be a guess)."""
 
 from __future__ import annotations
 
+from gfd.facts.gpus import healthy
 from gfd.labelers.base import Label, LabelDoc, Result, key
-from gfd.labelers.inventory import healthy
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 

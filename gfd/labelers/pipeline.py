@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, replace
 
+from gfd.facts.gpus import has_gpus
 from gfd.labelers.accelerator import KEY as ACCELERATOR_KEY
 from gfd.labelers.accelerator import accelerator
 from gfd.labelers.base import Label, Labeler, Result, flatten, merge
 from gfd.labelers.catalog import EXCLUDED_KEYS, EXTENDED_KEY
 from gfd.labelers.clique import clique
 from gfd.labelers.compute_mode import compute_mode
-from gfd.labelers.devices import devices
+from gfd.labelers.device_counts import devices
 from gfd.labelers.gpu import full_gpus
-from gfd.labelers.inventory import has_gpus, models, present
+from gfd.labelers.inventory import models, present
 from gfd.labelers.machine import machine
 from gfd.labelers.mig import mig_capable, mig_extended, mig_resources
 from gfd.labelers.mode import mode

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from gfd.facts.naming import product_value
 from gfd.labelers.base import Label, LabelDoc
-from gfd.labelers.naming import product_value
 from gfd.labelers.options import LabelOptions
 
 GPU_RESOURCE = "nvidia.com/gpu"

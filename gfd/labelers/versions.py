@@ -10,6 +10,8 @@ GFD reports the driver version ``unknown.unknown.unknown``, and on vfio the CUDA
 from __future__ import annotations
 
 from gfd.errors import DiscoveryError, show
+from gfd.facts.cuda import cuda_version
+from gfd.facts.cuda import rule as cuda_rule
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
@@ -28,8 +30,6 @@ VFIO_CUDA_VERSION = 0
 _DRIVER_DOC_SOURCE = f"{DRIVER_SOURCE}; Tegra and vfio: `{UNKNOWN_DRIVER}` (GFD's rule)"
 _CUDA_DOC_SOURCE = (f"{CUDA_SOURCE} (newest CUDA the driver supports); Tegra: "
                     f"{TEGRA_CUDA_SOURCE}; vfio: `0.0`")
-_NVML_CUDA_RULE = "major = v / 1000, minor = (v % 1000) / 10 (integer division)"
-_TEGRA_CUDA_RULE = "major = v / 1000, minor = (v % 100) / 10 (integer division; GFD's Tegra rule)"
 
 LABELS: tuple[LabelDoc, ...] = (
     *(LabelDoc(key=f"cuda.driver.{p}", value="driver version part (text)", example=e,
@@ -49,18 +49,6 @@ LABELS: tuple[LabelDoc, ...] = (
                       ("minor", "integer: (v % 1000) / 10; Tegra: (v % 100) / 10", "0"),
                       ("full", "`<major>.<minor>`", "13.0"))),
 )
-
-
-def cuda_version(version: int, *, backend: str) -> tuple[int, int]:
-    """GFD's (major, minor) of an encoded CUDA version (``1000 * major + 10 * minor``).
-
-    NVML: ``minor = (v % 1000) / 10``; Tegra (``cuDriverGetVersion``): ``(v % 100) / 10``.
-    They differ only when ``v % 1000 >= 100``, i.e. for a minor version of 10 or more,
-    which no CUDA release has had (12020 gives 12.2 either way; 12100 would be 12.10
-    under NVML's rule and 12.0 under Tegra's).
-    """
-    minor = version % 100 // 10 if backend == "tegra" else version % 1000 // 10
-    return version // 1000, minor
 
 
 def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
@@ -101,7 +89,7 @@ def versions(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     if cuda is not None:
         major_n, minor_n = cuda_version(cuda, backend=backend)
         cmajor, cminor = str(major_n), str(minor_n)
-        rule = (_TEGRA_CUDA_RULE if backend == "tegra" else _NVML_CUDA_RULE,)
+        rule = (cuda_rule(backend),)
 
         def c(value: str) -> Label:
             return Label(value=value, source=cuda_source, raw=str(cuda), rules=rule)

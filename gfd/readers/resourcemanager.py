@@ -2,8 +2,8 @@
 DRA driver (``--resource-manager``; ``auto`` finds it on the node).
 
 Evidence of DRA, cheapest first: the DRA kubelet plugin's registration socket
-``gpu.nvidia.com-reg.sock`` in the kubelet's plugin registry (one ``stat`` per cycle), and,
-where gfd talks to the API server, the node's ResourceSlices of driver ``gpu.nvidia.com``
+(``dra.REGISTRATION_SOCKET``) in the kubelet's plugin registry (one ``stat`` per cycle), and,
+where gfd talks to the API server, the node's ResourceSlices of that driver
 (one field-selected LIST at start and then once a day, ``SLICE_RECHECK``, through a callable
 the wiring passes in: this module imports no Kubernetes client). No evidence means
 ``device-plugin``, what GFD assumes. A decision is logged once with its evidence, and
@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gfd import dra
 from gfd.errors import GfdError
 from gfd.fswatch import DirWatch, start_watch
 from gfd.snapshot import ResourceManager
@@ -30,9 +31,9 @@ from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
-DRA_DRIVER = "gpu.nvidia.com"
+DRA_DRIVER = dra.DRIVER
 """The NVIDIA DRA driver's name (its ResourceSlices' ``spec.driver``)."""
-REGISTRATION_SOCKET = f"{DRA_DRIVER}-reg.sock"
+REGISTRATION_SOCKET = dra.REGISTRATION_SOCKET
 """The socket the DRA kubelet plugin registers with the kubelet through."""
 
 SLICE_RECHECK = 86400.0
@@ -42,7 +43,7 @@ this is the fallback evidence -- a plugin that registers or leaves is seen at on
 the plugin registry, at no API cost; a resource manager changes with a driver reinstall."""
 
 SliceCount = Callable[[], int]
-"""How many ResourceSlices of driver ``gpu.nvidia.com`` this node has (raises GfdError)."""
+"""How many ResourceSlices of the DRA driver this node has (raises GfdError)."""
 
 
 @dataclass(slots=True)
@@ -53,7 +54,7 @@ class ResourceManagerReader:
     """``auto``, ``device-plugin`` or ``dra``."""
     plugins_registry: str
     slices: SliceCount | None = None
-    """Counts this node's gpu.nvidia.com ResourceSlices; None without an API sink."""
+    """Counts this node's ResourceSlices of the DRA driver; None without an API sink."""
     release: Callable[[], None] | None = None
     """Frees what ``slices`` holds (its API client), called by ``close()``."""
     _last: ResourceManager | None = field(default=None, init=False)

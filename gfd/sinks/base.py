@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from gfd.features import Features
 from gfd.triggers import Fire
 
 
@@ -50,15 +51,20 @@ class Sink(Protocol):
     name: str
 
     def publish(self, labels: dict[str, str], *,
-                features: Mapping[str, Any] | None = None) -> PublishResult:
+                features: Features | None = None) -> PublishResult:
         """Make the target hold exactly these labels (as far as gfd owns them); ``features``:
-        NFD's ``spec.features`` for a target that carries them (the NodeFeature), else
-        ignored."""
+        the projection's features, for a target that carries them (the NodeFeature; None:
+        none given), else ignored."""
         ...
 
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
         """What gfd has published at the target now (reads it; for ``gfd diff``), and the
         current values of the keys in ``also`` where others may hold them (the Node)."""
+        ...
+
+    def published_features(self) -> dict[str, str] | None:
+        """gfd's features at the target now, flat (``features.flatten``; reads it, for
+        ``gfd diff``); None for a target that carries no features."""
         ...
 
     def prune(self) -> PublishResult:

@@ -29,12 +29,12 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from gfd.errors import PublishError
+from gfd.features import Features
 from gfd.fswatch import DirWatch, start_watch
 from gfd.hostfile import FileProblem, read_with_status, shown, size_text, what_is
 from gfd.sinks.base import PublishResult, diff
@@ -411,6 +411,9 @@ class FeatureFileSink:
         labels, expires, self._written = found
         return labels, expires
 
+    def published_features(self) -> dict[str, str] | None:
+        return None  # labels only
+
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
         found = self._read()
         return dict(found[0]) if found else {}
@@ -421,7 +424,7 @@ class FeatureFileSink:
         return expires is not None and expires - now > self.expiry / 2
 
     def publish(self, labels: dict[str, str], *,
-                features: Mapping[str, Any] | None = None) -> PublishResult:
+                features: Features | None = None) -> PublishResult:
         self._acquire()
         current = self._target()
         if self._state is None:

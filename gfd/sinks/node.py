@@ -24,12 +24,13 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gfd.backoff import backoff
 from gfd.errors import ApiError
+from gfd.features import Features
 from gfd.logs import Once
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.drift import Watched
@@ -214,12 +215,15 @@ class NodeSink:
         self._uid = str(node.get("metadata", {}).get("uid") or "")
         return node
 
+    def published_features(self) -> dict[str, str] | None:
+        return None  # labels only
+
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
         """The Node's current values of the keys gfd alone owns and of ``also``."""
         return current_labels(self._read(), self.field_manager, also)
 
     def publish(self, labels: dict[str, str], *,
-                features: Mapping[str, Any] | None = None) -> PublishResult:
+                features: Features | None = None) -> PublishResult:
         now = self.clock()
         due = any(held.retry_at <= now for held in self._held.values())
         if self._wanted == labels and not self._stale and not due:

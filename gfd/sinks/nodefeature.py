@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from gfd.backoff import backoff
 from gfd.errors import ApiError, ApiSinkError
+from gfd.features import Features, flatten
 from gfd.logs import Once
 from gfd.sinks.base import Change, PublishResult, diff
 from gfd.sinks.drift import Watched
@@ -330,17 +331,25 @@ class NodeFeatureSink:
         return self.retry.run(
             lambda: self.api.get_nodefeature(self.namespace, object_name(self.node)))
 
-    def published(self, also: Collection[str] = ()) -> dict[str, str]:
+    def _published_spec(self) -> dict[str, Any]:
+        """The object's spec as the server holds it now ({} without one); another's refused."""
         current = self._read()
         if current is not None:
             refusal = self._refusal(current, self._resolve_owners())
             if refusal:
                 raise ApiSinkError(refusal)
-        return dict(((current or {}).get("spec") or {}).get("labels") or {})
+        spec = (current or {}).get("spec")
+        return spec if isinstance(spec, dict) else {}
+
+    def published(self, also: Collection[str] = ()) -> dict[str, str]:
+        return dict(self._published_spec().get("labels") or {})
+
+    def published_features(self) -> dict[str, str] | None:
+        return flatten(owned_features(self._published_spec().get("features")))
 
     def publish(self, labels: dict[str, str], *,
-                features: Mapping[str, Any] | None = None) -> PublishResult:
-        wanted = copy.deepcopy(dict(features or EMPTY_FEATURES))
+                features: Features | None = None) -> PublishResult:
+        wanted = features.to_api() if features is not None else dict(EMPTY_FEATURES)
         now = self.clock()
         due = any(retry_at <= now for _, retry_at, _ in self._held.values())
         if (self._wanted == labels and self._features == wanted and not self._stale

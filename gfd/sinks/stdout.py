@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
 
+from gfd.features import Features
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.featurefile import render
 from gfd.triggers import Fire
@@ -19,11 +19,14 @@ class StdoutSink:
     name: str = "stdout"
     _last: dict[str, str] | None = field(default=None, init=False)
 
+    def published_features(self) -> dict[str, str] | None:
+        return None  # labels only
+
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
         return dict(self._last or {})
 
     def publish(self, labels: dict[str, str], *,
-                features: Mapping[str, Any] | None = None) -> PublishResult:
+                features: Features | None = None) -> PublishResult:
         change = diff(self._last or {}, labels)
         if self._last is not None and change.empty:
             return PublishResult(written=False, change=change)

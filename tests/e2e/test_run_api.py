@@ -175,14 +175,27 @@ def test_diff_and_prune_show_and_remove_only_what_gfd_published(
     over), or gfd's own NodeFeature, gone."""
     profiles.hgx_h100().write(tmp_path / "profile.txt")
     gfd = runner(tmp_path, server, fake_nvml_lib)
+    listed = gfd("features", "--format", "text")
+    assert listed.returncode == 0, listed.stderr
+    features = dict(line.split("=", 1) for line in listed.stdout.splitlines())
+    assert features["nvidia.gpu[7].product"] == "NVIDIA-H100-80GB-HBM3"
     before = gfd("diff", "--sink", sink)
     assert before.returncode == 1, before.stderr
     assert f"+ {PRODUCT}=NVIDIA-H100-80GB-HBM3" in before.stdout.splitlines()
     assert last(before.stderr).endswith(f"~0 -0 at {sink}")
+    feature_lines = [ln for ln in before.stdout.splitlines() if ln.startswith("+ feature ")]
+    if sink == "node":  # the Node carries no features: none shown
+        assert feature_lines == []
+    else:  # every element gfd would write, and their count
+        assert feature_lines == [f"+ feature {k}={v}" for k, v in sorted(features.items())]
+        assert f"features: +{len(features)} ~0 -0 at nodefeature" in before.stderr
     assert gfd("run", "--sink", sink, "--oneshot").returncode == 0
     in_sync = gfd("diff", "--sink", sink)
     assert in_sync.returncode == 0, in_sync.stdout + in_sync.stderr
     assert in_sync.stdout == "" and last(in_sync.stderr).startswith("in sync: ")
+    if sink == "nodefeature":
+        assert last(in_sync.stderr).endswith(
+            f"labels and {len(features)} feature elements at nodefeature")
     if sink == "node":
         server.set_label(NODE, PRODUCT, "hand-edited", manager="kubectl")
     else:
@@ -193,6 +206,15 @@ def test_diff_and_prune_show_and_remove_only_what_gfd_published(
     assert edited.returncode == 1
     assert edited.stdout.splitlines() == [f"~ {PRODUCT}: hand-edited -> NVIDIA-H100-80GB-HBM3"]
     assert last(edited.stderr) == f"+0 ~1 -0 at {sink}"
+    if sink == "nodefeature":  # a feature someone else edited: drift shown, exit 1
+        server.set_nodefeature_attribute(NS, FEATURE, "nvidia.driver", "cuda", "1.0",
+                                         manager="kubectl")
+        drifted = gfd("diff", "--sink", sink)
+        assert drifted.returncode == 1
+        assert drifted.stdout.splitlines() == [
+            f"~ {PRODUCT}: hand-edited -> NVIDIA-H100-80GB-HBM3",
+            f"~ feature nvidia.driver.cuda: 1.0 -> {features['nvidia.driver.cuda']}"]
+        assert "features: +0 ~1 -0 at nodefeature" in drifted.stderr
     pruned = gfd("prune", "--sink", sink)
     assert pruned.returncode == 0, pruned.stderr
     removed = pruned.stdout.splitlines()

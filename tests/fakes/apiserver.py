@@ -1392,6 +1392,23 @@ class FakeApiServer:
                 lambda: self._update(NODEFEATURES, stored, patched, manager, dry_run=False)
             )
 
+    def set_nodefeature_attribute(
+        self, namespace: str, name: str, feature: str, element: str, value: str, *,
+        manager: str = "other-actor"
+    ) -> None:
+        """Another actor edits an ``attributes`` feature's element in the NodeFeature's
+        ``spec.features`` (a merge patch by ``manager``); KeyError if absent."""
+        with self._lock:
+            stored = self._objects[NODEFEATURES].get((namespace, name))
+            if stored is None:
+                raise KeyError(name)
+            patch = {"spec": {"features": {"attributes": {
+                feature: {"elements": {element: value}}}}}}
+            patched = merge_patch(self._render(NODEFEATURES, stored), patch)
+            self._local(
+                lambda: self._update(NODEFEATURES, stored, patched, manager, dry_run=False)
+            )
+
     def delete_nodefeature(self, namespace: str, name: str) -> None:
         """Someone deletes the NodeFeature (kubectl delete); KeyError if absent."""
         with self._lock:

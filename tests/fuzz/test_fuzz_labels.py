@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from fuzz.checks import check_labelling
 from fuzz.strategies import fuzz_settings, label_options, snapshots, texts
-from gfd.labelers.naming import MAX_VALUE, accelerator_slug, product_value, sanitise, short_name
+from gfd.facts.naming import MAX_VALUE, accelerator_slug, product_value, sanitise, short_name
 from gfd.labelers.options import LabelOptions
 from gfd.labelers.validate import value_problem
 from gfd.snapshot import Snapshot

@@ -190,6 +190,17 @@ class RealApiServer:
         self.plane.patch(f"{NFD_PATH}/namespaces/{namespace}/nodefeatures/{name}",
                          {"spec": {"labels": {key: value}}}, manager=manager)
 
+    def set_nodefeature_attribute(self, namespace: str, name: str, feature: str,
+                                  element: str, value: str, *,
+                                  manager: str = "other-actor") -> None:
+        """Another actor edits an ``attributes`` feature's element in the NodeFeature's
+        ``spec.features`` (a merge patch by ``manager``); KeyError if absent."""
+        if self.nodefeature(namespace, name) is None:
+            raise KeyError(name)
+        self.plane.patch(f"{NFD_PATH}/namespaces/{namespace}/nodefeatures/{name}",
+                         {"spec": {"features": {"attributes": {
+                             feature: {"elements": {element: value}}}}}}, manager=manager)
+
     def delete_nodefeature(self, namespace: str, name: str) -> None:
         """Someone deletes the NodeFeature (kubectl delete); KeyError if absent."""
         if self.nodefeature(namespace, name) is None:

@@ -22,8 +22,7 @@ from helpers.builders import (
     unknown,
 )
 
-from gfd.labelers.inventory import counted, has_gpus, healthy, model_groups, unhealthy
-from gfd.snapshot import Gpu, Snapshot
+from gfd.snapshot import Gpu
 
 HETERO_CASES = [
     (
@@ -114,53 +113,10 @@ def test_node_with_only_a_dgx_display_has_no_gpu_labels() -> None:
         "gfd.timestamp": "1724632719", "vgpu.present": "false"}
 
 
-# --- the labeler itself, with its provenance (what `gfd explain` prints) ---
-
-
-def test_counted_healthy_and_unhealthy_split_the_gpus() -> None:
-    display = gpu(0, "NVIDIA DGX Display")
-    lost = gpu(1, error="GPU is lost")
-    nameless = Gpu(index=2)
-    good = gpu(3)
-    snap = snapshot(display, lost, nameless, good)
-    assert counted(snap) == (lost, nameless, good)
-    assert healthy(snap) == (nameless, good), "a GPU that answered is healthy, name or none"
-    assert unhealthy(snap) == (lost,)
-
-
-def test_a_lost_display_adapter_still_counts() -> None:
-    lost_display = gpu(0, "NVIDIA DGX Display", error="GPU is lost")
-    assert counted(snapshot(lost_display)) == (lost_display,)
-
-
-@pytest.mark.parametrize("snap, yes", [
-    (snapshot(gpu(0)), True),
-    (snapshot(), False),
-    (snapshot(gpu(0, "DGX Display")), False),
-    (snapshot(gpu(0, error="GPU is lost")), True),
-    (Snapshot(nvml_available=False, gpus=(gpu(0),)), False),
-], ids=["a-gpu", "none", "display-only", "a-lost-gpu", "nvml-down"])
-def test_has_gpus_needs_nvml_and_a_counted_gpu(snap: Snapshot, yes: bool) -> None:
-    assert has_gpus(snap) is yes
-
-
-def test_model_groups_keep_gpus_in_index_order() -> None:
-    snap = snapshot(gpu(3, A10, A10_BYTES), gpu(1, A10, A10_BYTES), gpu(2))
-    [a10, a100] = model_groups(snap)
-    assert [g.index for g in a10.gpus] == [1, 3] and a10.first.index == 1
-    assert a100.name == "NVIDIA A100-SXM4-40GB" and a100.memory_mib == 40960
-
-
 def test_memory_min_is_left_out_when_a_gpus_memory_isunknown() -> None:
     snap = snapshot(gpu(0), gpu(1, memory=None, degraded=unknown("memory")))
     got = labels(snap, label_set="extended")
     assert "gpu.memory.min" not in got and got["gpu.product.NVIDIA-A100-SXM4-40GB"] == "2"
-
-
-def test_a_gpu_with_an_empty_name_is_healthy_and_counted() -> None:
-    snap = snapshot(gpu(0, ""), gpu(1, ""))
-    assert healthy(snap) == snap.gpus
-    assert [g.name for g in model_groups(snap)] == [""]
 
 
 def test_no_product_model_key_for_a_name_with_nothing_labelable() -> None:

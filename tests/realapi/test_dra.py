@@ -10,7 +10,8 @@ import itertools
 import pytest
 from helpers.controlplane import ControlPlane
 
-from gfd.devices import DEVICE_CLASSES, resource_slice
+from gfd.devices import resource_slice
+from gfd.dra import DEVICE_CLASSES
 from gfd.readers.simulate import SIMULATIONS, simulate
 from gfd.selector import Constraints, claim
 

@@ -36,7 +36,8 @@ from click.testing import CliRunner
 from helpers.controlplane import ControlPlane, Process
 
 from gfd.cli import cli
-from gfd.devices import DEVICE_CLASSES, resource_slice
+from gfd.devices import resource_slice
+from gfd.dra import DEVICE_CLASSES
 from gfd.readers.simulate import SIMULATIONS, simulate
 
 JSON = dict[str, Any]

@@ -9,10 +9,12 @@ there (the server validates them against the CRD's schema on create)."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -112,6 +114,24 @@ def test_each_mig_device_is_one_instance_under_its_parent(written: dict[str, dic
               if k.startswith("nvidia.com/mig-") and k.endswith(".count")}
     assert collections.Counter(m["profile"] for m in migs) == counts
     assert all(int(m["memory"]) > 0 and int(m["multiprocessors"]) > 0 for m in migs)
+
+
+@pytest.mark.parametrize("machine", sorted(SIMULATIONS))
+def test_gfd_features_shows_what_run_wrote(written: dict[str, dict], machine: str,
+                                           tmp_path: Path) -> None:
+    """`gfd features` (no server involved) prints exactly gfd's part of the object `gfd run`
+    wrote and the real server kept."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    shown = subprocess.run(
+        [sys.executable, "-m", "gfd", "features", "--simulate", machine, "--format", "json",
+         "--plugins-registry", str(tmp_path / "registry"),
+         "--machine-type-file", str(tmp_path / "dmi")],
+        env=base, capture_output=True, text=True, timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    stored = written[machine]["spec"]["features"]
+    owned = {kind: {k: v for k, v in stored.get(kind, {}).items() if k.startswith("nvidia.")}
+             for kind in ("attributes", "flags", "instances")}
+    assert json.loads(shown.stdout) == owned
 
 
 def test_the_server_kept_every_element_gfd_wrote(written: dict[str, dict]) -> None:

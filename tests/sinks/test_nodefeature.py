@@ -20,6 +20,7 @@ from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
 
 from gfd.errors import ApiError, ApiSinkError, PublishError
+from gfd.features import DriverFeature, Features, GpuFeature
 from gfd.kube import Kube
 from gfd.sinks.node import REJECTED_RETRY_CAP
 from gfd.sinks.nodefeature import (
@@ -722,12 +723,10 @@ def test_a_pruned_object_is_no_drift(
 
 # ----------------------------------------------------------------------------- features
 
-GPU_FEATURES = {"attributes": {"nvidia.driver": {"elements": {"version": "550.54.15",
-                                                              "cuda": "12.4"}}},
-                "flags": {},
-                "instances": {"nvidia.gpu": {"elements": [
-                    {"attributes": {"index": "0", "uuid": "GPU-0", "memory": "81559"}}]}}}
-FEWER_GPUS = {**GPU_FEATURES, "instances": {"nvidia.gpu": {"elements": []}}}
+GPU_FEATURES = Features(
+    gpus=(GpuFeature(index=0, uuid="GPU-0", product="", name="", memory=81559),),
+    driver=DriverFeature(version="550.54.15", cuda="12.4"))
+FEWER_GPUS = Features(driver=GPU_FEATURES.driver)
 
 
 def stored_features(api: MemoryApi) -> dict[str, Any]:
@@ -739,14 +738,14 @@ def stored_features(api: MemoryApi) -> dict[str, Any]:
 def test_features_are_written_with_the_labels_and_only_on_change(api: MemoryApi) -> None:
     nodefeature = sink(api)
     assert nodefeature.publish(LABELS, features=GPU_FEATURES).written
-    assert stored_features(api) == GPU_FEATURES and stored_labels(api) == LABELS
+    assert stored_features(api) == GPU_FEATURES.to_api() and stored_labels(api) == LABELS
     api.clear_log()
     assert not nodefeature.publish(LABELS, features=GPU_FEATURES).written
     assert api.count() == 0
     result = nodefeature.publish(LABELS, features=FEWER_GPUS)
     assert result.written and result.change.empty, "the labels it requests are unchanged"
     assert methods(api) == ["replace_nodefeature"]
-    assert stored_features(api) == FEWER_GPUS
+    assert stored_features(api) == FEWER_GPUS.to_api()
 
 
 def test_features_of_other_names_in_the_object_are_kept(api: MemoryApi) -> None:
@@ -756,8 +755,27 @@ def test_features_of_other_names_in_the_object_are_kept(api: MemoryApi) -> None:
     assert nodefeature.publish(CHANGED, features=FEWER_GPUS).written
     features = stored_features(api)
     assert features["flags"] == {"example.feature": {"elements": {"x": {}}}}
-    assert features["instances"] == FEWER_GPUS["instances"]
-    assert features["attributes"] == GPU_FEATURES["attributes"]
+    assert features["instances"] == FEWER_GPUS.to_api()["instances"] == {}
+    assert features["attributes"] == GPU_FEATURES.to_api()["attributes"]
+
+
+def test_published_features_are_gfds_part_of_the_object_flat(api: MemoryApi) -> None:
+    nodefeature = sink(api)
+    assert nodefeature.published_features() == {}, "no object yet: no features"
+    nodefeature.publish(LABELS, features=GPU_FEATURES)
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    obj["spec"]["features"]["flags"] = {"example.feature": {"elements": {"x": {}}}}
+    api.replace_nodefeature(NS, obj)  # another writer's feature: not gfd's, not shown
+    assert nodefeature.published_features() == GPU_FEATURES.flat() == {
+        "nvidia.driver.cuda": "12.4", "nvidia.driver.version": "550.54.15",
+        "nvidia.gpu[0].index": "0", "nvidia.gpu[0].memory": "81559",
+        "nvidia.gpu[0].uuid": "GPU-0"}
+    obj = api.nodefeature(NS, NF)
+    assert obj is not None
+    obj["spec"]["features"]["attributes"]["nvidia.driver"]["elements"]["cuda"] = "11.0"
+    api.replace_nodefeature(NS, obj)
+    assert nodefeature.published_features()["nvidia.driver.cuda"] == "11.0"
 
 
 def test_a_resync_heals_features_someone_changed(api: MemoryApi) -> None:
@@ -771,7 +789,7 @@ def test_a_resync_heals_features_someone_changed(api: MemoryApi) -> None:
     nodefeature.refresh()
     assert nodefeature.publish(LABELS, features=GPU_FEATURES).written
     assert methods(api) == ["get_nodefeature", "replace_nodefeature"]
-    assert stored_features(api) == GPU_FEATURES
+    assert stored_features(api) == GPU_FEATURES.to_api()
 
 
 def test_the_watch_reports_changed_features_as_drift(

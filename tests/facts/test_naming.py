@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from gfd.labelers.naming import accelerator_slug, product_value, sanitise
+from gfd.facts.naming import accelerator_slug, product_value, sanitise
 from gfd.labelers.validate import value_problem
 
 # --- sanitise -----------------------------------------------------------------------

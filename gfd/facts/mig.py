@@ -1,13 +1,13 @@
-"""The MIG layout as the labelers see it: each MIG device's profile name (NVML's, else GFD's
-eighths rule), and whether the layout can be told at all -- a MIG mode or MIG devices NVML
-did not give leave the MIG labels out rather than guessed (docs/nvml-errors.md)."""
+"""The MIG layout: each MIG device's profile name (NVML's, else GFD's eighths rule), and
+whether the layout can be told at all -- a MIG mode or MIG devices NVML did not give leave
+the MIG labels out rather than guessed (docs/nvml-errors.md)."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 from math import ceil, floor
 
-from gfd.labelers.inventory import counted
+from gfd.facts.gpus import counted
 from gfd.snapshot import Gpu, MigDevice, Snapshot
 
 

@@ -12,9 +12,9 @@ collide with GFD's ``<R>.*`` resource labels.
 
 from __future__ import annotations
 
+from gfd.facts.gpus import healthy
+from gfd.facts.mig import layout_unknown, profile_name
 from gfd.labelers.base import Label, LabelDoc, Result, key
-from gfd.labelers.inventory import healthy
-from gfd.labelers.miglayout import layout_unknown, profile_name
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Snapshot
 

@@ -1,4 +1,4 @@
-"""The MIG layout as labelers see it: profile names (NVML's, else GFD's eighths rule on the
+"""The MIG layout: profile names (NVML's, else GFD's eighths rule on the
 parent's memory) and whether the layout can be told -- a MIG mode or MIG devices NVML did not
 give, or a profile that cannot be named, make it unknown (docs/nvml-errors.md)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from helpers.builders import A100_40_BYTES, gpu, mig, mig_gpu, migs, snapshot, unknown
 
-from gfd.labelers.miglayout import layout_unknown, mode_unknown, profile_name
+from gfd.facts.mig import layout_unknown, mode_unknown, profile_name
 
 
 @pytest.mark.parametrize("gpus, why", [

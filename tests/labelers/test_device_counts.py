@@ -19,7 +19,7 @@ from helpers.builders import (
 )
 
 from gfd.labelers.catalog import describe
-from gfd.labelers.devices import devices
+from gfd.labelers.device_counts import devices
 from gfd.labelers.options import LabelOptions
 from gfd.snapshot import Gpu, Snapshot
 
@@ -85,7 +85,7 @@ def test_device_labels_are_extended_and_documented() -> None:
                    for k in labels(mixed_node(), strategy="mixed", label_set="compat"))
     for name in ("full", "mig-1g.5gb", "mig-1g.10gb.me"):
         doc = describe(P + "gpu.devices." + name)
-        assert doc is not None and doc.set == "extended" and doc.module == "devices"
+        assert doc is not None and doc.set == "extended" and doc.module == "device_counts"
 
 
 def test_the_provenance_lists_where_each_device_is() -> None:
