@@ -730,9 +730,14 @@ class Machine:
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> Path:
-        """Write the profile; the change is always visible to the library's mtime/size check."""
+        """Write the profile; the change is always visible to the library's mtime/size check.
+        Atomically (a new file renamed over the old one): a library reloading meanwhile reads
+        the old machine or the new one, never a half-written file (an empty one would be a
+        machine without GPUs)."""
         before = path.stat() if path.exists() else None
-        path.write_text(self.render())
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(self.render())
+        os.replace(partial, path)
         after = path.stat()
         if before is not None and (before.st_mtime_ns, before.st_size) == (
             after.st_mtime_ns,
