@@ -25,6 +25,7 @@ from gfd.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from gfd.configfile import ConfigWatch, FileConfig
+    from gfd.events import Answers
     from gfd.kube import Kube
     from gfd.triggers import Fire
 
@@ -172,21 +173,41 @@ def make_kube(settings: Settings, *, on_request: OnRequest | None = None) -> Kub
 
 
 def wants_events(settings: Settings) -> bool:
-    """Events on the Node: an API sink, or the file sink given a kubeconfig and node name."""
-    if not settings.events or settings.oneshot:
+    """Events on the Node: an API sink, or the file sink given a kubeconfig and node name
+    (a one-shot too: it sends them before it exits, for at most ``events.CLOSE_GRACE``)."""
+    if not settings.events:
         return False
     if settings.effective_sink in ("node", "nodefeature"):
         return True
     return bool(settings.kubeconfig and settings.node_name and settings.output_file != "-")
 
 
-def make_events(settings: Settings, kube: Kube, *,
-                on_event: OnEvent | None = None) -> EventRecorder:
-    """Events on the Node, sent on their own thread through ``kube``."""
+def make_events(settings: Settings, kube: Kube, *, on_event: OnEvent | None = None,
+                answers: Answers | None = None,
+                node_uid: Callable[[], str] | None = None) -> EventRecorder:
+    """Events on the Node, sent on their own thread through ``kube``; ``answers``: the
+    requests of the sink's client that the API server answered (Events then retry on the
+    sink's backoff); ``node_uid``: the Node's uid without a request of their own."""
     from gfd.events import NodeEvents, Recorder, Sender
 
     return NodeEvents(Recorder(settings.node_name),
-                      Sender(kube, settings.node_name, report=on_event), report=on_event)
+                      Sender(kube, settings.node_name, report=on_event, answers=answers,
+                             node_uid=node_uid),
+                      report=on_event)
+
+
+def known_node_uid(settings: Settings, sink: Sink) -> Callable[[], str] | None:
+    """The involved Node's uid for Events, known without a request: the Node sink's last
+    read of the Node; the node's name in the NodeFeature mode, whose RBAC may not read
+    Nodes (as the kubelet names its own Events); None: the Events read the Node."""
+    from gfd.sinks.node import NodeSink
+
+    if isinstance(sink, NodeSink):
+        return lambda: sink.uid
+    if settings.effective_sink == "nodefeature":
+        node = settings.node_name
+        return lambda: node
+    return None
 
 
 def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None = None,
@@ -234,6 +255,18 @@ def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[D
     return tuple(duties)
 
 
+def _both(first: OnRequest | None, second: OnRequest) -> OnRequest:
+    """One ``on_request`` that reports to both."""
+    if first is None:
+        return second
+
+    def report(verb: str, code: str) -> None:
+        first(verb, code)
+        second(verb, code)
+
+    return report
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Factory:
     """Builds an agent's parts from settings (at start, and again on reload)."""
@@ -250,12 +283,20 @@ class Factory:
 
     def _publishing(self, settings: Settings) -> tuple[Sink, EventRecorder | None]:
         """The sink, and the Events on the Node (sharing the sink's client) when wanted."""
-        kube = None
+        kube = answers = None
         if settings.node_name and wants_events(settings):
-            kube = make_kube(settings, on_request=self.on_request)
+            on_request = self.on_request
+            if settings.effective_sink in ("node", "nodefeature"):  # one API, one backoff
+                from gfd.events import Answers
+
+                answers = Answers()
+                on_request = _both(self.on_request, answers.seen)
+            kube = make_kube(settings, on_request=on_request)
         sink = make_sink(settings, write=self.write, on_request=self.on_request,
                          on_reconnect=self.on_reconnect, kube=kube)
-        events = None if kube is None else make_events(settings, kube, on_event=self.on_event)
+        events = None if kube is None else make_events(
+            settings, kube, on_event=self.on_event, answers=answers,
+            node_uid=known_node_uid(settings, sink))
         return sink, events
 
     def parts(self, settings: Settings) -> Parts:

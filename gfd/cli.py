@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from gfd import __version__
+from gfd import __version__, dra
 from gfd.config import BY_NAME, Bool, Entry, Group, Settings, ValueProblem, entries
 from gfd.errors import ConfigError, GfdError
 from gfd.labelers.catalog import EXCLUDED_KEYS, describe
@@ -41,6 +41,8 @@ class Exit(enum.IntEnum):
     OK = 0
     FAILURE = 1
     USAGE = 2
+    NOT_STARTED = 3
+    """``gfd devices``: the DRA driver's plugin would not start on this node."""
 
 
 # --------------------------------------------------------------------------- options
@@ -181,28 +183,42 @@ def snapshot_cmd(ctx: click.Context, /, **params: Any) -> None:
     click.echo(read_once(settings).to_json(), nl=False)
 
 
-@cli.command("devices")
+@cli.command("devices", help=(
+    "Print each GPU, MIG and passthrough device as the NVIDIA DRA driver publishes it "
+    f"(release {dra.RELEASE}): device names, attributes with their types, capacities, and "
+    "under DynamicMIG the shared counter sets and what each device consumes; what to write "
+    "CEL selectors against. A device the snapshot cannot describe fully lists what is "
+    "missing: exit 1. Where the driver would fail to start (a lost GPU, a MIG device it cannot "
+    "describe, an NVML error, refused gates) one line 'the plugin would not start: REASON' "
+    "on stderr: exit 3."))
 @options(Group.DISCOVERY)
 @click.option("--format", "output_format", type=click.Choice(["yaml", "json"]), default="yaml",
               help="yaml (default) or json.")
+@click.option("--feature-gates", "feature_gates", default="", metavar="NAME=BOOL,...",
+              help="The driver's feature gates, as its own flag takes them: "
+                   f"{dra.DYNAMIC_MIG}=true (partitionable MIG devices, shared counters), "
+                   f"{dra.PASSTHROUGH_SUPPORT}=true (gpu-vfio-<i> devices).")
 @click.pass_context
 def devices_cmd(ctx: click.Context, /, **params: Any) -> None:
-    """Print each GPU and MIG device as the NVIDIA DRA driver publishes it: device
-    names, attributes with their types, capacities; what to write
-    CEL selectors against. A device the snapshot cannot describe fully lists what is missing.
-    Exit 1 when any device is incomplete."""
     import yaml
 
     from gfd.app import read_once
     from gfd.devices import document
 
+    try:
+        gates = dra.parse_gates(params["feature_gates"])
+    except ValueError as exc:
+        raise ConfigError(f"--feature-gates: {exc}") from None
     settings, _ = build_settings(params)
     _configure_logging("warning", settings.log_format)
-    doc = document(read_once(settings))
+    doc = document(read_once(settings), gates)
     if params["output_format"] == "json":
         click.echo(json.dumps(doc, indent=2))
     else:
         click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+    if "wouldNotStart" in doc:
+        click.echo(f"the plugin would not start: {doc['wouldNotStart']}", err=True)
+        sys.exit(Exit.NOT_STARTED)
     incomplete = [d for d in doc["devices"] if "missing" in d]
     if incomplete:
         click.echo(f"{len(incomplete)} device(s) cannot be described fully: see 'missing'",
@@ -305,8 +321,9 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
         sink.close()
     for k in result.change.removed:
         click.echo(f"- {k}")
-    click.echo(f"pruned {len(result.change.removed)} labels at {sink.name}"
-               if result.written else f"nothing to prune at {sink.name}", err=True)
+    removed = len(result.change.removed)
+    click.echo(f"pruned {removed} labels at {sink.name}" if removed
+               else f"nothing to prune at {sink.name}", err=True)
 
 
 @cli.command("explain")
@@ -341,8 +358,9 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  rule {i}: {rule}")
     doc = describe(full)
     if doc:
-        where = " or ".join(f"gfd/labelers/{m.strip()}.py" for m in doc.module.split("/"))
-        click.echo(f"  set:    {doc.set} (computed in {where})")
+        module = labelling.origin.get(full, "")
+        where = f" (computed in {module.replace('.', '/')}.py)" if module else ""
+        click.echo(f"  set:    {doc.set}{where}")
         if manager.name == "dra" and doc.dra:
             click.echo(f"  under dra: {doc.dra}")
     if manager.name == "dra" and full.startswith("nvidia.com/gpu."):
@@ -353,43 +371,59 @@ def explain_cmd(ctx: click.Context, /, key: str, **params: Any) -> None:
         click.echo(f"  NOT PUBLISHED: {rejected[full].message}")
 
 
-@cli.command("selector")
-@click.option("--product", default="", help="GPU model, e.g. H100, A100-80GB, or an exact "
-              "gpu.product value.")
-@click.option("--min-memory", type=int, default=None, help="At least this much GPU memory, MiB.")
-@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb (mixed strategy).")
-@click.option("--shared/--dedicated", default=None, help="A time-sliced/MPS resource, or not.")
+@cli.command("selector", epilog="Missed on purpose, where the labels cannot tell (each kind "
+             "in docs/selector.md): nodes with GPUs of several models when a filter needs the "
+             "model; MIG slices under --mig-strategy single when --mig-profile is given "
+             "(request them as nvidia.com/gpu); --shared/--dedicated where gpu.replicas is 0 "
+             "or absent (DRA nodes); MPS with MIG enabled (no labels); shared units for "
+             "--count above 1; models gfd's list names differently from NVML (a warning says "
+             "so).")
+@click.option("--product", default="", help="GPU model words, in any order (H100, A100-80GB), "
+              "or an exact gpu.product value (with or without -SHARED).")
+@click.option("--min-memory", type=int, default=None, help="At least this much memory per "
+              "unit the pod can get, MiB (a MIG slice's, an MPS replica's share).")
+@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb: requests "
+              "nvidia.com/mig-<profile> (mixed strategy).")
+@click.option("--shared", is_flag=True, default=False,
+              help="A time-sliced or MPS replica.")
+@click.option("--dedicated", is_flag=True, default=False, help="A unit no other pod shares.")
+@click.option("--renamed", is_flag=True, default=False, help="The device plugin renames shared "
+              "resources (renameByDefault): request <name>.shared (implies --shared).")
 @click.option("--family", default="", help="Architecture, e.g. hopper.")
 @click.option("--min-compute", default="", help="Minimum compute capability, e.g. 8.0.")
+@click.option("--count", type=int, default=1, help="How many units (devices with --dra).")
 @click.option("--label-set", type=click.Choice(LABEL_SETS), default="extended",
               help="compat: use only GFD's labels (for clusters labelled by GFD).")
 @click.option("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
               help="auto: a nodeSelector when exact values suffice, else node affinity.")
 @click.option("--dra", is_flag=True, default=False,
               help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
-                   "attributes) and the pod's node affinity over the labels of "
-                   "--resource-manager dra.")
-@click.option("--count", type=int, default=1, help="--dra: how many devices to claim.")
-@click.option("--name", default="", help="--dra: the ResourceClaimTemplate's name.")
-def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool | None,
-                 family: str, min_compute: str, label_set: str, form: str, dra: bool,
-                 count: int, name: str) -> None:
-    """Print a nodeSelector or node-affinity stanza (YAML) for a pod spec; with --dra, a
-    ResourceClaimTemplate and the pod spec fragment (node affinity, resourceClaims) using it."""
+                   "attributes) and an example Pod using it, placed by node affinity over the "
+                   "labels of --resource-manager dra.")
+@click.option("--name", default=None, help="--dra: the ResourceClaimTemplate's name.")
+@click.option("--feature-gates", default="", help="--dra: the DRA driver's gates, e.g. "
+              "DynamicMIG=true (what its devices publish changes).")
+@click.option("--uuid", default="", help="--dra: one GPU (GPU-...) or MIG device (MIG-...).")
+def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool,
+                 dedicated: bool, renamed: bool, family: str, min_compute: str, count: int,
+                 label_set: str, form: str, dra: bool, name: str | None, feature_gates: str,
+                 uuid: str) -> None:
+    """Print where a GPU pod may run and what it must request: a pod-spec fragment (YAML) with
+    a nodeSelector or node affinity over gfd's labels and a container's resources.limits; with
+    --dra, a ResourceClaimTemplate and an example Pod (`kubectl apply -f -` accepts both).
+
+    A pod placed by it, requesting that resource, never gets a unit that breaks a filter."""
     import yaml
 
-    from gfd.selector import Constraints, claim, stanza
+    from gfd.selector import Options, render
 
-    constraints = Constraints(product=product, min_memory=min_memory, mig_profile=mig_profile,
-                              shared=shared, family=family, min_compute=min_compute,
-                              label_set=label_set)
-    if dra:
-        click.echo(yaml.safe_dump_all(claim(constraints, count=count, name=name),
-                                      sort_keys=False), nl=False)
-        return
-    if count != 1 or name:
-        raise ConfigError("--count and --name go with --dra (a ResourceClaimTemplate)")
-    click.echo(yaml.safe_dump(stanza(constraints, form=form), sort_keys=False), nl=False)
+    out = render(Options(product=product, min_memory=min_memory, mig_profile=mig_profile,
+                         shared=shared, dedicated=dedicated, renamed=renamed, family=family,
+                         min_compute=min_compute, count=count, dra=dra, name=name),
+                 label_set=label_set, form=form, feature_gates=feature_gates, uuid=uuid)
+    for line in out.warnings:
+        click.echo(line, err=True)
+    click.echo(yaml.safe_dump_all(out.documents, sort_keys=False), nl=False)
 
 
 @cli.command("docs")

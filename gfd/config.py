@@ -100,11 +100,13 @@ MIN_SLEEP_INTERVAL = 0.1
 _DURATION_RULE = "must be a duration such as 60s or 1m30s, a number of nanoseconds, or infinite"
 
 
-def parse_duration(text: str | int | float, *, what: str = "duration") -> float | None:
+def parse_duration(text: str | int | float, *, what: str = "duration",
+                   infinite: bool = True) -> float | None:
     """A Go duration (``10s``, ``1m30s``, ``500ms``), ``infinite`` (returns None), or, as GFD's
     config file allows, a JSON number of nanoseconds. Seconds as a float.
 
-    As in Go, a string needs a unit: ``"60"`` is an error (only ``"0"`` may omit it)."""
+    As in Go, a string needs a unit: ``"60"`` is an error (only ``"0"`` may omit it). A
+    message suggests ``infinite`` only where the setting takes it (``infinite``)."""
     if isinstance(text, bool):
         raise ConfigError(f"{what}: expected a duration such as 60s, got {show(text)}")
     if isinstance(text, int | float):
@@ -119,6 +121,9 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float 
         return 0.0
     if re.fullmatch(r"[0-9]+", value):
         raise ConfigError(f"{what}: {show(text)} has no unit (write e.g. {value}s)")
+    if value.startswith("-"):
+        raise ConfigError(f"{what}: {show(text)} is negative (use a duration such as 10s, "
+                          "1m30s, 1h" + (", or infinite)" if infinite else ")"))
     pos, total = 0, 0.0
     for match in _DURATION_PART.finditer(value):
         if match.start() != pos:
@@ -127,9 +132,8 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float 
         pos = match.end()
     if pos != len(value) or pos == 0:
         raise ConfigError(
-            f"{what}: {show(text)} is not a duration (use Go syntax such as 10s, 1m30s, 1h, "
-            "or infinite)"
-        )
+            f"{what}: {show(text)} is not a duration (use Go syntax such as 10s, 1m30s, 1h"
+            + (", or infinite)" if infinite else ")"))
     if not math.isfinite(total) or total > _MAX_NANOS / 1e9:
         raise ConfigError(f"{what}: {show(text)} is too long (Go durations end near 292 years)")
     return total
@@ -273,14 +277,14 @@ class Duration(Kind):
 
     def _check(self, seconds: float | None, shown: str) -> float | None:
         if seconds is None and not self.infinite:
-            raise ValueProblem(f"must be a finite duration, got {shown}")
+            raise ValueProblem(f"must be a finite duration such as 1h, got {shown}")
         if seconds == 0 and not self.zero:
             raise ValueProblem(f"must be longer than 0, got {shown}")
         return seconds
 
     def from_text(self, text: str) -> float | None:
         try:
-            seconds = parse_duration(text, what="")
+            seconds = parse_duration(text, what="", infinite=self.infinite)
         except ConfigError as exc:
             raise ValueProblem(str(exc).removeprefix(": ")) from None
         return self._check(seconds, show(text))
@@ -295,7 +299,7 @@ class Duration(Kind):
             if value < 0:
                 raise ValueProblem(f"must not be negative, got {show(value)}")
         try:
-            seconds = parse_duration(value, what="")
+            seconds = parse_duration(value, what="", infinite=self.infinite)
         except ConfigError as exc:
             raise ValueProblem(str(exc).removeprefix(": ")) from None
         seconds = self._check(seconds, show(value))
@@ -500,7 +504,8 @@ class Settings:
         help="Record Kubernetes Events on the Node (labels changed, a GPU lost or back, MIG "
              "reconfigured, publishing failing or recovered; needs create and patch on "
              "events in the default namespace) with an API sink, or with --kubeconfig and "
-             "--node-name; false: none.")
+             "--node-name; --oneshot sends its Events before it exits (for at most 5 s); "
+             "false: none.")
     kubeconfig: str = setting(
         "", kind=PathKind(), flags=("--kubeconfig",), env=("KUBECONFIG",), part=Part.SINK,
         group=_PUBLISH, gfd=("kubeconfig",),
@@ -627,11 +632,25 @@ def resolve(explicit: Mapping[str, Any], file_values: Mapping[str, Any] | None =
             merged[entry.name] = explicit[entry.name]
         elif file_values and entry.name in file_values:
             merged[entry.name] = file_values[entry.name]
+    _sink_rules(explicit, merged)
     settings = replace(defaults or Settings(), **merged)
     if sharing is not None:
         settings = replace(settings, sharing=sharing)
     check(settings)
     return settings
+
+
+def _sink_rules(explicit: Mapping[str, Any], merged: dict[str, Any]) -> None:
+    """``--use-node-feature-api`` is ``--sink nodefeature``: both given and disagreeing is
+    refused; a ``--sink`` given explicitly wins over the config file's or the default's
+    ``useNodeFeatureAPI`` (explicit > file > default, as for every setting)."""
+    if "sink" not in explicit or explicit["sink"] == "nodefeature":
+        return
+    if explicit.get("use_node_feature_api"):
+        raise ConfigError(f"--use-node-feature-api and --sink {explicit['sink']} contradict "
+                          "each other (--use-node-feature-api means --sink nodefeature): give "
+                          "one of them")
+    merged["use_node_feature_api"] = False
 
 
 def changed(old: Settings, new: Settings) -> tuple[Entry, ...]:
@@ -645,6 +664,11 @@ def check(settings: Settings) -> None:
         raise ConfigError("--simulate and --snapshot cannot be used together: pick one source")
     if settings.accelerator_label:
         check_accelerator_label(settings.accelerator_label)
+        if settings.label_set == "compat":
+            raise ConfigError(
+                f"--accelerator-label {show(settings.accelerator_label)} adds a label GFD does "
+                "not write, and --label-set compat writes exactly GFD's labels: use --label-set "
+                "extended, or drop --accelerator-label")
 
 
 RESERVED_PREFIXES = ("kubernetes.io", "k8s.io")

@@ -502,11 +502,16 @@ class Agent:
         self._warnings = current
         self.failures = 0
         change = result.change
+        features = result.features
+        if not features.empty:
+            log.info("features changed: %s: %s", features.summary(), " ".join(
+                [f"+{k}" for k in features.added] + [f"~{k}" for k in features.changed]
+                + [f"-{k}" for k in features.removed]))
         if not change.empty:
             log.info("labels changed: %s: %s", change.summary(), " ".join(
                 [f"+{k}" for k in change.added] + [f"~{k}" for k in change.changed]
                 + [f"-{k}" for k in change.removed]))
-        elif result.written:
+        elif result.written and result.features.empty:
             log.debug("labels unchanged; target refreshed")
         else:
             log.debug("labels unchanged")

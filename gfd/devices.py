@@ -1,34 +1,42 @@
-"""Each GPU and MIG device of the node as the NVIDIA DRA driver publishes it (``gfd devices``).
+"""Each device of the node as the NVIDIA DRA driver publishes it (``gfd devices``), gate for gate.
 
-A pure projection of the snapshot: the driver's device names, attribute names, types and
-value forms, and capacities (kubernetes-sigs/dra-driver-nvidia-gpu,
-``cmd/gpu-kubelet-plugin/deviceinfo.go``, ``mig.go``, ``nvlib.go``; without feature gates).
+A pure projection of the snapshot by the rules of the driver release ``dra.RELEASE``
+(kubernetes-sigs/dra-driver-nvidia-gpu, ``cmd/gpu-kubelet-plugin/nvlib.go``
+``GetPerGpuAllocatableDevices`` and ``getGpuInfo``, ``deviceinfo.go``, ``mig.go``,
+``partitions.go``, ``driver.go``; go-nvlib for names and the skipped "DGX Display").
 
-- A GPU with MIG disabled is one ``gpu`` device named ``gpu-<minor>``; a GPU with MIG enabled
-  is published through its MIG devices only, each ``mig`` device named
-  ``gpu-<parentMinor>-mig-<profile>-<giProfileId>-<placementStart>`` (the profile without
-  dots, RFC 1123: ``1g.10gb+me`` -> ``1g10gb-me``).
-- Versions are semver strings coerced as Masterminds/semver v3 does (missing parts 0,
-  leading zeros dropped): compute capability ``8.0`` -> ``8.0.0``, driver ``535.183.01`` ->
-  ``535.183.1``, CUDA ``12040`` -> ``12.4`` -> ``12.4.0``.
-- Capacities are integers: ``memory`` in bytes (a binary quantity), MIG engine counts, and
-  ``memorySlice<N>`` = 1 for each memory slice a MIG device holds.
+- Default gates: a GPU with MIG disabled is one ``gpu`` device named ``gpu-<minor>``; a GPU
+  with MIG enabled is published through its MIG devices only,
+  ``gpu-<parentMinor>-mig-<profile>-<giProfileId>-<placementStart>``. A GPU whose memory
+  query is NOT_SUPPORTED has no ``memory`` capacity. No NUMA attribute (only passthrough
+  devices carry ``numa``); ``addressingMode`` wherever NVML answered the call.
+- ``DynamicMIG``: on a MIG-capable GPU (Hopper and later whatever its MIG mode; Ampere only
+  with MIG on; never in a vGPU guest) every GPU instance profile x possible placement is a
+  ``mig`` device without ``uuid`` or ``memorySlice<N>``, consuming counters from the shared
+  counter set ``gpu-<minor>-counter-set``; the full GPU (not on Ampere with MIG on) carries
+  the largest profile's capacities and consumes every counter.
+- ``PassthroughSupport``: each NVIDIA GPU without MIG devices is also ``gpu-vfio-<i>``.
+- The driver's failure rules: where its enumeration fails (a lost GPU, a MIG device whose
+  compute instance is smaller than its GPU instance, an NVML error on a fact it reads,
+  refused gates), the plugin does not start and publishes nothing: ``refusal`` says why.
 
-A device the snapshot cannot describe fully is still listed, with ``missing`` saying what
-is not known; nothing is invented in its place, and ``published()`` leaves it out.
+A device whose facts the snapshot does not hold (a snapshot recorded before gfd read them)
+is listed with ``missing`` instead of a made-up value, and ``published()`` leaves it out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gfd import dra
 from gfd.dra import DRIVER, quantity, semver
 from gfd.facts.cuda import cuda_text
-from gfd.facts.gpus import counted
 from gfd.facts.mig import profile_name
-from gfd.snapshot import Gpu, MigDevice, Snapshot
+from gfd.snapshot import GiProfile, Gpu, MigDevice, Snapshot
+
+_NOT_SUPPORTED = "Not Supported"
+"""NVML's text for NVML_ERROR_NOT_SUPPORTED, as a degraded fact records it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,14 +63,19 @@ class Device:
     """One device as the driver would publish it in the node's ResourceSlice."""
 
     name: str
-    """``gpu-0``, ``gpu-3-mig-1g5gb-19-6``; "" when the facts naming it are missing."""
+    """``gpu-0``, ``gpu-3-mig-1g5gb-19-6``, ``gpu-vfio-2``; "" when the facts naming it are
+    missing."""
     type: str
-    """``gpu`` or ``mig``."""
+    """``gpu``, ``mig`` or ``vfio``."""
     gpu: int
     """The (parent) GPU's NVML index."""
     attributes: tuple[Attribute, ...]
     capacity: tuple[tuple[str, int], ...]
     """Capacity name -> integer (bytes for ``memory``)."""
+    counter_set: str = ""
+    """DynamicMIG: the shared counter set this device consumes from ("" when none)."""
+    consumes: tuple[tuple[str, int], ...] = ()
+    """DynamicMIG: counter name -> what the device consumes of it."""
     missing: tuple[str, ...] = ()
     """What the snapshot does not know that the driver publishes (empty: complete)."""
 
@@ -85,15 +98,123 @@ class Device:
 
     def to_api(self) -> dict[str, Any]:
         """The ResourceSlice ``spec.devices[]`` entry (resource.k8s.io/v1)."""
-        return {
+        body: dict[str, Any] = {
             "name": self.name,
             "attributes": {a.name: {a.kind: a.value} for a in self.attributes},
             "capacity": {n: {"value": quantity(v)} for n, v in self.capacity},
         }
+        if self.counter_set:
+            body["consumesCounters"] = [{
+                "counterSet": self.counter_set,
+                "counters": {n: {"value": quantity(v)} for n, v in self.consumes},
+            }]
+        return body
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CounterSet:
+    """A shared counter set (DynamicMIG): one per MIG-capable GPU."""
+
+    name: str
+    counters: tuple[tuple[str, int], ...]
+
+    def to_api(self) -> dict[str, Any]:
+        return {"name": self.name,
+                "counters": {n: {"value": quantity(v)} for n, v in self.counters}}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Publication:
+    """What the plugin publishes for one snapshot under one set of gates."""
+
+    gates: dict[str, bool] = field(default_factory=lambda: dict(dra.GATES))
+    refusal: str = ""
+    """Why the plugin would not start ("" when it starts); then there are no devices."""
+    devices: tuple[Device, ...] = ()
+    counter_sets: tuple[CounterSet, ...] = ()
+
+    @property
+    def dynamic(self) -> bool:
+        return self.gates[dra.DYNAMIC_MIG]
+
+
+class _Refused(Exception):
+    """The driver's enumeration fails: the plugin does not start (internal)."""
+
+
+def _gate_set(gates: dict[str, bool] | None) -> dict[str, bool]:
+    return {**dra.GATES, **(gates or {})}
+
+
+def _fact_error(gpu: Gpu, fact: str) -> str | None:
+    """The NVML error of a fact this read could not give (None: read, or held)."""
+    for d in gpu.degraded:
+        if d.fact == fact and not d.held:
+            return f"{d.call}: {d.error}"
+    return None
+
+
+def _require(gpu: Gpu, fact: str, what: str, *, present: bool = True) -> None:
+    """The driver fails on an error of any query it makes about a GPU."""
+    error = _fact_error(gpu, fact)
+    if error is not None:
+        raise _Refused(f"error getting {what} for device {gpu.index}: {error}")
+    if not present:
+        raise _Refused(f"error getting {what} for device {gpu.index}: NVML gave none")
+
+
+def _check_gpu(gpu: Gpu, snapshot: Snapshot) -> None:
+    """getGpuInfo's queries, in its order: any error fails the whole enumeration."""
+    if gpu.error is not None and gpu.minor is None:  # a read that failed, not an event
+        raise _Refused(f"error visiting device {gpu.index}: {gpu.error}")
+    _require(gpu, "minor", "minor number")
+    _require(gpu, "identity", "UUID", present=bool(gpu.uuid))
+    _require(gpu, "mig_mode", "MIG mode")
+    memory_error = _fact_error(gpu, "memory")
+    if memory_error is not None and not memory_error.endswith(_NOT_SUPPORTED):
+        raise _Refused(f"error getting memory info for device {gpu.index}: {memory_error}")
+    _require(gpu, "architecture", "architecture", present=gpu.architecture in dra.ARCHITECTURES)
+    if gpu.architecture in dra.RELEASE_LACKS:
+        raise _Refused(f"error getting architecture for device {gpu.index}: error interpreting "
+                       f"device architecture as string ({gpu.architecture}: go-nvlib of "
+                       f"{dra.RELEASE} has no name for it)")
+    _require(gpu, "brand", "brand", present=gpu.brand in dra.BRANDS)
+    _require(gpu, "compute_capability", "CUDA compute capability",
+             present=gpu.compute_capability is not None)
+    _require(gpu, "pci", "PCI bus ID", present=dra.bus_id(gpu.pci_bus_id) is not None)
+    for what, text in (("driver version", snapshot.driver_version or ""),
+                       ("CUDA driver version", _cuda(snapshot))):
+        if semver(text) is None:  # semver.MustParse in Attributes(): a panic
+            raise _Refused(f"the {what} {text!r} is not a semantic version "
+                           "(the plugin's semver.MustParse panics)")
+    _require(gpu, "addressing_mode", "addressing mode")
+    if gpu.mig_capable:
+        _require(gpu, "mig_profiles", "MIG profiles and their placements")
+
+
+def _check_migs(gpu: Gpu) -> None:
+    """discoverMigDevicesByGPU (not reached for a GPU DynamicMIG partitions): a MIG device
+    whose profile is not a whole-GPU-instance one fails the enumeration."""
+    if not gpu.mig_enabled:
+        return
+    _require(gpu, "mig_devices", "MIG devices")
+    for mig in gpu.mig_devices:
+        if mig.ci_slices != mig.gi_slices:
+            raise _Refused(
+                f"error getting profile info for MIG device: {mig.uuid or mig.index} (its "
+                f"compute instance has {mig.ci_slices} of its GPU instance's "
+                f"{mig.gi_slices} slices; the driver knows only whole-GPU-instance profiles)")
+
+
+def _cuda(snapshot: Snapshot) -> str:
+    """The CUDA driver version as getGpuInfo writes it: ``<major>.<minor>``."""
+    cuda = snapshot.cuda_driver_version
+    return cuda_text(cuda, backend=snapshot.backend) if cuda is not None else ""
 
 
 def _common(gpu: Gpu, snapshot: Snapshot, missing: list[str]) -> list[Attribute]:
-    """The attributes a GPU and its MIG devices share (the parent's facts)."""
+    """The attributes a GPU and its MIG devices share (GpuInfo.Attributes,
+    CommonAttributesMig)."""
     attrs: list[Attribute] = []
 
     def add(name: str, kind: str, value: str | int | bool | None, why: str) -> None:
@@ -111,37 +232,35 @@ def _common(gpu: Gpu, snapshot: Snapshot, missing: list[str]) -> list[Attribute]
         "nvmlDeviceGetCudaComputeCapability")
     add(dra.DRIVER_VERSION, "version", semver(snapshot.driver_version or ""),
         "nvmlSystemGetDriverVersion")
-    cuda = snapshot.cuda_driver_version
-    add(dra.CUDA_DRIVER_VERSION, "version",
-        semver(cuda_text(cuda, backend=snapshot.backend)) if cuda is not None else None,
+    add(dra.CUDA_DRIVER_VERSION, "version", semver(_cuda(snapshot)),
         "nvmlSystemGetCudaDriverVersion")
-    bus = dra.bus_id(gpu.pci_bus_id)
-    add(dra.PCI_BUS_ID, "string", bus, "nvmlDeviceGetPciInfo")
+    add(dra.PCI_BUS_ID, "string", dra.bus_id(gpu.pci_bus_id), "nvmlDeviceGetPciInfo")
     if gpu.pcie_root:
         attrs.append(Attribute(name=dra.PCIE_ROOT, kind="string", value=gpu.pcie_root))
-    if gpu.numa_node is not None and gpu.numa_node >= 0:
-        attrs.append(Attribute(name=f"{dra.STANDARD}/numaNode", kind="int", value=gpu.numa_node))
+    if gpu.addressing_mode is not None:
+        attrs.append(Attribute(name=dra.ADDRESSING_MODE, kind="string",
+                               value=gpu.addressing_mode))
     return attrs
 
 
-def _gpu_device(gpu: Gpu, snapshot: Snapshot) -> Device:
+def _memory(gpu: Gpu) -> list[tuple[str, int]]:
+    """A full GPU's ``memory``: absent where NVML does not support the query."""
+    if gpu.memory_total_bytes is None or gpu.unknown("memory"):
+        return []
+    return [(dra.MEMORY, gpu.memory_total_bytes)]
+
+
+def _gpu_device(gpu: Gpu, snapshot: Snapshot, *, capacity: list[tuple[str, int]] | None = None,
+                counter_set: str = "", consumes: tuple[tuple[str, int], ...] = ()) -> Device:
     missing: list[str] = []
-    if gpu.minor is None:
-        missing.append("name (the minor number: nvmlDeviceGetMinorNumber)")
-    attrs = [Attribute(name=dra.TYPE, kind="string", value="gpu")]
-    if gpu.uuid:
-        attrs.append(Attribute(name=dra.UUID, kind="string", value=gpu.uuid))
-    else:
-        missing.append("uuid (nvmlDeviceGetUUID)")
+    attrs = [Attribute(name=dra.TYPE, kind="string", value="gpu"),
+             Attribute(name=dra.UUID, kind="string", value=gpu.uuid)]
     attrs += _common(gpu, snapshot, missing)
-    capacity: list[tuple[str, int]] = []
-    if gpu.memory_total_bytes is not None and not gpu.unknown("memory"):
-        capacity.append((dra.MEMORY, gpu.memory_total_bytes))
-    else:
-        missing.append("memory (nvmlDeviceGetMemoryInfo)")
-    return Device(name=dra.gpu_name(gpu.minor) if gpu.minor is not None else "", type="gpu",
-                  gpu=gpu.index, attributes=tuple(attrs), capacity=tuple(capacity),
-                  missing=tuple(missing))
+    assert gpu.minor is not None
+    return Device(name=dra.gpu_name(gpu.minor), type="gpu", gpu=gpu.index,
+                  attributes=tuple(attrs),
+                  capacity=tuple(_memory(gpu) if capacity is None else capacity),
+                  counter_set=counter_set, consumes=consumes, missing=tuple(missing))
 
 
 def dra_profile(mig: MigDevice, parent: Gpu) -> str | None:
@@ -154,29 +273,23 @@ def dra_profile(mig: MigDevice, parent: Gpu) -> str | None:
 
 
 def _mig_device(mig: MigDevice, gpu: Gpu, snapshot: Snapshot) -> Device:
+    """A MIG device that exists (default gates: mig.go, MigDeviceInfo.GetDevice)."""
     missing: list[str] = []
     profile = dra_profile(mig, gpu)
-    if mig.ci_slices != mig.gi_slices:
-        missing.append(f"a whole-GPU-instance compute instance (this one has {mig.ci_slices} "
-                       f"of {mig.gi_slices} slices; the DRA driver publishes no such device)")
-    placed = None not in (gpu.minor, mig.gi_profile_id, mig.placement_start)
+    placed = None not in (mig.gi_profile_id, mig.placement_start)
     if not placed or profile is None:
-        missing.append("name (parent minor number, GPU instance profile id and placement: "
-                       "nvmlDeviceGetMinorNumber, nvmlGpuInstanceGetInfo)")
-    attrs = [Attribute(name=dra.TYPE, kind="string", value="mig")]
-    if mig.uuid:
-        attrs.append(Attribute(name=dra.UUID, kind="string", value=mig.uuid))
-    else:
-        missing.append("uuid (nvmlDeviceGetUUID)")
-    if gpu.uuid:
-        attrs.append(Attribute(name=dra.PARENT_UUID, kind="string", value=gpu.uuid))
-    else:
-        missing.append("parentUUID (nvmlDeviceGetUUID)")
+        missing.append("name (GPU instance profile id and placement: nvmlGpuInstanceGetInfo)")
+    attrs = [Attribute(name=dra.TYPE, kind="string", value="mig"),
+             Attribute(name=dra.PARENT_UUID, kind="string", value=gpu.uuid)]
     if profile is not None:
         attrs.append(Attribute(name=dra.PROFILE, kind="string", value=profile))
     else:
         missing.append("profile (MIG profile name)")
     attrs += _common(gpu, snapshot, missing)
+    if mig.uuid:
+        attrs.append(Attribute(name=dra.UUID, kind="string", value=mig.uuid))
+    else:
+        missing.append("uuid (nvmlDeviceGetUUID)")
     capacity = [
         (dra.MULTIPROCESSORS, mig.multiprocessors), (dra.COPY_ENGINES, mig.copy_engines),
         (dra.DECODERS, mig.decoders), (dra.ENCODERS, mig.encoders), (dra.JPEG_ENGINES, mig.jpegs),
@@ -196,67 +309,262 @@ def _mig_device(mig: MigDevice, gpu: Gpu, snapshot: Snapshot) -> Device:
                   capacity=tuple(capacity), missing=tuple(missing))
 
 
-def project(snapshot: Snapshot) -> tuple[Device, ...]:
+# -- DynamicMIG ------------------------------------------------------------------------------
+
+
+def _profile_capacity(p: GiProfile) -> list[tuple[str, int]]:
+    """CommonCapacitiesMig of a GPU instance profile."""
+    return [(dra.MULTIPROCESSORS, p.multiprocessors), (dra.COPY_ENGINES, p.copy_engines),
+            (dra.DECODERS, p.decoders), (dra.ENCODERS, p.encoders), (dra.JPEG_ENGINES, p.jpegs),
+            (dra.OFA_ENGINES, p.ofas), (dra.MEMORY, p.memory_mib * 1048576)]
+
+
+def _counters(capacity: list[tuple[str, int]], start: int,
+              size: int) -> tuple[tuple[str, int], ...]:
+    """capacitiesToCounters + addCountersForMemSlices."""
+    return (*((dra.counter_name(n), v) for n, v in capacity),
+            *((dra.memory_slice_counter(i), 1) for i in range(start, start + size)))
+
+
+def _dynamic_capable(gpu: Gpu, snapshot: Snapshot) -> bool:
+    """isDynamicMIGCapable: MIG-capable, not a vGPU guest, and Hopper or later (MIG mode can
+    be toggled without a reset) or MIG already on."""
+    if not gpu.mig_capable or (snapshot.vgpu is not None and snapshot.vgpu.present):
+        return False
+    return _toggles(gpu) or gpu.mig_enabled
+
+
+def _toggles(gpu: Gpu) -> bool:
+    """supportsMIGModeToggle: architecture Hopper or later."""
+    order = list(dra.ARCHITECTURES)
+    return gpu.architecture in order and order.index(gpu.architecture) >= order.index("hopper")
+
+
+def _dynamic(gpu: Gpu, snapshot: Snapshot) -> tuple[list[Device], CounterSet | None]:
+    """inspectMigProfilesAndPlacements and the partitionable devices of one GPU."""
+    if not gpu.mig_profiles:
+        return [Device(name="", type="mig", gpu=gpu.index, attributes=(), capacity=(),
+                       missing=("the GPU's MIG profiles and placements (the snapshot predates "
+                                "them: record it again with this gfd)",))], None
+    if gpu.memory_total_bytes is None or gpu.unknown("memory"):
+        raise _Refused(f"error getting MIG info for GPU {gpu.index}: error visiting MIG "
+                       "profiles: error getting device memory info")
+    assert gpu.minor is not None
+    counter_set = dra.counter_set_name(gpu.minor)
+    maxima: dict[str, int] = {}
+    slices = 0
+    migs: list[Device] = []
+    for p in sorted(gpu.mig_profiles, key=lambda p: p.index):
+        profile = dra.mig_profile(p.index, p.memory_mib, gpu.memory_total_bytes)
+        if profile is None:
+            raise _Refused(f"error getting MIG info for GPU {gpu.index}: invalid GPU Instance "
+                           f"Profile ID: {p.index}")
+        capacity = _profile_capacity(p)
+        for placement in p.placements:
+            missing: list[str] = []
+            attrs = [Attribute(name=dra.TYPE, kind="string", value="mig"),
+                     Attribute(name=dra.PARENT_UUID, kind="string", value=gpu.uuid),
+                     Attribute(name=dra.PROFILE, kind="string", value=profile),
+                     *_common(gpu, snapshot, missing)]
+            migs.append(Device(
+                name=dra.mig_name(gpu.minor, profile, p.id, placement.start), type="mig",
+                gpu=gpu.index, attributes=tuple(attrs), capacity=tuple(capacity),
+                counter_set=counter_set,
+                consumes=_counters(capacity, placement.start, placement.size),
+                missing=tuple(missing)))
+            slices = max(slices, placement.size)
+            for name, value in capacity:
+                maxima[name] = max(maxima.get(name, value), value)
+    if not maxima:
+        return [], None
+    largest = [(n, maxima[n]) for n in dra.MIG_CAPACITIES]
+    everything = _counters(largest, 0, slices)
+    devices = [] if gpu.mig_enabled and not _toggles(gpu) else [
+        _gpu_device(gpu, snapshot, capacity=largest, counter_set=counter_set,
+                    consumes=everything)]
+    return devices + migs, CounterSet(name=counter_set, counters=everything)
+
+
+# -- passthrough -----------------------------------------------------------------------------
+
+
+def _vfio_device(position: int, gpu: Gpu) -> Device:
+    """getVfioDeviceInfo for an NVIDIA GPU on the PCI bus: what the snapshot knows of it."""
+    import uuid as uuidlib
+
+    bus = dra.bus_id(gpu.pci_bus_id) or ""
+    attrs = [Attribute(name=dra.TYPE, kind="string", value="vfio"),
+             Attribute(name=dra.UUID, kind="string",
+                       value=str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, bus))),
+             Attribute(name=dra.VENDOR_ID, kind="string", value="0x10de")]
+    if gpu.numa_node is not None:
+        attrs.append(Attribute(name=dra.NUMA, kind="int", value=gpu.numa_node))
+    attrs.append(Attribute(name=dra.PCI_BUS_ID, kind="string", value=bus))
+    if gpu.pcie_root:
+        attrs.append(Attribute(name=dra.PCIE_ROOT, kind="string", value=gpu.pcie_root))
+    missing = ["deviceID (the PCI device id from sysfs)",
+               "productName (the PCI IDs database's device name)",
+               "iommuFDEnabled (whether /dev/iommu exists)",
+               "addressableMemory (the GPU's BARs from sysfs resource)"]
+    if gpu.numa_node is None:
+        missing.append("numa (sysfs numa_node)")
+    return Device(name=dra.vfio_name(position), type="vfio", gpu=gpu.index,
+                  attributes=tuple(attrs), capacity=(), missing=tuple(missing))
+
+
+# -- the whole node --------------------------------------------------------------------------
+
+
+def _skipped(gpu: Gpu) -> bool:
+    return gpu.name in dra.SKIPPED_NAMES
+
+
+def publication(snapshot: Snapshot, gates: dict[str, bool] | None = None) -> Publication:
+    """What the plugin publishes for ``snapshot`` under ``gates`` (the driver's defaults for
+    those not given), or why it would not start."""
+    on = _gate_set(gates)
+    conflict = dra.gate_conflict(on)
+    if conflict:
+        return Publication(gates=on, refusal=conflict)
+    if not snapshot.nvml_available:
+        return Publication(gates=on, refusal=f"error initializing NVML: {snapshot.nvml_error}")
+    if snapshot.backend != "nvml":
+        return Publication(gates=on)
+    try:
+        devices, sets = _enumerate(snapshot, on)
+    except _Refused as refused:
+        return Publication(gates=on, refusal=str(refused))
+    return Publication(gates=on, devices=tuple(devices), counter_sets=tuple(sets))
+
+
+def _enumerate(snapshot: Snapshot, on: dict[str, bool]) -> tuple[list[Device], list[CounterSet]]:
+    devices: list[Device] = []
+    sets: list[CounterSet] = []
+    vfio: list[Gpu] = []
+    for gpu in sorted(snapshot.gpus, key=lambda g: g.index):
+        if _skipped(gpu) and gpu.error is None:
+            continue
+        _check_gpu(gpu, snapshot)
+        if gpu.minor is None:  # a snapshot recorded before gfd read it: every name needs it
+            devices.append(Device(name="", type="mig" if gpu.mig_enabled else "gpu",
+                                  gpu=gpu.index, attributes=(), capacity=(), missing=(
+                                      "name (the minor number, nvmlDeviceGetMinorNumber: "
+                                      "not in this snapshot)",)))
+            continue
+        if on[dra.DYNAMIC_MIG] and _dynamic_capable(gpu, snapshot):
+            found, counter_set = _dynamic(gpu, snapshot)
+            devices += sorted(found, key=lambda d: d.name)
+            sets += [counter_set] if counter_set is not None else []
+            continue
+        _check_migs(gpu)
+        if gpu.mig_enabled and on[dra.DYNAMIC_MIG] and gpu.mig_devices:
+            raise _Refused("PartGetDevice() called for MigStaticDeviceType: static MIG devices "
+                           f"of GPU {gpu.index} (a vGPU guest) under DynamicMIG")
+        if not gpu.mig_devices:
+            vfio.append(gpu)
+        if not gpu.mig_enabled:
+            devices.append(_gpu_device(gpu, snapshot))
+            continue
+        migs = sorted(gpu.mig_devices, key=lambda m: (m.placement_start is None,
+                                                      m.placement_start or 0, m.index))
+        devices += [_mig_device(m, gpu, snapshot) for m in migs]
+    if on[dra.PASSTHROUGH_SUPPORT]:
+        on_bus = sorted(snapshot.gpus, key=lambda g: dra.bus_id(g.pci_bus_id) or "")
+        devices += [_vfio_device(i, g) for i, g in enumerate(on_bus) if g in vfio]
+    return devices, sets
+
+
+def project(snapshot: Snapshot, gates: dict[str, bool] | None = None) -> tuple[Device, ...]:
     """Every device the driver would publish for this snapshot, complete or not, in the
-    driver's order (by GPU, MIG devices by placement). A lost GPU is listed with its error
-    as what is missing; a MIG-enabled GPU whose MIG devices are unknown likewise."""
-    if not snapshot.nvml_available or snapshot.backend != "nvml":
-        return ()
-    out: list[Device] = []
-    for gpu in sorted(counted(snapshot), key=lambda g: g.index):
-        if gpu.error is not None:
-            out.append(Device(name="", type="gpu", gpu=gpu.index, attributes=(), capacity=(),
-                              missing=(f"the GPU itself (NVML: {gpu.error})",)))
-        elif gpu.unknown("mig_mode") or (gpu.mig_enabled and gpu.unknown("mig_devices")):
-            out.append(Device(name="", type="mig" if gpu.mig_enabled else "gpu", gpu=gpu.index,
-                              attributes=(), capacity=(),
-                              missing=("the GPU's MIG mode or MIG devices "
-                                       "(nvmlDeviceGetMigMode, MIG device queries)",)))
-        elif gpu.mig_enabled:
-            migs = sorted(gpu.mig_devices, key=lambda m: (m.placement_start is None,
-                                                          m.placement_start or 0, m.index))
-            out += [_mig_device(m, gpu, snapshot) for m in migs]
-        else:
-            out.append(_gpu_device(gpu, snapshot))
-    return tuple(out)
+    driver's order; none where the plugin would not start (``would_not_start`` says why)."""
+    return publication(snapshot, gates).devices
 
 
-def published(snapshot: Snapshot) -> tuple[Device, ...]:
-    """The complete devices: what a ResourceSlice written from this snapshot holds."""
-    return tuple(d for d in project(snapshot) if d.complete)
+def would_not_start(snapshot: Snapshot, gates: dict[str, bool] | None = None) -> str:
+    """Why the plugin would not start on this node; "" when it would."""
+    return publication(snapshot, gates).refusal
 
 
-def document(snapshot: Snapshot) -> dict[str, Any]:
-    """What ``gfd devices`` prints: the driver, the source, and each device in the
-    ResourceSlice form, an incomplete one with ``missing`` instead of a made-up value."""
+def published(snapshot: Snapshot, gates: dict[str, bool] | None = None) -> tuple[Device, ...]:
+    """The complete devices: what the ResourceSlices written from this snapshot hold."""
+    return tuple(d for d in project(snapshot, gates) if d.complete)
+
+
+def document(snapshot: Snapshot, gates: dict[str, bool] | None = None) -> dict[str, Any]:
+    """What ``gfd devices`` prints: the driver, its release, the gates that differ from its
+    defaults, the source, why the plugin would not start (if so), the shared counter sets
+    (DynamicMIG) and each device in the ResourceSlice form, an incomplete one with
+    ``missing`` instead of a made-up value."""
+    pub = publication(snapshot, gates)
+    changed = {k: v for k, v in pub.gates.items() if dra.GATES[k] != v}
+    doc: dict[str, Any] = {"driver": DRIVER, "release": dra.RELEASE}
+    if changed:
+        doc["featureGates"] = changed
+    doc["source"] = snapshot.source
+    if pub.refusal:
+        doc["wouldNotStart"] = pub.refusal
+    if pub.counter_sets:
+        doc["sharedCounters"] = [c.to_api() for c in pub.counter_sets]
     devices = []
-    for device in project(snapshot):
+    for device in pub.devices:
         entry: dict[str, Any] = {}
         if device.name:
             entry["name"] = device.name
         else:
             entry["gpu"] = device.gpu
         body = device.to_api()
-        entry["attributes"] = body["attributes"]
-        entry["capacity"] = body["capacity"]
+        entry.update({k: v for k, v in body.items() if k != "name"})
         if device.missing:
             entry["missing"] = list(device.missing)
         devices.append(entry)
-    return {"driver": DRIVER, "source": snapshot.source, "devices": devices}
+    doc["devices"] = devices
+    return doc
+
+
+def _slice(node: str, name: str, generation: int, count: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {"driver": DRIVER, "nodeName": node,
+                 "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
+                 **spec},
+    }
+
+
+def resource_slices(snapshot: Snapshot, *, node: str, gates: dict[str, bool] | None = None,
+                    pool_generation: int = 1) -> list[dict[str, Any]]:
+    """The ResourceSlices (resource.k8s.io/v1) the driver writes for this node: one slice of
+    its complete devices in a pool named after the node; under DynamicMIG the split form of
+    Kubernetes 1.35+ (driver.go, generateSplitResourceSlices): first one slice holding every
+    shared counter set, then one slice of devices per GPU. None where it would not start."""
+    pub = publication(snapshot, gates)
+    if pub.refusal:
+        return []
+    devices = [d for d in pub.devices if d.complete]
+    base = f"{node}-{DRIVER}"
+    if not pub.dynamic:
+        return [_slice(node, base, pool_generation, 1, devices=[d.to_api() for d in devices])]
+    per_gpu: dict[int, list[Device]] = {}
+    for d in devices:
+        per_gpu.setdefault(d.gpu, []).append(d)
+    by_bus = sorted(per_gpu, key=lambda i: next(g.pci_bus_id for g in snapshot.gpus
+                                                if g.index == i).lower())
+    count = 1 + len(by_bus)
+    out = [_slice(node, f"{base}-counters", pool_generation, count,
+                  sharedCounters=[c.to_api() for c in pub.counter_sets])]
+    for n, index in enumerate(by_bus):
+        out.append(_slice(node, f"{base}-{n}", pool_generation, count,
+                          devices=[d.to_api() for d in sorted(per_gpu[index],
+                                                              key=lambda d: d.name)]))
+    return out
 
 
 def resource_slice(snapshot: Snapshot, *, node: str, name: str = "",
                    pool_generation: int = 1) -> dict[str, Any]:
-    """A ResourceSlice (resource.k8s.io/v1) as the driver writes one for this node: its
-    complete devices in one pool named after the node."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name or f"{node}-{DRIVER}"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": pool_generation, "resourceSliceCount": 1},
-            "devices": [d.to_api() for d in published(snapshot)],
-        },
-    }
+    """The one ResourceSlice (resource.k8s.io/v1) the driver writes for this node under its
+    default gates: its complete devices in one pool named after the node."""
+    found = resource_slices(snapshot, node=node, pool_generation=pool_generation)
+    rs = found[0] if found else _slice(node, "", pool_generation, 1, devices=[])
+    rs["metadata"]["name"] = name or f"{node}-{DRIVER}"
+    return rs

@@ -35,6 +35,11 @@ class PublishError(GfdError):
     """Publishing labels failed (file system or API server)."""
 
 
+class Refused(GfdError):
+    """gfd will not touch what it did not write (``gfd prune`` finding another's feature
+    file, NodeFeature or Node labels): nothing was changed; the message says whose it is."""
+
+
 class ApiSinkError(PublishError):
     """Publishing through the Kubernetes API failed (a request, a conflict that outlasted its
     retries, an object that is someone else's). Each retry costs API requests, so the agent

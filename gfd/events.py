@@ -13,7 +13,11 @@ Three parts, each testable alone:
   of ``BURST`` requests, then one every ``REFILL`` seconds, so a flapping GPU cannot flood
   the API server. It turns each event into a create or a patch, or nothing.
 * :class:`Sender`: a thread and a bounded queue between the loop and the API server, so
-  sending never blocks or fails a label cycle; a failure is logged once and counted.
+  sending never blocks or fails a label cycle; a failure is logged once and counted. Where
+  the Events go to the API server the sink publishes to, they share its backoff
+  (:class:`Answers`): after a request fails for a while (no answer, 5xx, 429) nothing more
+  is sent until one of the sink's own requests -- paced by the agent's backoff -- is
+  answered again; an outage costs no Event request beyond the first.
 
 :class:`NodeEvents` ties them to the agent loop (``daemon.EventRecorder``).
 """
@@ -367,20 +371,69 @@ Report = Callable[[str, str], None]
 """``(reason, result)`` for metrics: created, patched, throttled, dropped, failed."""
 
 
+def answered(code: str) -> bool:
+    """The API server took the request (an HTTP status below 500, not 429): it is up."""
+    return code.isdigit() and int(code) < 500 and code != "429"
+
+
+class Answers:
+    """The requests the API server answered through the client the Events share with the
+    sink (fed by ``Kube``'s ``on_request``, on any thread): a failing Event waits for the next
+    one, so Events retry on the sink's backoff, not a clock of their own."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._count = 0
+        self._woken = False
+
+    def seen(self, verb: str, code: str) -> None:
+        """``Kube``'s ``on_request``: one request finished with ``code``."""
+        if answered(code):
+            with self._cond:
+                self._count += 1
+                self._cond.notify_all()
+
+    def mark(self) -> int:
+        """How many were answered so far (before an attempt: what to wait beyond)."""
+        with self._cond:
+            return self._count
+
+    def wait_beyond(self, mark: int) -> None:
+        """Until a request is answered after ``mark`` was taken, or :meth:`wake`."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._count > mark or self._woken)
+
+    def wake(self) -> None:
+        """Stop every wait for good (the sender is closing)."""
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
+
+
 class Sender:
     """One thread sending the recorder's requests from a bounded queue.
 
     ``put`` never blocks: a full queue drops the request (logged once, counted). A request
     the API server refuses for good (403, 422...) is dropped at once; one that fails for
-    a while (no connection, 5xx, 429) is retried with backoff until ``MAX_AGE``. A patch
-    whose Event is gone (404: Events expire after an hour) creates it again."""
+    a while (no connection, 5xx, 429) is tried again -- with ``answers`` (the sink's client),
+    once the sink's next request is answered; without, with a backoff of its own -- and
+    dropped (counted) once older than ``MAX_AGE``. A patch whose Event is gone (404: Events
+    expire after an hour) creates it again."""
 
     def __init__(self, api: EventApi, node: str, *, report: Report | None = None,
-                 clock: Callable[[], float] = time.monotonic, size: int = QUEUE) -> None:
+                 clock: Callable[[], float] = time.monotonic, size: int = QUEUE,
+                 answers: Answers | None = None,
+                 node_uid: Callable[[], str] | None = None) -> None:
         self._api = api
+        self._known_uid = node_uid
+        """Where the Node's uid is known without a request (the Node sink's last read; the
+        node's name in a mode that may not read Nodes); "" from it: read the Node."""
         self._node = node
         self._report = report
         self._clock = clock
+        self._answers = answers
+        self._given_up = False
+        """Closing, and a request failed for want of the API server: drop the rest."""
         self._queue: queue.Queue[Request | None] = queue.Queue(maxsize=size)
         self._stop = threading.Event()
         self._closing = False
@@ -409,6 +462,8 @@ class Sender:
         """Send what is queued (each request tried once more at most) for up to ``grace``
         seconds, then stop."""
         self._closing = True
+        if self._answers is not None:
+            self._answers.wake()
         try:
             self._queue.put(None, timeout=grace)
         except queue.Full:
@@ -433,7 +488,11 @@ class Sender:
 
     def _node_uid(self) -> str:
         """The Node's uid; its name where gfd may not read the Node (as the kubelet records
-        its own Events): ``kubectl describe node`` finds Events under either."""
+        its own Events): ``kubectl describe node`` finds Events under either. Known
+        without a request where the sink read the Node (``node_uid``)."""
+        known = self._known_uid() if self._known_uid is not None else ""
+        if known:
+            return known
         if not self._uid:
             try:
                 uid = self._api.get_node(self._node).get("metadata", {}).get("uid")
@@ -447,21 +506,33 @@ class Sender:
     def _send(self, request: Request) -> None:
         failures = 0
         while not self._stop.is_set():
+            # a retry (after it waited for the API server) that came too late: dropped
+            if self._given_up or (failures and self._clock() - request.queued > MAX_AGE):
+                self._errors.warning("Event %s not recorded: the API server did not take it "
+                                     "in time", request.reason, key="late")
+                self._count(request.reason, "dropped")
+                return
             try:
                 self._attempt(request)
                 if self._errors.reset():
                     log.info("Events are recorded again")
                 return
             except ApiError as exc:
+                # taken after the failure: this attempt's own answered requests (the Node's
+                # uid) are no sign the API server takes Events again
+                mark = self._answers.mark() if self._answers is not None else 0
                 failures += 1
                 self._errors.warning("cannot record Event %s on node %s: %s", request.reason,
                                      self._node, exc, key="send")
                 transient = exc.status is None or exc.retriable
-                if (not transient or self._closing
-                        or self._clock() - request.queued > MAX_AGE):
+                if not transient or self._closing:
+                    self._given_up = self._closing and transient
                     self._count(request.reason, "failed")
                     return
-                self._stop.wait(backoff(failures, RETRY_CAP))
+                if self._answers is not None:  # the sink's backoff paces the next try
+                    self._answers.wait_beyond(mark)
+                else:
+                    self._stop.wait(backoff(failures, RETRY_CAP))
 
     def _attempt(self, request: Request) -> None:
         uid = self._node_uid()
@@ -515,7 +586,8 @@ class NodeEvents:
             events.append(NodeEvent(type="Normal", reason=PUBLISH_RECOVERED,
                                     message="labels are published again"))
         events += gpu_events(self._before, snapshot)
-        labelled = label_event(change, labels, self._labels)
+        # the target's own old values where the sink read them (the first change too)
+        labelled = label_event(change, labels, {**self._labels, **dict(change.previous)})
         if labelled is not None:
             events.append(labelled)
         if snapshot.nvml_available or self._before is None:

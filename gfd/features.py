@@ -118,7 +118,7 @@ class DriverFeature:
         return _strings(version=self.version, cuda=self.cuda)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Features:
     """gfd's part of a NodeFeature's ``spec.features`` for one snapshot."""
 

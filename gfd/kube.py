@@ -474,6 +474,19 @@ class _Channel:
             "https": functools.partial(_WatchedHttpsPool, watchdog=self.watchdog)})
 
 
+@functools.cache
+def unverified(where: str) -> None:
+    """One warning line, once per process, for credentials that skip TLS verification
+    (``insecure-skip-tls-verify``); urllib3's own two-line warning, which it repeats for each
+    new connection, is silenced."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+    log.warning("%s skips TLS verification (insecure-skip-tls-verify): gfd does not check the "
+                "API server's certificate; give the cluster's certificate-authority instead",
+                where)
+
+
 class Kube:
     """A small, typed facade over the kubernetes client for what gfd needs."""
 
@@ -497,6 +510,8 @@ class Kube:
                 f"cannot load Kubernetes credentials from {where}: {one_line(str(exc))} (set "
                 "--kubeconfig / KUBECONFIG, or run in a pod with a ServiceAccount)") from exc
         cfg.retries = False  # gfd decides about retries and backoff itself
+        if not cfg.verify_ssl:
+            unverified(kubeconfig or "the in-cluster service account")
         # Requests go straight through ApiClient: the generated CoreV1Api wraps 400+
         # methods in validators when imported (+21 MiB, +0.5 s) and gfd needs four calls.
         self._main = _Channel(cfg)

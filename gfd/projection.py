@@ -11,7 +11,7 @@ from gfd.labelers.pipeline import Labelling, compute_labels
 from gfd.snapshot import Snapshot
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Projection:
     """What gfd publishes for one snapshot: the labels (with their provenance, rejections and
     warnings) and the features (``gfd.features``)."""
@@ -27,4 +27,5 @@ class Projection:
 
 def project(snapshot: Snapshot, options: LabelOptions) -> Projection:
     """Label the snapshot and derive its features (pure)."""
-    return Projection(compute_labels(snapshot, options), node_features(snapshot))
+    return Projection(labelling=compute_labels(snapshot, options),
+                      features=node_features(snapshot))

@@ -12,7 +12,7 @@ errors are data too (``Gpu.error``), never an exception.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
 from gfd.errors import DiscoveryError, show
@@ -73,8 +73,44 @@ class Fabric:
     clique_id: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Placement:
+    """One possible placement of a GPU instance profile, in memory slices
+    (nvmlDeviceGetGpuInstancePossiblePlacements_v2)."""
+
+    start: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GiProfile:
+    """One GPU instance profile the GPU offers, with every placement it may take
+    (nvmlDeviceGetGpuInstanceProfileInfoV and ..._PossiblePlacements_v2): what the DRA
+    driver's DynamicMIG gate turns into devices."""
+
+    index: int
+    """NVML_GPU_INSTANCE_PROFILE_* (the index it is queried by: 7 is ``+me``)."""
+    id: int
+    """The profile id (``nvidia-smi mig -lgip`` ID, 19 for 1g.10gb on H100)."""
+    name: str = ""
+    """NVML's name, raw (``MIG 1g.10gb+me``); empty on drivers without the V call."""
+    slices: int = 0
+    memory_mib: int = 0
+    multiprocessors: int = 0
+    copy_engines: int = 0
+    decoders: int = 0
+    encoders: int = 0
+    jpegs: int = 0
+    ofas: int = 0
+    placements: tuple[Placement, ...] = ()
+
+
+ADDRESSING_MODES = ("None", "HMM", "ATS")
+"""nvmlDeviceGetAddressingMode's NVML_DEVICE_ADDRESSING_MODE_* 0..2, as go-nvlib names them."""
+
 FACTS = ("identity", "minor", "memory", "compute_capability", "architecture", "brand", "pci",
-         "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric", "power_limits")
+         "mig_mode", "mig_devices", "compute_mode", "nvlink", "fabric", "power_limits",
+         "addressing_mode", "mig_profiles")
 """What NVML is asked about each GPU, one name per query (docs/nvml-errors.md)."""
 
 
@@ -140,6 +176,12 @@ class Gpu:
     """(min, max) power management limit in milliwatts that the GPU accepts
     (nvmlDeviceGetPowerManagementLimitConstraints); None when not supported."""
     mig_devices: tuple[MigDevice, ...] = ()
+    addressing_mode: str | None = None
+    """nvmlDeviceGetAddressingMode, one of ADDRESSING_MODES; None when not supported (or the
+    driver lacks the call)."""
+    mig_profiles: tuple[GiProfile, ...] = ()
+    """The GPU instance profiles of a MIG-capable GPU with their possible placements (read
+    whatever the MIG mode); empty when not MIG-capable or not read."""
     error: str | None = None
     """A fatal read error for this GPU (e.g. ``GPU is lost``): the GPU is unhealthy."""
     degraded: tuple[Degraded, ...] = ()
@@ -253,6 +295,11 @@ def _to_plain(value: Any) -> Any:
 
 _T = TypeVar("_T")
 
+_REQUIRED: dict[type, tuple[str, ...]] = {Snapshot: ("gpus",)}
+"""Fields a snapshot file must name although the class has a default: ``{}`` is no
+snapshot (it was read as a machine without GPUs)."""
+_EMPTY_HINT: dict[type, str] = {Snapshot: '; a machine without GPUs has "gpus": []'}
+
 
 def _from_plain(cls: type[_T], data: Any, where: str) -> _T:
     if not isinstance(data, dict):
@@ -263,6 +310,11 @@ def _from_plain(cls: type[_T], data: Any, where: str) -> _T:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise DiscoveryError(f"{where}: unknown field(s) "
                              f"{', '.join(show(u) for u in unknown[:5])}{more}")
+    missing = [name for name, f in known.items() if name not in data and (
+        name in _REQUIRED.get(cls, ()) or (f.default is MISSING and f.default_factory is MISSING))]
+    if missing:
+        raise DiscoveryError(f"{where}: missing field(s) {', '.join(show(m) for m in missing)} "
+                             f"(`gfd snapshot` writes every field{_EMPTY_HINT.get(cls, '')})")
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         kwargs[name] = _convert(cls, name, value, f"{where}.{name}")
@@ -307,6 +359,8 @@ _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (Snapshot, "resource_manager"): ("obj", ResourceManager),
     (Gpu, "mig_devices"): ("list", MigDevice),
     (Gpu, "degraded"): ("list", Degraded),
+    (Gpu, "mig_profiles"): ("list", GiProfile),
+    (GiProfile, "placements"): ("list", Placement),
     (Gpu, "fabric"): ("obj?", Fabric),
     (Gpu, "compute_capability"): ("pair?", int),
     (Gpu, "power_limits_mw"): ("pair?", int),
@@ -321,6 +375,10 @@ def validate_types(snapshot: Snapshot) -> None:
             if d.fact not in FACTS:
                 raise DiscoveryError(f"snapshot: GPU {gpu.index}: degraded fact {show(d.fact)} is "
                                      f"not one of {', '.join(FACTS)}")
+        if gpu.addressing_mode is not None and gpu.addressing_mode not in ADDRESSING_MODES:
+            raise DiscoveryError(f"snapshot: GPU {gpu.index}: addressing_mode "
+                                 f"{show(gpu.addressing_mode)} is not one of "
+                                 f"{', '.join(ADDRESSING_MODES)}")
     if snapshot.resource_manager.name not in RESOURCE_MANAGERS:
         raise DiscoveryError(f"snapshot.resource_manager.name: must be one of "
                              f"{', '.join(RESOURCE_MANAGERS)}, got "
@@ -370,6 +428,7 @@ def load_snapshot(text: str, *, source: str) -> Snapshot:
 
 
 __all__ = [
+    "ADDRESSING_MODES",
     "BACKENDS",
     "COMPUTE_MODES",
     "FABRIC_STATES",
@@ -378,8 +437,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "Degraded",
     "Fabric",
+    "GiProfile",
     "Gpu",
     "MigDevice",
+    "Placement",
     "ResourceManager",
     "Snapshot",
     "Vgpu",

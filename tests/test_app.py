@@ -609,7 +609,7 @@ def test_label_once_logs_each_dropped_label(tmp_path: Path,
     (Settings(sink="node", node_name="n1"), True),
     (Settings(sink="nodefeature", node_name="n1"), True),
     (Settings(sink="node", node_name="n1", events=False), False),
-    (Settings(sink="node", node_name="n1", oneshot=True), False),
+    (Settings(sink="node", node_name="n1", oneshot=True), True),  # sent before it exits
     (Settings(), False),
     (Settings(kubeconfig="/k", node_name="n1"), True),  # the file sink with credentials
     (Settings(kubeconfig="/k", node_name="n1", output_file="-"), False),

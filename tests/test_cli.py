@@ -5,8 +5,10 @@ command's output, and errors mapped to exit codes (0 ok, 1 runtime, 2 usage or c
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from gfd.cli import cli, settings_summary
 from gfd.config import Settings
 from gfd.readers.simulate import simulate
 from gfd.sharing import Sharing
-from gfd.snapshot import load_snapshot
+from gfd.snapshot import Gpu, load_snapshot
 
 T4_SHARED = """
 version: v1
@@ -222,7 +224,7 @@ def test_explain_prints_value_source_raw_rules_and_set() -> None:
         "  source: nvmlDeviceGetName",
         "  raw:    NVIDIA H100 80GB HBM3",
         "  rule 1: sanitise: keep [A-Za-z0-9-_. ], join words with '-'",
-        "  set:    compat (computed in gfd/labelers/gpu.py or gfd/labelers/mig.py)",
+        "  set:    compat (computed in gfd/labelers/gpu.py)",
         "  resource manager: device-plugin (--resource-manager device-plugin)",
     ]
 
@@ -439,7 +441,39 @@ def test_devices_prints_the_drivers_view_as_yaml_or_json() -> None:
     assert as_json.exit_code == 0 and json.loads(as_json.output) == doc
 
 
-def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
+def test_devices_follows_the_drivers_gates_and_says_when_its_plugin_would_not_start(
+        tmp_path: Path) -> None:
+    from click.testing import CliRunner as _Runner
+
+    from gfd import dra
+    from gfd.cli import Exit
+    from gfd.cli import cli as _cli
+    runner = _Runner()
+    help_text = runner.invoke(_cli, ["devices", "--help"]).output
+    assert f"release {dra.RELEASE}" in help_text and "--feature-gates" in help_text
+    dynamic = runner.invoke(_cli, ["devices", "--simulate", "h100-mig", "--format", "json",
+                                   "--feature-gates", "DynamicMIG=true"])
+    assert dynamic.exit_code == 0, dynamic.output
+    doc = json.loads(dynamic.output)
+    assert doc["featureGates"] == {"DynamicMIG": True} and len(doc["devices"]) == 52
+    both = runner.invoke(_cli, ["devices", "--simulate", "h100-mig", "--feature-gates",
+                                "DynamicMIG=true,PassthroughSupport=true"])
+    assert both.exit_code == Exit.NOT_STARTED == 3
+    assert both.stderr == ("the plugin would not start: feature gate DynamicMIG is currently "
+                           "mutually exclusive with PassthroughSupport\n")
+    snap = simulate("hgx-h100").snapshot
+    lost = replace(snap, gpus=(*snap.gpus[:7], Gpu(index=7, error="GPU is lost")))
+    path = tmp_path / "lost.json"
+    path.write_text(lost.to_json())
+    out = runner.invoke(_cli, ["devices", "--snapshot", str(path)])
+    assert out.exit_code == 3
+    assert out.stderr == "the plugin would not start: error visiting device 7: GPU is lost\n"
+    bad = runner.invoke(_cli, ["devices", "--simulate", "h100-mig", "--feature-gates", "MIG=on"])
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+    assert "--feature-gates: unrecognized feature gate 'MIG=on'" in bad.stderr
+
+
+def test_selector_dra_prints_a_template_and_a_complete_pod() -> None:
     import yaml as _yaml
     from click.testing import CliRunner as _Runner
 
@@ -451,6 +485,35 @@ def test_selector_dra_prints_a_template_and_the_pod_fragment() -> None:
     template, pod = list(_yaml.safe_load_all(out.output))
     assert template["kind"] == "ResourceClaimTemplate"
     assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
-    assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
-    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--count", "2"])
+    assert pod["kind"] == "Pod"
+    assert pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == "a10"
+    bad = _Runner().invoke(_cli, ["selector", "--product", "A10", "--name", "a10"])
     assert bad.exit_code == 2 and "--dra" in bad.output
+
+
+@pytest.mark.parametrize("machine, strategy, module, source", [
+    ("dgx-a100-mig-mixed", "none", "gpu", "nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex "
+     "(each GPU), nvmlDeviceGetName (its model)"),
+    ("dgx-a100-mig-single", "single", "mig", "nvmlDeviceGetMaxMigDeviceCount, "
+     "nvmlDeviceGetMigDeviceHandleByIndex (each MIG device of each MIG-enabled GPU), "
+     "nvmlDeviceGetGpuInstanceId and nvmlDeviceGetComputeInstanceId (its profile)"),
+], ids=["gpus", "mig-single"])
+def test_explain_gpu_count_gives_its_true_source_rule_and_relation_to_devices(
+        machine: str, strategy: str, module: str, source: str) -> None:
+    """It named nvmlDeviceGetName, gave no rule, and guessed 'gpu.py or mig.py'; nothing
+    explained gpu.count=8 next to gpu.devices.full=4 on a MIG-mixed node."""
+    logger = logging.getLogger("gfd")
+    saved = (logger.handlers[:], logger.level, logger.propagate)  # explain sets "error"
+    try:
+        result = invoke("explain", "gpu.count", "--simulate", machine, "--mig-strategy",
+                        strategy, "--resource-manager", "device-plugin")
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1] == f"  source: {source}"
+    assert any(line.startswith("  rule 1: ") for line in lines)
+    assert any("gpu.devices.full counts the GPUs a pod can get whole (healthy, MIG off)" in line
+               for line in lines)
+    assert f"  set:    compat (computed in gfd/labelers/{module}.py)" in lines
+    assert " or " not in next(line for line in lines if line.startswith("  set:"))

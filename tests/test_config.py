@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -275,7 +276,7 @@ DURATION_REFUSALS = [
     ("beyond-go", 2**64, "must be a non-negative number of nanoseconds"),
     ("no-unit", "60", "has no unit (write e.g. 60s)"),
     ("empty", "", "is not a duration"),
-    ("sign", "-5s", "is not a duration"),
+    ("sign", "-5s", "is negative (use a duration such as 10s, 1m30s, 1h, or infinite)"),
     ("trailing-garbage", "5s!", "is not a duration"),
     ("unit-only", "s", "is not a duration"),
     ("too-long", "3000000h", "is too long"),
@@ -461,3 +462,18 @@ def test_label_options_carry_the_label_settings() -> None:
 def test_label_options_drop_the_timestamp_with_no_timestamp_and_an_empty_mirror_key() -> None:
     options = Settings(no_timestamp=True).label_options(timestamp=17)
     assert options.timestamp is None and options.accelerator_label is None
+
+
+DURATIONS = [e for e in TABLE if isinstance(e.spec.kind, Duration)]
+
+
+@pytest.mark.parametrize("text", ["-1h", "xyz", "1h-"])
+@pytest.mark.parametrize("entry", DURATIONS, ids=[e.name for e in DURATIONS])
+def test_a_duration_refusal_suggests_only_values_the_setting_takes(entry: Entry,
+                                                                   text: str) -> None:
+    """`--expiry -1h` suggested `infinite`, which `--expiry infinite` then refused."""
+    with pytest.raises(ValueProblem) as refused:
+        entry.spec.kind.from_text(text)
+    for suggested in re.findall(r"\b(infinite|\d+(?:h|m|s|ms|m30s))\b", str(refused.value)):
+        entry.spec.kind.from_text(suggested)  # each suggestion is accepted
+    assert ("infinite" in str(refused.value)) is entry.spec.kind.infinite

@@ -715,6 +715,24 @@ def test_a_candidate_publishes_its_own_labels_and_features_in_one_write() -> Non
     assert stored["spec"]["labels"] == project(MIG, LabelOptions()).labels
 
 
+def test_a_features_change_is_logged_like_a_labels_change(caplog) -> None:
+    api = MemoryApi()
+    api.add_pod("gfd", "gfd-pod", "gfd")
+    nodefeature = NodeFeatureSink(api, "node-a", namespace="gfd", pod_name="gfd-pod",
+                                  retry=Retry(sleep=Sleeps()))
+    upgraded = replace(H100, driver_version="550.54.16")  # a driver upgrade: one element
+    agent = make_agent(Source(H100, upgraded), nodefeature, LabelOptions(timestamp=1))
+    caplog.set_level(logging.INFO, logger="gfd")
+    assert agent.cycle()
+    first = [r.getMessage() for r in caplog.records if "features changed" in r.getMessage()]
+    assert len(first) == 1 and first[0].startswith(
+        f"features changed: +{len(node_features(H100).flat())} ~0 -0: +nvidia.driver.cuda ")
+    caplog.clear()
+    assert agent.cycle()
+    logged = [r.getMessage() for r in caplog.records if "changed" in r.getMessage()]
+    assert "features changed: +0 ~1 -0: ~nvidia.driver.version" in logged
+
+
 def test_a_pending_candidate_is_closed_when_the_agent_stops(tmp_path) -> None:
     reloader = Candidates()
     new_sink = Closable(FeatureFileSink(str(tmp_path / "new"), expiry=0))

@@ -1,29 +1,64 @@
-"""``gfd devices``: each device as the NVIDIA DRA driver publishes it -- names, attribute
-names, types and value forms, capacities -- derived by the driver's rules (dra.md section 3;
-deviceinfo.go, mig.go), and a device the snapshot cannot describe fully listed with what is
-missing instead of a made-up value."""
+"""``gfd devices``: each device as the NVIDIA DRA driver publishes it, gate for gate -- names,
+attribute names, types and value forms, capacities, counters -- derived by the driver's rules
+(dra.md section 3; nvlib.go, deviceinfo.go, mig.go, partitions.go, driver.go of release
+v0.4.0), the driver's failure rules (the plugin would not start), and a device the snapshot
+cannot describe fully listed with what is missing instead of a made-up value."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
+from fakes import profiles
 from helpers.builders import gpu, snapshot
 
-from gfd.devices import Device, document, project, published, resource_slice
+from gfd import dra
+from gfd.devices import (
+    Device,
+    document,
+    project,
+    publication,
+    published,
+    resource_slice,
+    resource_slices,
+    would_not_start,
+)
+from gfd.readers.nvml import NvmlReader
 from gfd.readers.simulate import SIMULATIONS, simulate
-from gfd.snapshot import Degraded, MigDevice
+from gfd.snapshot import Degraded, MigDevice, Snapshot
+
+RELEASE = json.loads((Path(__file__).parent / "data" / "dra" / f"{dra.RELEASE}.json")
+                     .read_text())
+"""What the driver release gfd follows publishes, written from its source (file:line)."""
+
+DYNAMIC = {dra.DYNAMIC_MIG: True}
+PASSTHROUGH = {dra.PASSTHROUGH_SUPPORT: True}
+GATE_SETS: list[dict[str, bool]] = [{}, DYNAMIC, PASSTHROUGH]
 
 
-def by_name(name: str) -> dict[str, Device]:
-    return {d.name: d for d in project(simulate(name).snapshot)}
+def by_name(name: str, gates: dict[str, bool] | None = None) -> dict[str, Device]:
+    return {d.name: d for d in project(simulate(name).snapshot, gates)}
+
+
+def read(nvml_machine: Any, machine: profiles.Machine) -> Snapshot:
+    nvml_machine(machine)
+    with NvmlReader() as reader:
+        return reader.read()
+
+
+# -- default gates -------------------------------------------------------------------------
 
 
 def test_a_full_gpu_is_named_by_its_minor_with_the_drivers_attributes_and_types() -> None:
     d = by_name("hgx-h100")["gpu-3"]
     assert d.complete and d.type == "gpu" and d.device_class == "gpu.nvidia.com"
     api = d.to_api()
+    # GpuInfo.Attributes(): no NUMA attribute on a GPU (the sysfs numa_node of the
+    # simulated machine is 0; the driver publishes `numa` on passthrough devices only)
     assert api["attributes"] == {
         "type": {"string": "gpu"},
         "uuid": {"string": "GPU-5a1b7c3d-0000-4000-8000-000000000003"},
@@ -35,9 +70,19 @@ def test_a_full_gpu_is_named_by_its_minor_with_the_drivers_attributes_and_types(
         "cudaDriverVersion": {"version": "13.0.0"},
         "resource.kubernetes.io/pciBusID": {"string": "0000:48:00.0"},
         "resource.kubernetes.io/pcieRoot": {"string": "pci0000:30"},
-        "resource.kubernetes.io/numaNode": {"int": 0},
+        "addressingMode": {"string": "HMM"},
     }
     assert api["capacity"] == {"memory": {"value": "81559Mi"}}  # 85520809984 bytes
+    assert "consumesCounters" not in api
+
+
+def test_addressing_mode_is_published_where_nvml_answers_and_absent_where_it_does_not() -> None:
+    assert {d.attribute("addressingMode") for d in project(simulate("gb200-nvl").snapshot)} == {
+        "ATS"}
+    t4 = project(simulate("t4-time-sliced").snapshot)  # driver 550: no such call
+    assert t4 and all(d.attribute("addressingMode") is None for d in t4)
+    migs = by_name("h100-mig")
+    assert migs["gpu-1-mig-7g80gb-0-0"].attribute("addressingMode") == "HMM"
 
 
 def test_a_mig_enabled_gpu_is_published_through_its_mig_devices_only() -> None:
@@ -48,6 +93,7 @@ def test_a_mig_enabled_gpu_is_published_through_its_mig_devices_only() -> None:
     assert me.device_class == "mig.nvidia.com"
     assert me.attribute("profile") == "1g.10gb+me"
     assert me.attribute("parentUUID") == "GPU-5a1b7c3d-0000-4000-8000-000000000000"
+    assert me.attribute("uuid") == "MIG-5a1b7c3d-0000-4000-8000-000000000000"
     assert me.attribute("productName") == "NVIDIA H100 80GB HBM3"
     assert dict(me.capacity) == {"multiprocessors": 16, "copyEngines": 1, "decoders": 1,
                                  "encoders": 0, "jpegEngines": 1, "ofaEngines": 1,
@@ -64,47 +110,220 @@ def test_a_mixed_node_lists_each_model_with_its_own_facts() -> None:
     assert devices["gpu-2"].capacity_of("memory") == 24146608128
 
 
+@pytest.mark.parametrize("gates", GATE_SETS, ids=["default", "DynamicMIG", "Passthrough"])
 @pytest.mark.parametrize("name", sorted(SIMULATIONS))
-def test_every_simulated_machine_is_described_fully(name: str) -> None:
+def test_every_attribute_and_capacity_is_one_the_release_publishes(
+        name: str, gates: dict[str, bool]) -> None:
+    pub = publication(simulate(name).snapshot, gates)
+    assert pub.refusal == ""
+    for d in pub.devices:
+        listed = RELEASE[d.type]
+        unknown = {a.name for a in d.attributes} - set(listed["attributes"])
+        caps = {"memorySlice<N>" if n.startswith("memorySlice") else n for n, _ in d.capacity}
+        assert unknown == set() and caps <= set(listed["capacity"]), (d.name, unknown, caps)
+        attrs, capacities = dra.published_names(d.type, gates)
+        assert {a.name for a in d.attributes} <= attrs and caps <= capacities
+        assert len(d.attributes) + len(d.capacity) <= 32, "the API's limit per device"
+    named = [d.name for d in pub.devices if d.name]
+    assert len(set(named)) == len(named)
+    doc = document(simulate(name).snapshot, gates)
+    assert json.loads(json.dumps(doc)) == doc and doc["release"] == dra.RELEASE
+
+
+@pytest.mark.parametrize("name", sorted(SIMULATIONS))
+def test_every_simulated_machine_is_described_fully_under_the_default_gates(name: str) -> None:
     devices = project(simulate(name).snapshot)
     assert all(d.complete for d in devices), [d.missing for d in devices]
-    assert len({d.name for d in devices}) == len(devices)
-    for d in devices:
-        assert len(d.attributes) + len(d.capacity) <= 32, "the API's limit per device"
-    doc = document(simulate(name).snapshot)
-    assert json.loads(json.dumps(doc)) == doc
 
 
-def test_what_the_snapshot_does_not_know_is_listed_as_missing_not_invented() -> None:
-    lost = gpu(1, error="GPU is lost")
-    unknown = replace(gpu(0), minor=None, brand=None,
-                      degraded=(Degraded(fact="memory", call="nvmlDeviceGetMemoryInfo",
-                                         error="Unknown Error", held=False),))
-    snap = snapshot(unknown, lost)
-    first, second = project(snap)
-    assert first.name == "" and not first.complete
-    assert any(m.startswith("name") for m in first.missing)
-    assert any(m.startswith("brand") for m in first.missing)
-    assert any(m.startswith("memory") for m in first.missing)
-    assert first.attribute("brand") is None and first.capacity_of("memory") is None
-    assert second.missing == ("the GPU itself (NVML: GPU is lost)",)
-    assert published(snap) == ()
-    entries = document(snap)["devices"]
-    assert [e.get("gpu") for e in entries] == [0, 1] and all("missing" in e for e in entries)
+def test_the_release_list_names_no_attribute_the_vocabulary_does_not_know() -> None:
+    for kind in ("gpu", "mig", "vfio"):
+        attrs, caps = dra.published_names(kind, {**DYNAMIC, **PASSTHROUGH})
+        dynamic_attrs, _ = dra.published_names(kind, DYNAMIC)
+        default_attrs, default_caps = dra.published_names(kind, PASSTHROUGH)
+        assert set(RELEASE[kind]["attributes"]) == attrs | dynamic_attrs | default_attrs
+        assert set(RELEASE[kind]["capacity"]) >= caps | default_caps
 
 
-def test_a_mig_device_without_its_placement_or_a_partial_compute_instance_is_incomplete() -> None:
-    parent = replace(gpu(0), minor=0, mig_enabled=True, mig_capable=True)
-    unplaced = MigDevice(index=0, uuid="MIG-a", profile_name="MIG 1g.5gb", memory_mib=4864,
-                         gi_slices=1, ci_slices=1)
-    partial = MigDevice(index=1, uuid="MIG-b", profile_name="MIG 1c.3g.20gb", memory_mib=20096,
-                        gi_slices=3, ci_slices=1, gi_profile_id=9, placement_start=4,
-                        placement_size=4)
-    found = {d.attribute("uuid"): d for d in project(
-        snapshot(replace(parent, mig_devices=(unplaced, partial))))}
-    a, b = found["MIG-a"], found["MIG-b"]
-    assert a.name == "" and any("placement" in m for m in a.missing)
-    assert any("whole-GPU-instance" in m for m in b.missing)
+# -- the driver's failure rules ------------------------------------------------------------
+
+
+def test_a_lost_gpu_stops_the_plugin_and_nothing_is_published(nvml_machine: Any) -> None:
+    snap = read(nvml_machine, profiles.one_gpu_lost())  # GPU 3: every call GPU_IS_LOST
+    why = would_not_start(snap)
+    assert why == "error visiting device 3: GPU is lost"
+    assert project(snap) == () and published(snap) == () and resource_slices(snap, node="n") == []
+    doc = document(snap)
+    assert doc["wouldNotStart"] == why and doc["devices"] == []
+
+
+def test_a_gpu_whose_memory_query_is_not_supported_is_published_without_memory(
+        nvml_machine: Any) -> None:
+    machine = profiles.hgx_h100()
+    machine.gpus[2] = replace(machine.gpus[2], fail={"nvmlDeviceGetMemoryInfo": "NOT_SUPPORTED"})
+    snap = read(nvml_machine, machine)
+    devices = {d.name: d for d in project(snap)}
+    assert would_not_start(snap) == "" and len(devices) == 8
+    assert devices["gpu-2"].complete and devices["gpu-2"].capacity == ()
+    assert devices["gpu-1"].capacity == (("memory", 85520809984),)
+    assert devices["gpu-2"].attribute("addressingMode") == "HMM"  # what the fake answers
+
+
+def test_any_other_error_on_a_fact_the_driver_reads_stops_it(nvml_machine: Any) -> None:
+    machine = profiles.hgx_h100()
+    machine.gpus[5] = replace(machine.gpus[5], fail={"nvmlDeviceGetMemoryInfo": "UNKNOWN"})
+    snap = read(nvml_machine, machine)
+    assert would_not_start(snap) == ("error getting memory info for device 5: "
+                                     "nvmlDeviceGetMemoryInfo: Unknown Error")
+    machine.gpus[5] = replace(machine.gpus[5], fail={"nvmlDeviceGetAddressingMode": "UNKNOWN"})
+    assert "addressing mode for device 5" in would_not_start(read(nvml_machine, machine))
+
+
+def test_a_mig_device_with_a_smaller_compute_instance_stops_the_plugin(
+        nvml_machine: Any) -> None:
+    snap = read(nvml_machine, profiles.a100_compute_split())  # 1c.3g.20gb
+    why = would_not_start(snap)
+    assert why.startswith("error getting profile info for MIG device: MIG-")
+    assert "1 of its GPU instance's 3 slices" in why and project(snap) == ()
+    # under DynamicMIG the driver never lists the GPU's MIG devices: it partitions it afresh
+    # (an A100 with MIG on: 25 partitions, no full GPU)
+    assert would_not_start(snap, DYNAMIC) == "" and len(project(snap, DYNAMIC)) == 25
+
+
+def test_a_dgx_display_is_skipped_and_a_minor_number_error_stops_the_plugin() -> None:
+    display = replace(gpu(1, name="DGX Display"), minor=None)
+    good = replace(gpu(0), minor=0, architecture="ampere", brand="nvidia")
+    assert [d.name for d in project(snapshot(good, display))] == ["gpu-0"]
+    failed = replace(good, index=2, minor=None, degraded=(Degraded(
+        fact="minor", call="nvmlDeviceGetMinorNumber", error="Unknown Error", held=False),))
+    assert would_not_start(snapshot(good, failed)) == (
+        "error getting minor number for device 2: nvmlDeviceGetMinorNumber: Unknown Error")
+    # a snapshot recorded before gfd read minor numbers: the name is missing, not invented
+    old = replace(good, index=3, minor=None)
+    devices = project(snapshot(good, old))
+    assert would_not_start(snapshot(good, old)) == "" and devices[1].name == ""
+    assert devices[1].missing[0].startswith("name (the minor number")
+
+
+def test_a_version_semver_cannot_parse_or_an_architecture_the_release_cannot_name_stops_it(
+        ) -> None:
+    good = replace(gpu(0), minor=0, architecture="ampere", brand="nvidia")
+    assert would_not_start(snapshot(good, driver="550.54.15.01")) == (
+        "the driver version '550.54.15.01' is not a semantic version (the plugin's "
+        "semver.MustParse panics)")
+    # go-nvlib v0.10.0, vendored by v0.4.0, names no Rubin
+    assert would_not_start(snapshot(replace(good, architecture="rubin"))) == (
+        "error getting architecture for device 0: error interpreting device architecture as "
+        "string (rubin: go-nvlib of v0.4.0 has no name for it)")
+
+
+def test_a_held_fact_is_the_one_the_running_plugin_started_with() -> None:
+    held = replace(gpu(0), minor=0, architecture="ampere", brand="nvidia",
+                   degraded=(Degraded(fact="brand", call="nvmlDeviceGetBrand",
+                                      error="Unknown Error", held=True),))
+    assert [d.attribute("brand") for d in project(snapshot(held))] == ["Nvidia"]
+
+
+def test_an_event_marked_gpu_is_still_enumerated_by_the_driver() -> None:
+    snap = simulate("hgx-h100").snapshot
+    xid = replace(snap, gpus=(replace(snap.gpus[0], error="Xid 79: GPU has fallen off the bus"),
+                              *snap.gpus[1:]))
+    assert len(project(xid)) == 8
+
+
+# -- feature gates -------------------------------------------------------------------------
+
+
+def test_the_drivers_gate_syntax_and_its_refusals() -> None:
+    assert dra.parse_gates("DynamicMIG=true")[dra.DYNAMIC_MIG] is True
+    assert dra.parse_gates(" PassthroughSupport=True , ")[dra.PASSTHROUGH_SUPPORT] is True
+    with pytest.raises(ValueError, match="unrecognized feature gate 'Dynamic=true'"):
+        dra.parse_gates("Dynamic=true")
+    with pytest.raises(ValueError, match="invalid value of DynamicMIG=yes"):
+        dra.parse_gates("DynamicMIG=yes")
+    both = dra.parse_gates("DynamicMIG=true,PassthroughSupport=true")
+    pub = publication(simulate("hgx-h100").snapshot, both)
+    assert pub.refusal == "feature gate DynamicMIG is currently mutually exclusive with " \
+                          "PassthroughSupport" and pub.devices == ()
+
+
+def test_dynamic_mig_makes_every_profile_and_placement_a_device_on_a_hopper() -> None:
+    devices = by_name("h100-mig", DYNAMIC)
+    # per H100: 7 x 1g.10gb, 7 x 1g.10gb+me, 4 x 1g.20gb, 3 x 2g.20gb, 2 x 3g.40gb,
+    # 1 x 4g.40gb, 1 x 7g.80gb, and the full GPU (Hopper toggles MIG without a reset)
+    assert len(devices) == 2 * (7 + 7 + 4 + 3 + 2 + 1 + 1 + 1)
+    full = devices["gpu-0"]
+    assert full.attribute("uuid") == "GPU-5a1b7c3d-0000-4000-8000-000000000000"
+    assert dict(full.capacity) == {"multiprocessors": 132, "copyEngines": 8, "decoders": 7,
+                                   "encoders": 0, "jpegEngines": 7, "ofaEngines": 1,
+                                   "memory": 80384 * 2**20}
+    assert full.counter_set == "gpu-0-counter-set"
+    assert dict(full.consumes) == {
+        "multiprocessors": 132, "copy-engines": 8, "decoders": 7, "encoders": 0,
+        "jpeg-engines": 7, "ofa-engines": 1, "memory": 80384 * 2**20,
+        **{f"memory-slice-{i}": 1 for i in range(8)}}
+    part = devices["gpu-1-mig-3g40gb-9-4"]
+    assert part.attribute("uuid") is None and part.attribute("profile") == "3g.40gb"
+    assert not any(n.startswith("memorySlice") for n, _ in part.capacity)
+    assert dict(part.consumes) == {
+        "multiprocessors": 60, "copy-engines": 3, "decoders": 3, "encoders": 0,
+        "jpeg-engines": 3, "ofa-engines": 0, "memory": 40192 * 2**20,
+        **{f"memory-slice-{i}": 1 for i in range(4, 8)}}
+    assert part.counter_set == "gpu-1-counter-set"
+    assert "gpu-0-mig-1g10gb-me-20-3" in devices and "gpu-0-mig-1g20gb-15-6" in devices
+
+
+def test_dynamic_mig_from_what_nvml_answers(nvml_machine: Any) -> None:
+    """Through the real binding over the fake libnvidia-ml: the profile tables and possible
+    placements the reader gets make the same devices, named by go-nvlib's rule from the
+    profile's memory (H100, 81559 MiB: 9984 MiB is 1/8, "1g.10gb")."""
+    snap = read(nvml_machine, profiles.hgx_h100())
+    devices = {d.name: d for d in project(snap, DYNAMIC)}
+    assert len(devices) == 8 * 26 and all(d.complete for d in devices.values())
+    assert devices["gpu-7"].capacity_of("memory") == 81152 * 2**20  # 7g.80gb's
+    assert devices["gpu-7"].capacity_of("multiprocessors") == 132
+    assert dict(devices["gpu-3-mig-1g20gb-15-6"].consumes)["memory-slice-7"] == 1
+    assert devices["gpu-0-mig-1g10gb-me-20-0"].attribute("profile") == "1g.10gb+me"
+
+
+def test_dynamic_mig_on_ampere_publishes_partitions_only_where_mig_is_on() -> None:
+    pub = publication(simulate("dgx-a100-mig-mixed").snapshot, DYNAMIC)
+    names = [d.name for d in pub.devices]
+    # GPUs 0-3 have MIG on: 25 partitions each, no full GPU (Ampere cannot toggle without a
+    # reset); GPUs 4-7 have MIG off: not DynamicMIG-capable, the plain full GPU
+    assert len(names) == 4 * 25 + 4
+    assert "gpu-0" not in names and "gpu-4" in names
+    assert [c.name for c in pub.counter_sets] == [f"gpu-{i}-counter-set" for i in range(4)]
+    plain = next(d for d in pub.devices if d.name == "gpu-4")
+    assert plain.counter_set == "" and dict(plain.capacity) == {"memory": 42949672960}
+    sets = {c.name: dict(c.counters) for c in pub.counter_sets}
+    assert sets["gpu-0-counter-set"]["memory"] == 40192 * 2**20
+    assert len(project(simulate("dgx-a100-mig-single").snapshot, DYNAMIC)) == 8 * 25
+
+
+def test_dynamic_mig_needs_the_profile_tables_a_recorded_snapshot_may_lack() -> None:
+    snap = simulate("hgx-h100").snapshot
+    old = replace(snap, gpus=tuple(replace(g, mig_profiles=()) for g in snap.gpus))
+    devices = project(old, DYNAMIC)
+    assert len(devices) == 8 and all("MIG profiles" in d.missing[0] for d in devices)
+    # the simulated GB200 has no MIG profile table (its figures are not known to gfd)
+    assert all(not d.complete for d in project(simulate("gb200-nvl").snapshot, DYNAMIC))
+
+
+def test_passthrough_adds_a_vfio_device_for_each_gpu_without_mig_devices() -> None:
+    devices = by_name("dgx-a100-mig-mixed", PASSTHROUGH)
+    vfio = sorted(n for n in devices if n.startswith("gpu-vfio-"))
+    assert vfio == ["gpu-vfio-4", "gpu-vfio-5", "gpu-vfio-6", "gpu-vfio-7"]
+    d = devices["gpu-vfio-4"]
+    assert d.device_class == "vfio.gpu.nvidia.com"
+    assert d.attribute("uuid") == str(uuid.uuid5(uuid.NAMESPACE_DNS, "0000:58:00.0"))
+    assert d.attribute("numa") == 1 and d.attribute("vendorID") == "0x10de"
+    assert any(m.startswith("addressableMemory") for m in d.missing)
+    assert all(not n.startswith("gpu-vfio") for n in
+               (x.name for x in published(simulate("dgx-a100-mig-mixed").snapshot, PASSTHROUGH)))
+
+
+# -- ResourceSlices ------------------------------------------------------------------------
 
 
 def test_a_resource_slice_holds_the_complete_devices_in_the_nodes_pool() -> None:
@@ -115,3 +334,38 @@ def test_a_resource_slice_holds_the_complete_devices_in_the_nodes_pool() -> None
     names = [d["name"] for d in spec["devices"]]
     assert len(names) == 13 + 4  # 13 MIG devices, 4 whole GPUs
     assert "gpu-1-mig-3g20gb-9-0" in names and "gpu-7" in names and "gpu-0" not in names
+
+
+def test_dynamic_mig_slices_are_split_as_the_driver_writes_them_for_1_35_and_later() -> None:
+    slices = resource_slices(simulate("h100-mig").snapshot, node="n", gates=DYNAMIC)
+    assert len(slices) == 3
+    assert all(s["spec"]["pool"] == {"name": "n", "generation": 1, "resourceSliceCount": 3}
+               for s in slices)
+    counters = slices[0]["spec"]
+    assert "devices" not in counters
+    assert [c["name"] for c in counters["sharedCounters"]] == ["gpu-0-counter-set",
+                                                               "gpu-1-counter-set"]
+    first = slices[1]["spec"]["devices"]
+    assert [d["name"] for d in first] == sorted(d["name"] for d in first)
+    assert first[0]["name"] == "gpu-0" and len(first) == 26
+    assert first[1]["consumesCounters"][0]["counterSet"] == "gpu-0-counter-set"
+    assert first[1]["consumesCounters"][0]["counters"]["memory-slice-0"] == {"value": "1"}
+
+
+def test_the_document_names_the_gates_that_differ_from_the_drivers_defaults() -> None:
+    doc = document(simulate("h100-mig").snapshot, DYNAMIC)
+    assert doc["featureGates"] == {"DynamicMIG": True}
+    assert [c["name"] for c in doc["sharedCounters"]] == ["gpu-0-counter-set",
+                                                          "gpu-1-counter-set"]
+    assert "featureGates" not in document(simulate("h100-mig").snapshot)
+
+
+def test_an_unplaced_mig_device_is_listed_with_what_is_missing() -> None:
+    parent = replace(gpu(0), minor=0, mig_enabled=True, mig_capable=True, architecture="ampere",
+                     brand="nvidia")
+    unplaced = MigDevice(index=0, uuid="MIG-a", profile_name="MIG 1g.5gb", memory_mib=4864,
+                         gi_slices=1, ci_slices=1)
+    (a,) = project(snapshot(replace(parent, mig_devices=(unplaced,))))
+    assert a.name == "" and any("placement" in m for m in a.missing) and not a.complete
+    entry = document(snapshot(replace(parent, mig_devices=(unplaced,))))["devices"][0]
+    assert entry["gpu"] == 0 and entry["missing"]

@@ -67,3 +67,45 @@ def test_the_drivers_name_is_spelled_in_this_module_only() -> None:
     spelled = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
                      if dra.DRIVER in p.read_text())
     assert spelled == ["dra.py"]
+
+
+@pytest.mark.parametrize("index, mib, total, want", [
+    (0, 4864, 42949672960, "1g.5gb"), (7, 4864, 42949672960, "1g.5gb+me"),
+    (9, 9856, 42949672960, "1g.10gb"), (4, 40192, 42949672960, "7g.40gb"),
+    (7, 9856, 85520809984, "1g.10gb+me"), (2, 40448, 85520809984, "3g.40gb"),
+    (13, 9856, 85520809984, "1g.10gb-me"), (15, 9856, 85520809984, "1g.10gb+me.all"),
+    (17, 9856, 85520809984, None), (0, 9856, 0, None)])
+def test_mig_profiles_are_named_as_go_nvlib_names_them(index: int, mib: int, total: int,
+                                                       want: str | None) -> None:
+    assert dra.mig_profile(index, mib, total) == want
+
+
+def test_counters_are_the_capacities_in_dns_form_and_one_per_memory_slice() -> None:
+    assert [dra.counter_name(c) for c in dra.MIG_CAPACITIES] == [
+        "multiprocessors", "copy-engines", "decoders", "encoders", "jpeg-engines",
+        "ofa-engines", "memory"]
+    assert dra.memory_slice_counter(7) == "memory-slice-7"
+    assert dra.counter_set_name(3) == "gpu-3-counter-set"
+    assert dra.vfio_name(2) == "gpu-vfio-2"
+
+
+def test_the_gates_default_as_the_driver_sets_them_and_conflict_as_it_checks() -> None:
+    assert dra.parse_gates("") == dra.GATES
+    assert dra.GATES[dra.DYNAMIC_MIG] is False and dra.GATES[dra.PASSTHROUGH_SUPPORT] is False
+    assert dra.gate_conflict(dra.GATES) == ""
+    assert dra.gate_conflict(dra.parse_gates("DeviceMetadata=true")) == (
+        "feature gate DeviceMetadata requires PassthroughSupport to also be enabled")
+    assert dra.gate_conflict(dra.parse_gates("DynamicMIG=true,MPSSupport=true")) == (
+        "feature gate DynamicMIG is currently mutually exclusive with MPSSupport")
+
+
+def test_which_names_exist_on_which_device_type_under_the_gates() -> None:
+    gpu_attrs, gpu_caps = dra.published_names("gpu")
+    assert dra.UUID in gpu_attrs and gpu_caps == {dra.MEMORY}
+    assert "numaNode" not in " ".join(gpu_attrs)
+    mig_attrs, mig_caps = dra.published_names("mig", {dra.DYNAMIC_MIG: True})
+    assert dra.UUID not in mig_attrs and "memorySlice<N>" not in mig_caps
+    assert "memorySlice<N>" in dra.published_names("mig")[1]
+    assert dra.published_names("gpu", {dra.DYNAMIC_MIG: True})[1] == set(dra.MIG_CAPACITIES)
+    assert dra.published_names("vfio") == (frozenset(), frozenset())
+    assert dra.NUMA in dra.published_names("vfio", {dra.PASSTHROUGH_SUPPORT: True})[0]

@@ -4,6 +4,7 @@ and the sender over the real client against the fake API server."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from gfd.events import (
     COMBINED,
     MESSAGE_MAX,
     REFILL,
+    Answers,
     NodeEvent,
     NodeEvents,
     Recorder,
@@ -29,6 +31,7 @@ from gfd.kube import Kube
 from gfd.sinks.base import Change, diff
 from tests.fakes.apiserver import FakeApiServer
 from tests.helpers.builders import A100_1G5, A100_3G20, gpu, mig_gpu, migs, snapshot
+from tests.helpers.process import wait_for
 
 
 class Clock:
@@ -366,3 +369,58 @@ def test_a_full_queue_drops_without_blocking() -> None:
     api.release.set()
     assert sender.flush()
     sender.close()
+
+
+def test_with_the_sinks_answers_a_failing_event_waits_for_the_sinks_next_answer(
+        tmp_path: Path) -> None:
+    """Events share the sink's backoff: after a 503, no Event request until a request of
+    the client they share with the sink is answered again (then the Event goes out)."""
+    with FakeApiServer() as server:
+        server.add_node("node-a")
+        answers = Answers()
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
+                    on_request=answers.seen)
+        sender = Sender(kube, "node-a", answers=answers)
+        try:
+            server.inject(503, None, path_contains="/events")
+            request = Recorder("node-a").record(LOST)
+            assert request is not None
+            sender.put(request)
+            wait_for(lambda: server.count("POST", path_contains="/events") == 1)
+            assert not sender.flush(timeout=0.5), "parked, not given up"
+            assert server.count("POST", path_contains="/events") == 1, "no retry of its own"
+            server.clear_faults()
+            kube.get_node("node-a")  # the sink's next request, answered
+            assert sender.flush(timeout=10)
+            assert [e["reason"] for e in server.events()] == ["GpuLost"]
+            assert server.count("POST", path_contains="/events") == 2
+        finally:
+            sender.close()
+            kube.close()
+
+
+def test_closing_during_an_outage_tries_once_and_drops_the_rest_in_bounded_time(
+        tmp_path: Path) -> None:
+    """A one-shot exiting while the API server refuses work: one more try, the rest dropped
+    and counted, and close() returns at once (bounded by its grace either way)."""
+    with FakeApiServer() as server:
+        server.add_node("node-a")
+        answers, counted = Answers(), []
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
+                    on_request=answers.seen)
+        sender = Sender(kube, "node-a", answers=answers,
+                        report=lambda reason, result: counted.append(result))
+        server.inject(503, None)
+        recorder = Recorder("node-a")  # the sender's clock: monotonic time
+        for i in range(5):
+            request = recorder.record(NodeEvent(type="Warning", reason="GpuLost",
+                                                message=f"{i}"))
+            assert request is not None
+            sender.put(request)
+        wait_for(lambda: server.count() >= 1)
+        started = time.monotonic()
+        sender.close(grace=30)  # returns once the queue is handled, not after the grace
+        took = time.monotonic() - started
+        kube.close()
+    assert took < 15, took
+    assert counted.count("failed") == 1 and counted.count("dropped") == 4, counted

@@ -15,8 +15,10 @@ from gfd.snapshot import (
     BACKENDS,
     SCHEMA_VERSION,
     Fabric,
+    GiProfile,
     Gpu,
     MigDevice,
+    Placement,
     Snapshot,
     Vgpu,
     load_snapshot,
@@ -37,7 +39,13 @@ RICH = Snapshot(
             mig_devices=(MigDevice(index=0, uuid="MIG-0", gpu_instance_id=1,
                                    compute_instance_id=0, profile_name="MIG 1g.5gb",
                                    memory_mib=4864, multiprocessors=14, gi_slices=1,
-                                   ci_slices=1, copy_engines=1),)),
+                                   ci_slices=1, copy_engines=1),),
+            addressing_mode="HMM",
+            mig_profiles=(GiProfile(index=7, id=20, name="MIG 1g.5gb+me", slices=1,
+                                    memory_mib=4864, multiprocessors=14, copy_engines=1,
+                                    decoders=1, jpegs=1, ofas=1,
+                                    placements=(Placement(start=0, size=1),
+                                                Placement(start=6, size=1))),)),
         Gpu(index=1, error="GPU is lost"),
     ))
 
@@ -128,6 +136,11 @@ REFUSALS = [
                                           "cluster_uuid": "x", "clique_id": "1"}),
      "snapshot.gpus[0].fabric.clique_id: expected int"),
     ("vgpu-field", document(vgpu={"present": "no"}), "snapshot.vgpu.present: expected bool"),
+    ("addressing-mode", gpu_document(addressing_mode="NVLINK"),
+     "snapshot: GPU 0: addressing_mode 'NVLINK' is not one of None, HMM, ATS"),
+    ("placement-field", gpu_document(mig_profiles=[{"index": 0, "id": 19, "placements": [
+        {"start": "0", "size": 1}]}]),
+     "snapshot.gpus[0].mig_profiles[0].placements[0].start: expected int"),
     ("unknown-backend", document(backend="cuda"),
      "snapshot.backend: must be one of nvml, tegra, vfio, got 'cuda'"),
 ]

@@ -16,6 +16,7 @@ from gfd.facts.gpus import healthy
 from gfd.facts.mig import layout_unknown, profile_name
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.options import LabelOptions
+from gfd.labelers.resource import COUNT_RELATION
 from gfd.snapshot import Snapshot
 
 FULL = "gpu.devices.full"
@@ -41,7 +42,8 @@ def devices(snapshot: Snapshot, options: LabelOptions, /) -> Result:
     full = [g.index for g in gpus if not g.mig_enabled]
     labels = {key(FULL): Label(
         value=str(len(full)), source="nvmlDeviceGetMigMode", raw=f"GPUs {full}",
-        rules=("healthy GPUs with MIG off; a MIG-enabled GPU offers its MIG devices instead",))}
+        rules=("healthy GPUs with MIG off; a MIG-enabled GPU offers its MIG devices instead",
+               COUNT_RELATION))}
     by_profile: dict[str, list[str]] = {}
     for gpu in gpus:
         if not gpu.mig_enabled:

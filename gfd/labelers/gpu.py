@@ -16,7 +16,13 @@ from gfd.facts.naming import sanitise
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.family import capability_labels
 from gfd.labelers.options import LabelOptions
-from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
+from gfd.labelers.resource import (
+    GPU_COUNT_SOURCES,
+    GPU_RESOURCE,
+    count_label,
+    per_replica,
+    sharing_labels,
+)
 from gfd.snapshot import Snapshot
 
 # <R>.product, .count and .memory are computed here for full GPUs and in mig.py for MIG
@@ -29,7 +35,9 @@ PRODUCT = LabelDoc(
     source="nvmlDeviceGetName; vfio: the PCI IDs database's device name",
     when="GPUs present (MIG: per profile)", set="compat",
     dra="the primary model's name: never `-SHARED` or `-MIG-...` (`gpu` only)")
-COUNT = LabelDoc(key="<R>.count", value="integer", example="8", source="device enumeration",
+COUNT = LabelDoc(key="<R>.count", value="integer", example="8",
+                 source="nvmlDeviceGetCount and nvmlDeviceGetName (MIG: "
+                        "nvmlDeviceGetMigDeviceHandleByIndex and the device's profile)",
                  when="GPUs present", set="compat",
                  dra="GPUs of the primary model, MIG-enabled ones included (`gpu` only)")
 MEMORY = LabelDoc(key="<R>.memory", value="MiB", example="81559",
@@ -87,6 +95,11 @@ def group_labels(group: ModelGroup, options: LabelOptions, *, several: bool,
     source = name_source + (f"; {PRIMARY_RULE}" if several else "")
     labels = sharing_labels(GPU_RESOURCE, group.name, (), options, count=len(group.gpus),
                             sharing_enabled=sharing_enabled, source=source)
+    labels[f"{GPU_RESOURCE}.count"] = count_label(
+        len(group.gpus), source=GPU_COUNT_SOURCES.get(backend, GPU_COUNT_SOURCES["nvml"]),
+        raw=f"GPUs {', '.join(str(g.index) for g in group.gpus)}: {group.name}",
+        rules=("the GPUs that answered without a fatal error, by model name (the others "
+               "are counted in gpu.unhealthy)", *((PRIMARY_RULE,) if several else ())))
     if sharing_unknown:  # whether sharing applies depends on a MIG mode NVML did not give
         dropped = {f"{GPU_RESOURCE}.replicas", f"{GPU_RESOURCE}.sharing-strategy"}
         if options.sharing.replicas(GPU_RESOURCE) > 1:

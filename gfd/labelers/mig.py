@@ -9,7 +9,13 @@ from gfd.facts.naming import product_value
 from gfd.labelers.base import Label, LabelDoc, Result, key
 from gfd.labelers.gpu import COUNT, MEMORY, PRODUCT
 from gfd.labelers.options import LabelOptions
-from gfd.labelers.resource import GPU_RESOURCE, per_replica, sharing_labels
+from gfd.labelers.resource import (
+    GPU_RESOURCE,
+    MIG_COUNT_SOURCE,
+    count_label,
+    per_replica,
+    sharing_labels,
+)
 from gfd.snapshot import Gpu, MigDevice, Snapshot
 
 ATTR_SOURCE = "nvmlDeviceGetAttributes (MIG device)"
@@ -118,6 +124,11 @@ def _single(gpus: list[Gpu], snapshot: Snapshot, options: LabelOptions,
     parent, first, name, rules = devices[0]
     labels |= sharing_labels(GPU_RESOURCE, parent.name, ("MIG", name), options,
                              count=len(devices), source="nvmlDeviceGetName (parent GPU)")
+    labels[f"{GPU_RESOURCE}.count"] = count_label(
+        len(devices), source=MIG_COUNT_SOURCE,
+        raw=", ".join(f"{gpu.index}:{mig.index}" for gpu, mig, _, _ in devices),
+        rules=("--mig-strategy single: the MIG devices of every MIG-enabled GPU (one profile, "
+               f"{name}; GPU:slot listed)",))
     labels |= _attribute_labels(GPU_RESOURCE, first)
     labels |= per_replica(GPU_RESOURCE, first.memory_mib, options)
     return Result(labels)
@@ -134,6 +145,11 @@ def _mixed(snapshot: Snapshot, options: LabelOptions) -> dict[str, Label]:
         resource = f"nvidia.com/mig-{name}"
         labels |= sharing_labels(resource, parent.name, ("MIG", name), options,
                                  count=len(members), source="nvmlDeviceGetName (parent GPU)")
+        labels[f"{resource}.count"] = count_label(
+            len(members), source=MIG_COUNT_SOURCE,
+            raw=", ".join(f"{gpu.index}:{mig.index}" for gpu, mig in members),
+            rules=(f"MIG devices of profile {name} on healthy MIG-enabled GPUs (GPU:slot "
+                   "listed)",))
         labels |= _attribute_labels(resource, first)
         labels |= per_replica(resource, first.memory_mib, options)
     return labels

@@ -11,7 +11,7 @@ resource's values.
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 from gfd.facts.gpus import has_gpus
 from gfd.labelers.accelerator import KEY as ACCELERATOR_KEY
@@ -104,6 +104,9 @@ class Labelling:
     """Every computed label with its provenance (including rejected ones)."""
     rejected: tuple[Rejection, ...]
     warnings: tuple[str, ...]
+    origin: dict[str, str] = field(default_factory=dict)
+    """Each label's key -> the labeler module whose value it is (the last to set it):
+    ``gfd explain`` says where it was computed, not where it may have been."""
 
 
 def compute_labels(snapshot: Snapshot, options: LabelOptions, *,
@@ -113,8 +116,10 @@ def compute_labels(snapshot: Snapshot, options: LabelOptions, *,
     manager = snapshot.resource_manager.name
     options, notes = for_manager(options, manager)
     gpus = has_gpus(snapshot)
-    merged: Result = merge(step.labeler(snapshot, options) for step in labelers
-                           if gpus or not step.needs_gpus)
+    results = [(step.labeler, step.labeler(snapshot, options)) for step in labelers
+               if gpus or not step.needs_gpus]
+    merged: Result = merge(result for _, result in results)
+    origin = {k: labeler.__module__ for labeler, result in results for k in result.labels}
     excluded = EXCLUDED_KEYS[manager].fullmatch
     labels = {k: label for k, label in merged.labels.items() if not excluded(k)}
     if not options.extended:
@@ -123,5 +128,7 @@ def compute_labels(snapshot: Snapshot, options: LabelOptions, *,
     elif options.accelerator_label and ACCELERATOR_KEY in labels:
         # --accelerator-label KEY: gpu.accelerator again under the operator's key (extended).
         labels[options.accelerator_label] = labels[ACCELERATOR_KEY]
+        origin[options.accelerator_label] = origin[ACCELERATOR_KEY]
     good, rejected = validate(flatten(labels))
-    return Labelling(good, labels, rejected, notes + merged.warnings)
+    return Labelling(good, labels, rejected, notes + merged.warnings,
+                     {k: origin[k] for k in labels if k in origin})

@@ -60,6 +60,32 @@ def sharing_labels(
     }
 
 
+GPU_COUNT_SOURCES = {
+    "nvml": "nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex (each GPU), nvmlDeviceGetName "
+            "(its model)",
+    "vfio": "sysfs: the PCI devices bound to vfio-pci (each GPU), the PCI IDs database (its "
+            "model)",
+    "tegra": "cuDeviceGetCount, cuDeviceGetName (its model)",
+}
+"""Where a full-GPU count comes from, per back end (``gfd explain``)."""
+MIG_COUNT_SOURCE = ("nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceGetMigDeviceHandleByIndex "
+                    "(each MIG device of each MIG-enabled GPU), nvmlDeviceGetGpuInstanceId and "
+                    "nvmlDeviceGetComputeInstanceId (its profile)")
+"""Where a MIG device count comes from."""
+COUNT_RELATION = ("gpu.count counts GPUs, MIG-enabled ones included (GFD's meaning; MIG "
+                  "devices under --mig-strategy single); gpu.devices.full counts the GPUs a "
+                  "pod can get whole (healthy, MIG off) and gpu.devices.mig-<profile> the MIG "
+                  "devices, whatever the strategy")
+"""How the count labels relate (``gpu.count=8`` beside ``gpu.devices.full=4`` on a node
+with four MIG-enabled GPUs)."""
+
+
+def count_label(count: int, *, source: str, raw: str,
+                rules: tuple[str, ...]) -> Label:
+    """``<R>.count`` with its true sources and rules, and how it relates to the others."""
+    return Label(value=str(count), source=source, raw=raw, rules=(*rules, COUNT_RELATION))
+
+
 def per_replica(resource: str, memory_mib: int, options: LabelOptions) -> dict[str, Label]:
     """Extended ``<R>.memory.per-replica``: memory divided by replicas, when shared."""
     replicas = options.sharing.replicas(resource)

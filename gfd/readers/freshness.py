@@ -30,7 +30,8 @@ LOST_AFTER_SECONDS = 30.0
 """... spanning at least this many seconds (both must hold)."""
 
 STATIC_FACTS = frozenset({"identity", "minor", "memory", "compute_capability", "architecture",
-                          "brand", "pci", "power_limits", "nvlink", "fabric"})
+                          "brand", "pci", "power_limits", "nvlink", "fabric",
+                          "addressing_mode"})
 """Facts (``snapshot.FACTS``) read when the GPU is first seen and then only for a reason."""
 
 CYCLE_FACTS = ("uuid", "mig_mode", "compute_mode")

@@ -42,7 +42,7 @@ import math
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
-from ctypes import byref, c_void_p, cast
+from ctypes import byref, c_uint, c_void_p, cast
 from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -60,12 +60,15 @@ from gfd.readers.freshness import (
     fabric_settled,
 )
 from gfd.snapshot import (
+    ADDRESSING_MODES,
     COMPUTE_MODES,
     FABRIC_STATES,
     Degraded,
     Fabric,
+    GiProfile,
     Gpu,
     MigDevice,
+    Placement,
     Snapshot,
 )
 
@@ -534,7 +537,8 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
         "mig_mode", lambda: _mig_mode(handle),
         hold=lambda g: (g.mig_capable, g.mig_enabled, g.mig_pending_enabled), unknown=no_mig)
     static_due = plan.static_due(same, mig_enabled)
-    if static_due or same is None:
+    if static_due or same is None:  # (static_due covers None: this tells mypy)
+        tables.pop(uuid, None)  # its MIG profile tables are static facts too
         static = _read_static(handle, same, facts, seen)
     else:
         static = _Static.of(same)
@@ -543,6 +547,11 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
             static = replace(static, fabric=facts.ask("fabric", lambda: _fabric(handle),
                                                       hold=lambda g: g.fabric, unknown=None))
     mig_devices: tuple[MigDevice, ...] = ()
+    mig_profiles: tuple[GiProfile, ...] = ()
+    if mig_capable:  # static per model and driver: cached in the tables until a full read
+        profile_tables = tables.setdefault(uuid, _ProfileTables())
+        mig_profiles = facts.ask("mig_profiles", lambda: _gi_profiles(handle, profile_tables),
+                                 hold=lambda g: g.mig_profiles, unknown=())
     if mig_enabled:
         if plan.mig_devices_due(same, static_due) or same is None:
             profile_tables = tables.setdefault(uuid, _ProfileTables())
@@ -561,6 +570,7 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
         compute_mode=facts.ask("compute_mode", lambda: _compute_mode(handle),
                                hold=lambda g: g.compute_mode, unknown=None),
         mig_devices=mig_devices,
+        mig_profiles=mig_profiles,
         degraded=tuple(facts.degraded),
     )
 
@@ -579,6 +589,7 @@ class _Static:
     power_limits_mw: tuple[int, int] | None
     nvlink_active: bool | None
     fabric: Fabric | None
+    addressing_mode: str | None
 
     @classmethod
     def of(cls, gpu: Gpu) -> _Static:
@@ -626,6 +637,8 @@ def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
                                 hold=lambda g: g.nvlink_active, unknown=None),
         fabric=facts.ask("fabric", lambda: _fabric(handle), hold=lambda g: g.fabric,
                          unknown=None),
+        addressing_mode=facts.ask("addressing_mode", lambda: _addressing_mode(handle),
+                                  hold=lambda g: g.addressing_mode, unknown=None),
     )
 
 
@@ -647,6 +660,19 @@ def _capability(handle: Any) -> tuple[int, int]:
 def _pci_bus_id(handle: Any) -> str:
     pci = _optional(pynvml.nvmlDeviceGetPciInfo, handle)
     return _text(pci.busId) if pci is not None else ""
+
+
+def _addressing_mode(handle: Any) -> str | None:
+    """nvmlDeviceGetAddressingMode as go-nvlib names it (``None``, ``HMM``, ``ATS``); None
+    when the GPU or driver does not support it. A value NVML has not defined is an error,
+    as go-nvlib's GetAddressingModeAsString makes it."""
+    mode = _optional(_binding("nvmlDeviceGetAddressingMode"), handle)
+    if mode is None:
+        return None
+    if not 0 <= int(mode) < len(ADDRESSING_MODES):
+        raise _Failed("nvmlDeviceGetAddressingMode",
+                      ValueError(f"unknown addressing mode {int(mode)}"), _BAD_VALUE)
+    return ADDRESSING_MODES[int(mode)]
 
 
 def _mig_mode(handle: Any) -> tuple[bool, bool, bool | None]:
@@ -804,6 +830,53 @@ class _ProfileTables:
     def __init__(self) -> None:
         self.gi: dict[int, Any] | None = None
         self.ci: dict[int, dict[int, Any]] = {}
+        self.profiles: tuple[GiProfile, ...] | None = None
+
+
+def _gi_profiles(handle: Any, tables: _ProfileTables) -> tuple[GiProfile, ...]:
+    """Every GPU instance profile of a MIG-capable GPU with its possible placements, whatever
+    its MIG mode (nvmlDeviceGetGpuInstanceProfileInfoV, ..._PossiblePlacements_v2); a profile
+    the GPU does not offer (NOT_SUPPORTED, INVALID_ARGUMENT) is skipped, as the DRA driver
+    does. Read once per NVML session."""
+    if tables.profiles is None:
+        found = []
+        for index in range(int(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT)):
+            try:
+                info, name = _gi_profile_info(handle, index)
+                placements = _placements(handle, int(info.id))
+            except _Failed as failed:
+                if failed.code in _NO_SUCH_PROFILE:
+                    continue
+                raise
+            found.append(GiProfile(
+                index=index, id=int(info.id), name=name, slices=int(info.sliceCount),
+                memory_mib=int(info.memorySizeMB), multiprocessors=int(info.multiprocessorCount),
+                copy_engines=int(info.copyEngineCount), decoders=int(info.decoderCount),
+                encoders=int(info.encoderCount), jpegs=int(info.jpegCount),
+                ofas=int(info.ofaCount), placements=placements))
+        tables.profiles = tuple(found)
+    return tables.profiles
+
+
+def _gi_profile_info(handle: Any, index: int) -> tuple[Any, str]:
+    """One GPU instance profile and its NVML name ("" on drivers without the V call)."""
+    try:
+        info = _call(_binding("nvmlDeviceGetGpuInstanceProfileInfoV"), handle, index)
+        return info, _text(info.name)
+    except _Failed as failed:
+        if failed.code not in _ABSENT and failed.code != _VERSION_MISMATCH:
+            raise
+    return _call(pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, index, 1), ""
+
+
+def _placements(handle: Any, profile_id: int) -> tuple[Placement, ...]:
+    """nvmlDeviceGetGpuInstancePossiblePlacements_v2: asked for the count, then the list."""
+    count = c_uint(0)
+    call = _binding("nvmlDeviceGetGpuInstancePossiblePlacements")
+    _call(call, handle, profile_id, None, byref(count))
+    array = (pynvml.c_nvmlGpuInstancePlacement_t * max(count.value, 1))()
+    _call(call, handle, profile_id, array, byref(count))
+    return tuple(Placement(start=int(p.start), size=int(p.size)) for p in array[:count.value])
 
 
 class _ProfileNames:

@@ -38,9 +38,14 @@ REGISTRATION_SOCKET = dra.REGISTRATION_SOCKET
 
 SLICE_RECHECK = 86400.0
 """Seconds between two ResourceSlice LISTs of a running agent (the loop's duty). Rare on
-purpose: SPEC §4 allows an API sink at most one request per node-hour in steady state, and
-this is the fallback evidence -- a plugin that registers or leaves is seen at once through
-the plugin registry, at no API cost; a resource manager changes with a driver reinstall."""
+purpose: an API sink's budget is at most one request per node-hour in steady state
+(BENCHMARKS.md, "API load"), and this is the fallback evidence -- a plugin that registers
+or leaves is seen at once through the plugin registry, at no API cost; a resource manager
+changes with a driver reinstall."""
+
+DEFAULT_REGISTRY = "/var/lib/kubelet/plugins_registry"
+"""The kubelet's: missing there is usual off a node (``gfd labels`` on a workstation), so
+said at info level; a path given that does not exist is a warning."""
 
 SliceCount = Callable[[], int]
 """How many ResourceSlices of the DRA driver this node has (raises GfdError)."""
@@ -66,6 +71,8 @@ class ResourceManagerReader:
     _watch: DirWatch | None = field(default=None, init=False)
     _denied: bool = field(default=False, init=False)
     """Whether the registry's permissions were already said to hide the plugin."""
+    _missing: bool = field(default=False, init=False)
+    """Whether the registry directory was already said to be missing."""
 
     def refresh(self) -> None:
         """Ask the API server again at the next read (the loop's ResourceSlice duty)."""
@@ -123,6 +130,17 @@ class ResourceManagerReader:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
             socket = f"no {path}"
+            if not self._missing and not os.path.isdir(self.plugins_registry):
+                self._missing = True  # a missing mount: said once; a warning where a path
+                # was given and nothing else can tell (no ResourceSlices to ask)
+                log.log(logging.WARNING if (self.plugins_registry != DEFAULT_REGISTRY
+                                            and self.slices is None) else logging.INFO,
+                        "resource manager: --plugins-registry %s does not exist, so auto "
+                        "cannot see the DRA plugin and takes this node as device-plugin unless "
+                        "%s (mount the kubelet's plugins_registry there read-only, or set "
+                        "--resource-manager)", self.plugins_registry,
+                        "its ResourceSlices say dra" if self.slices is not None
+                        else "told otherwise")
         except PermissionError as exc:
             socket = f"{path} unreadable: {exc.strerror or exc}"
             if not self._denied:  # once; a warning only where nothing else can tell

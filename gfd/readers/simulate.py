@@ -2,6 +2,11 @@
 
 Each simulation is a complete snapshot (host facts included) and, for machines that
 are normally shared, the sharing config their device plugin would use.
+
+nvmlDeviceGetAddressingMode: the machines on driver 580 answer (``HMM`` on x86 H100s with
+the open kernel modules, ``ATS`` on Grace-based GB200); those on 550/560 predate the call,
+so the fact is absent there. The A100 and H100 machines carry their full MIG profile tables
+with placements (``nvidia-smi mig -lgipp``), what the DRA driver's DynamicMIG gate reads.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from types import MappingProxyType
 
 from gfd.errors import ConfigError, show
 from gfd.sharing import SharedResource, Sharing
-from gfd.snapshot import Fabric, Gpu, MigDevice, Snapshot, Vgpu
+from gfd.snapshot import Fabric, GiProfile, Gpu, MigDevice, Placement, Snapshot, Vgpu
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,48 @@ _H100_80 = {
     "7g.80gb": _Profile("MIG 7g.80gb", 80384, 132, 7, 7, copy=8, dec=7, jpeg=7, ofa=1,
                         profile_id=0, size=8),
 }
+
+
+
+def _gi_table(rows: list[tuple[int, str, int, tuple[int, ...]]],
+              table: dict[str, _Profile]) -> tuple[GiProfile, ...]:
+    """Every GPU instance profile of a model with its possible placements (what
+    ``nvidia-smi mig -lgip`` / ``-lgipp`` list): (NVML profile index, name, placement size,
+    placement starts), the figures from the model's table."""
+    out = []
+    for index, name, size, starts in rows:
+        p = table[name]
+        out.append(GiProfile(
+            index=index, id=p.profile_id, name=p.name, slices=p.gi, memory_mib=p.memory_mib,
+            multiprocessors=p.sms, copy_engines=p.copy, decoders=p.dec, encoders=p.enc,
+            jpegs=p.jpeg, ofas=p.ofa,
+            placements=tuple(Placement(start=s, size=size) for s in starts)))
+    return tuple(out)
+
+
+# The profiles no simulated layout uses, for the full tables.
+_A100_40_MORE = {
+    "1g.5gb+me": _Profile("MIG 1g.5gb+me", 4864, 14, 1, 1, copy=1, dec=1, jpeg=1, ofa=1,
+                          profile_id=20),
+    "1g.10gb": _Profile("MIG 1g.10gb", 9856, 14, 1, 1, copy=1, dec=1, profile_id=15, size=2),
+}
+_H100_80_MORE = {
+    "2g.20gb": _Profile("MIG 2g.20gb", 19968, 32, 2, 2, copy=2, dec=2, jpeg=2, profile_id=14,
+                        size=2),
+    "4g.40gb": _Profile("MIG 4g.40gb", 40192, 64, 4, 4, copy=4, dec=4, jpeg=4, profile_id=5,
+                        size=4),
+}
+_SEVEN = (0, 1, 2, 3, 4, 5, 6)
+_A100_40_GI = _gi_table([
+    (0, "1g.5gb", 1, _SEVEN), (1, "2g.10gb", 2, (0, 2, 4)), (2, "3g.20gb", 4, (0, 4)),
+    (3, "4g.20gb", 4, (0,)), (4, "7g.40gb", 8, (0,)), (7, "1g.5gb+me", 1, _SEVEN),
+    (9, "1g.10gb", 2, (0, 2, 4, 6)),
+], {**_A100_40, **_A100_40_MORE})
+_H100_80_GI = _gi_table([
+    (0, "1g.10gb", 1, _SEVEN), (1, "2g.20gb", 2, (0, 2, 4)), (2, "3g.40gb", 4, (0, 4)),
+    (3, "4g.40gb", 4, (0,)), (4, "7g.80gb", 8, (0,)), (7, "1g.10gb+me", 1, _SEVEN),
+    (9, "1g.20gb", 2, (0, 2, 4, 6)),
+], {**_H100_80, **_H100_80_MORE})
 
 _H100_NAME = "NVIDIA H100 80GB HBM3"
 _H100_BYTES = 85520809984  # 81559 MiB
@@ -132,7 +179,8 @@ def _hgx_h100() -> Simulation:
     gpus = tuple(
         _gpu(i, _H100_NAME, _H100_BYTES, (9, 0), "hopper", "nvidia", mig_capable=True,
              mig_enabled=False, mig_pending_enabled=False, nvlink_active=True,
-             timeslice="default", power_limits_mw=_H100_SXM_POWER)
+             timeslice="default", power_limits_mw=_H100_SXM_POWER, addressing_mode="HMM",
+             mig_profiles=_H100_80_GI)
         for i in range(8)
     )
     return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,
@@ -188,7 +236,7 @@ def _dgx_a100(layouts: list[list[str] | None]) -> Snapshot:
             i, _A100_NAME, _A100_BYTES, (8, 0), "ampere", "nvidia", mig_capable=True,
             mig_enabled=layout is not None, mig_pending_enabled=layout is not None,
             nvlink_active=True, power_limits_mw=_A100_SXM_POWER,
-            mig_devices=_migs(i, layout, _A100_40) if layout else (),
+            mig_devices=_migs(i, layout, _A100_40) if layout else (), mig_profiles=_A100_40_GI,
         ))
     return Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
                     machine_type="DGXA100 920-23687-2530-000\n", vgpu=Vgpu(present=False),
@@ -229,7 +277,8 @@ def _gb200_nvl() -> Simulation:
     gpus = tuple(
         _gpu(i, "NVIDIA GB200", 199715979264, (10, 0), "blackwell", "nvidia",
              mig_capable=True, mig_enabled=False, mig_pending_enabled=False,
-             nvlink_active=True, fabric=fabric, power_limits_mw=_GB200_POWER)
+             nvlink_active=True, fabric=fabric, power_limits_mw=_GB200_POWER,
+             addressing_mode="ATS")
         for i in range(4)
     )
     return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,

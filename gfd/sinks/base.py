@@ -17,6 +17,9 @@ class Change:
     added: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    previous: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    """The values the target held for the changed and removed keys, as read there (what
+    an Event's ``old -> new`` shows, even for the first change an agent makes)."""
 
     @property
     def empty(self) -> bool:
@@ -28,10 +31,13 @@ class Change:
 
 def diff(old: Mapping[str, str], new: Mapping[str, str]) -> Change:
     """Keys added, changed and removed going from ``old`` to ``new``."""
+    changed = tuple(sorted(k for k in new if k in old and old[k] != new[k]))
+    removed = tuple(sorted(k for k in old if k not in new))
     return Change(
         added=tuple(sorted(k for k in new if k not in old)),
-        changed=tuple(sorted(k for k in new if k in old and old[k] != new[k])),
-        removed=tuple(sorted(k for k in old if k not in new)),
+        changed=changed,
+        removed=removed,
+        previous=tuple((k, old[k]) for k in (*changed, *removed)),
     )
 
 
@@ -43,6 +49,9 @@ class PublishResult:
     written: bool
     change: Change = field(default_factory=Change)
     rejected: tuple[str, ...] = ()
+    features: Change = field(default_factory=Change)
+    """The feature elements (flat names, ``features.flatten``) the write added, changed or
+    removed; empty at a target that carries no features."""
 
 
 class Sink(Protocol):

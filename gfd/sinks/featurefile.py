@@ -1,8 +1,16 @@
-"""The NFD feature file: sorted ``key=value`` lines under a ``# +expiry-time=`` header,
-written atomically (dot-file in the same directory, fsync, chmod, rename), never deleted
-on exit, rewritten only when labels change, when the file is no longer the one gfd wrote
-(someone edited, replaced or removed it: healed at the next cycle), or, to refresh the
-expiry, when the loop's expiry-refresh duty says so (every expiry / 2).
+"""The NFD feature file: gfd's mark (a comment line), then sorted ``key=value`` lines under a
+``# +expiry-time=`` header, written atomically (dot-file in the same directory, fsync,
+chmod, rename), never deleted on exit, rewritten only when labels change, when the file
+is no longer the one gfd wrote (someone edited, replaced or removed it: healed at the next
+cycle) or lacks gfd's mark, or, to refresh the expiry, when the loop's expiry-refresh
+duty says so (every expiry / 2).
+
+What is gfd's (``gfd prune`` removes nothing else): a regular file that carries gfd's mark
+(:data:`MARK`, a comment line nfd-worker ignores: only ``# +`` lines are directives there), or
+-- written by an older gfd or by NVIDIA's GFD, which carry no mark -- a file named ``gfd``
+(GFD's and gfd's default name) holding nothing but ``key=value`` lines with at least one
+``nvidia.com/`` key and at most the ``# +expiry-time=`` directive. A file gfd adopts without
+the mark gets it at its next write. Anything else is refused with one line (:func:`foreign`).
 
 The output path is gfd's alone:
 
@@ -26,6 +34,7 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import stat
 import tempfile
 import time
@@ -33,7 +42,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gfd.errors import PublishError
+from gfd.errors import PublishError, Refused
 from gfd.features import Features
 from gfd.fswatch import DirWatch, start_watch
 from gfd.hostfile import FileProblem, read_with_status, shown, size_text, what_is
@@ -43,6 +52,11 @@ from gfd.triggers import Fire, Trigger, died
 log = logging.getLogger(__name__)
 
 EXPIRY_DIRECTIVE = "# +expiry-time="
+MARK = "# written by gfd (GPU feature discovery); gfd prune removes this file"
+"""gfd's mark, the file's first line: a comment nfd-worker skips (not a ``# +`` directive)."""
+LEGACY_NAME = "gfd"
+"""The name GFD and older gfd releases wrote their unmarked files under (``features.d/gfd``)."""
+_LABEL_LINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*=[^\n]*")
 MAX_BYTES = 65536  # nfd-worker skips larger files whole
 MODE = 0o644
 LEGACY_LOCK_SUFFIX = ".lock"
@@ -50,13 +64,38 @@ _STDOUT_LINKS = ("/proc/self/fd/", "/dev/fd/", "/dev/pts/", "/dev/tty", "pipe:",
 """Link targets that mean the path is a terminal or a standard stream, not a file."""
 
 
-def render(labels: dict[str, str], *, expires: float | None) -> str:
-    """The file's content: the expiry directive (when set), then sorted label lines."""
-    head = ""
+def render(labels: dict[str, str], *, expires: float | None, mark: bool = False) -> str:
+    """The content: gfd's mark (``mark``: the feature file; not the labels printed on
+    standard output), the expiry directive (when set), then sorted label lines."""
+    head = f"{MARK}\n" if mark else ""
     if expires is not None:
         stamp = datetime.fromtimestamp(int(expires), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        head = f"{EXPIRY_DIRECTIVE}{stamp}\n"
+        head += f"{EXPIRY_DIRECTIVE}{stamp}\n"
     return head + "".join(f"{k}={labels[k]}\n" for k in sorted(labels))
+
+
+def marked(text: str) -> bool:
+    """The file carries gfd's mark."""
+    return any(line.strip() == MARK for line in text.splitlines())
+
+
+def foreign(text: str, path: str) -> str:
+    """Why the feature file ``text`` at ``path`` is not gfd's (the module docstring's rule),
+    or "" when it is: marked, or an unmarked ``gfd`` file of only labels (older gfd, GFD)."""
+    if marked(text):
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    name = os.path.basename(path)
+    legacy = (name == LEGACY_NAME and any(line.startswith("nvidia.com/") for line in lines)
+              and all(line.startswith(EXPIRY_DIRECTIVE) or _LABEL_LINE.fullmatch(line)
+                      for line in lines))
+    if legacy:
+        return ""
+    if name != LEGACY_NAME:
+        return (f"it does not carry gfd's mark (the line {MARK!r}) and is not named "
+                f"{LEGACY_NAME!r}, as the unmarked files of older gfd releases and GFD are")
+    return ("it does not carry gfd's mark and holds more than nvidia.com labels and the "
+            "expiry directive (older gfd releases and GFD wrote nothing else)")
 
 
 def parse(text: str) -> tuple[dict[str, str], float | None]:
@@ -81,6 +120,10 @@ def parse(text: str) -> tuple[dict[str, str], float | None]:
 
 def _explain_os_error(path: str, exc: OSError) -> str:
     directory = os.path.dirname(path) or "."
+    if exc.errno == errno.ENOENT and os.path.isdir(directory):  # /proc answers ENOENT
+        return (f"cannot write feature file {path}: directory {directory} exists but gfd "
+                f"cannot create files in it ({exc.strerror}: not a writable file system); "
+                "point --output-file at NFD's features.d")
     if exc.errno == errno.ENOENT:
         return (f"cannot write feature file {path}: directory {directory} does not exist "
                 "(mount NFD's features.d there, e.g. a hostPath with type DirectoryOrCreate)")
@@ -190,6 +233,18 @@ def refusal(path: str, st: os.stat_result) -> str | None:
             "remove it if gfd should write there, or point --output-file at another path")
 
 
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A feature file as read: its labels and expiry, identity, and whose it is."""
+
+    labels: dict[str, str]
+    expires: float | None
+    identity: Identity
+    foreign: str
+    """Why it is not gfd's (:func:`foreign`); "" when it is."""
+    marked: bool
+
+
 @dataclass(slots=True)
 class FeatureFileSink:
     """Publishes to an NFD feature file (``features.d/gfd``)."""
@@ -207,6 +262,10 @@ class FeatureFileSink:
     _watch: DirWatch | None = field(default=None, init=False)
     _lock: int | None = field(default=None, init=False)
     """The open, flock-ed lock file while this sink writes; None before and after."""
+    _unmarked: bool = field(default=False, init=False)
+    """The file adopted does not carry gfd's mark yet (an older gfd's): written again."""
+    _unreadable: str = field(default="", init=False)
+    """Why the last read found a file it could not read (for prune's refusal)."""
 
     # -- the output path ------------------------------------------------------------
 
@@ -224,9 +283,9 @@ class FeatureFileSink:
             raise PublishError(problem)
         return st
 
-    def _read(self) -> tuple[dict[str, str], float | None, Identity] | None:
-        """The labels and expiry in the file at the path, and its identity; None when there
-        is none or it cannot be read (logged). PublishError for a link or a special file."""
+    def _read(self) -> _Found | None:
+        """What the file at the path holds (:class:`_Found`); None when there is none or it
+        cannot be read (logged). PublishError for a link or a special file."""
         try:
             raw, st = read_with_status(self.path, limit=MAX_BYTES, follow_symlinks=False)
         except FileProblem as exc:
@@ -236,15 +295,19 @@ class FeatureFileSink:
                 self._target()  # says what is there and what to do
                 raise PublishError(f"feature file {exc}") from exc
             if exc.reason == "too-large":
+                self._unreadable = (f"it is larger than {size_text(MAX_BYTES)}, which gfd "
+                                    "never writes")
                 log.warning("feature file %s is larger than %s, so not one gfd wrote "
                             "(nfd-worker ignores it); it will be replaced", shown(self.path),
                             size_text(MAX_BYTES))
                 return None
+            self._unreadable = f"it cannot be read to tell whose it is ({exc.problem})"
             log.warning("cannot read current feature file %s: %s", shown(self.path),
                         exc.problem)
             return None
-        labels, expires = parse(raw.decode("utf-8", errors="replace"))
-        return labels, expires, identity(st)
+        text = raw.decode("utf-8", errors="replace")
+        labels, expires = parse(text)
+        return _Found(labels, expires, identity(st), foreign(text, self.path), marked(text))
 
     # -- the lock -------------------------------------------------------------------
 
@@ -408,15 +471,16 @@ class FeatureFileSink:
         found = self._read()
         if found is None:
             return None
-        labels, expires, self._written = found
-        return labels, expires
+        self._written = found.identity
+        self._unmarked = not found.marked
+        return found.labels, found.expires
 
     def published_features(self) -> dict[str, str] | None:
         return None  # labels only
 
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
         found = self._read()
-        return dict(found[0]) if found else {}
+        return dict(found.labels) if found else {}
 
     def _fresh(self, expires: float | None, now: float) -> bool:
         if self.expiry <= 0:
@@ -434,7 +498,7 @@ class FeatureFileSink:
         now = self.clock()
         change = diff(old, labels)
         intact = current is not None and identity(current) == self._written
-        if change.empty and self._fresh(expires, now) and intact:
+        if change.empty and self._fresh(expires, now) and intact and not self._unmarked:
             return PublishResult(written=False, change=change)
         if change.empty and not intact and self._written is not None:
             log.warning("feature file %s is no longer the one gfd wrote (%s); rewriting it",
@@ -444,7 +508,7 @@ class FeatureFileSink:
 
     def _write(self, labels: dict[str, str], now: float) -> None:
         new_expiry = now + self.expiry if self.expiry > 0 else None
-        content = render(labels, expires=new_expiry)
+        content = render(labels, expires=new_expiry, mark=True)
         if len(content.encode()) > MAX_BYTES:
             raise PublishError(
                 f"feature file {self.path} would be {len(content.encode())} bytes; nfd-worker "
@@ -455,18 +519,26 @@ class FeatureFileSink:
             written = write_atomically(self.path, content)
             self._state = (dict(labels), new_expiry)
             self._written = identity(written)
+            self._unmarked = False
         finally:
             self._writing = False
 
     def prune(self) -> PublishResult:
-        """Remove the feature file and the temporary files; refused while another gfd holds
-        the lock (it would write the file again)."""
+        """Remove the feature file if it is gfd's (:func:`foreign`), else refuse with one line
+        (``Refused``); refused too while another gfd holds the lock (it would write the file
+        again)."""
         if self._target() is None and not os.path.lexists(legacy_lock_path(self.path)):
             return PublishResult(written=False)
         self._acquire()
         try:
+            self._unreadable = ""
             found = self._read()
-            old = found[0] if found else {}
+            why = found.foreign if found is not None else self._unreadable
+            if why:
+                raise Refused(f"feature file {shown(self.path)} left in place: {why}; gfd "
+                              "prune removes only what gfd wrote (remove it yourself if it "
+                              "is no longer wanted)")
+            old = found.labels if found else {}
             self._target()
             try:
                 os.unlink(self.path)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gfd.backoff import backoff
-from gfd.errors import ApiError
+from gfd.errors import ApiError, Refused
 from gfd.features import Features
 from gfd.logs import Once
 from gfd.sinks.base import PublishResult, diff
@@ -86,6 +86,26 @@ def current_labels(node: dict[str, Any], manager: str = FIELD_MANAGER,
     labels: dict[str, str] = node.get("metadata", {}).get("labels") or {}
     mine = {k for k in owned_labels(node, manager) if not co_owners(node, k, manager)}
     return {k: labels[k] for k in sorted(mine | set(also)) if k in labels}
+
+
+GFD_PREFIX = "nvidia.com/"
+"""The label namespace GFD and gfd publish in (what prune looks for on a Node)."""
+
+
+def foreign_labels(node: dict[str, Any], manager: str = FIELD_MANAGER, limit: int = 3) -> str:
+    """The Node's ``nvidia.com/`` labels ``manager`` does not own, as one phrase naming a
+    few and their field managers (``nvidia.com/gpu.count ... (5 labels) set by
+    nfd-master``); "" when there are none."""
+    labels: dict[str, str] = node.get("metadata", {}).get("labels") or {}
+    mine = set(owned_labels(node, manager))
+    keys = sorted(k for k in labels if k.startswith(GFD_PREFIX) and k not in mine)
+    if not keys:
+        return ""
+    managers = sorted({who for (who, _), owned in _managed_keys(node).items()
+                       if who != manager and owned & set(keys)}) or ["no field manager"]
+    shown_keys = ", ".join(keys[:limit]) + (f" ... ({len(keys)} labels)"
+                                            if len(keys) > limit else "")
+    return f"{shown_keys} set by {', '.join(managers)}, not gfd"
 
 
 def offending_keys(error: ApiError, labels: dict[str, str]) -> set[str]:
@@ -209,6 +229,11 @@ class NodeSink:
     def close(self) -> None:
         self._watched.close()
         self.api.close()
+
+    @property
+    def uid(self) -> str:
+        """The Node's uid as gfd last read or applied it ("" before; Events name it)."""
+        return self._uid
 
     def _read(self) -> dict[str, Any]:
         node = self.retry.run(lambda: self.api.get_node(self.node))
@@ -352,8 +377,19 @@ class NodeSink:
         return answer
 
     def prune(self) -> PublishResult:
+        """Remove the labels gfd's field manager applied (an apply of none); a label another
+        field manager owns too stays (theirs now). A Node where gfd applied nothing is not
+        written: nothing to prune, or -- when it carries ``nvidia.com/`` labels others set
+        (GFD through nfd-master, ``kubectl label``) -- ``Refused`` with one line."""
         for attempt in (1, 2):
             node = self._read()
+            if not owned_labels(node, self.field_manager):
+                others = foreign_labels(node, self.field_manager)
+                if others:
+                    raise Refused(f"Node {self.node}: labels left in place: {others}; gfd "
+                                  "prune removes only the labels gfd applied (field manager "
+                                  f"{self.field_manager})")
+                return PublishResult(written=False)
             before = current_labels(node, self.field_manager)
             try:
                 answer = self._apply({})
@@ -366,5 +402,8 @@ class NodeSink:
             after = {k: after_labels[k] for k in before if k in after_labels}
             self._view = self._wanted = None
             self._held.clear()
+            others = foreign_labels(answer, self.field_manager)
+            if others:
+                log.warning("Node %s: labels left in place: %s", self.node, others)
             return PublishResult(written=True, change=diff(before, after))
         raise AssertionError("unreachable")  # pragma: no cover

@@ -32,7 +32,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from gfd.backoff import backoff
-from gfd.errors import ApiError, ApiSinkError
+from gfd.errors import ApiError, ApiSinkError, Refused
 from gfd.features import Features, flatten
 from gfd.logs import Once
 from gfd.sinks.base import Change, PublishResult, diff
@@ -438,7 +438,8 @@ class NodeFeatureSink:
                     stored = self.retry.run(partial(
                         self.api.replace_nodefeature, self.namespace,
                         updated(current, self.node, labels, owners, features)))
-                    return self._done(labels, features, stored, diff(old, labels))
+                    return self._done(labels, features, stored, diff(old, labels),
+                                      before=current)
                 current = self._read()
                 if current is None:
                     if self._current is not None:
@@ -447,7 +448,7 @@ class NodeFeatureSink:
                     stored = self.retry.run(lambda: self.api.create_nodefeature(
                         self.namespace,
                         build(self.node, self.namespace, labels, owners, features)))
-                    return self._done(labels, features, stored, diff({}, labels))
+                    return self._done(labels, features, stored, diff({}, labels), before={})
                 refusal = self._refusal(current, owners)
                 if refusal:
                     self._current = None
@@ -478,13 +479,17 @@ class NodeFeatureSink:
         self._watched.published()
 
     def _done(self, labels: dict[str, str], features: dict[str, Any], stored: dict[str, Any],
-              change: Change) -> PublishResult:
+              change: Change, *, before: dict[str, Any]) -> PublishResult:
+        """A write went through: remember it; what changed in the labels and, from the
+        object ``before`` it, in gfd's features."""
         self._remember(labels, features, stored)
-        return PublishResult(written=True, change=change)
+        was = flatten(owned_features((before.get("spec") or {}).get("features")))
+        return PublishResult(written=True, change=change,
+                             features=diff(was, flatten(owned_features(features))))
 
     def prune(self) -> PublishResult:
         """Delete the object if gfd wrote it (its mark, or gfd's DaemonSet as controller);
-        another's, or one with neither (it may be GFD's), is left with one line."""
+        another's, or one with neither (it may be GFD's), is left, refused with one line."""
         current = self._read()
         self._labels = self._current = self._wanted = None
         self._held.clear()
@@ -496,10 +501,11 @@ class NodeFeatureSink:
         controller = _controller(current)
         ours = bool(owners and controller is not None and _is_daemonset(controller, owners[0]))
         if refusal or not (marked(current) or ours):
-            log.warning("%s left in place: %s", self._what, refusal or (
+            raise Refused(f"{self._what} left in place: " + (
+                refusal.removeprefix(f"{self._what} ") or (
                 "gfd's mark (label app.kubernetes.io/managed-by=gfd) is not on it and gfd's "
-                "DaemonSet does not control it, so gfd may not have written it"))
-            return PublishResult(written=False)
+                "DaemonSet does not control it, so gfd may not have written it; gfd prune "
+                "removes only what gfd wrote (delete it yourself if it is no longer wanted)")))
         uid = str(current.get("metadata", {}).get("uid") or "")
         removed = self.retry.run(lambda: self.api.delete_nodefeature(
             self.namespace, object_name(self.node), uid=uid))

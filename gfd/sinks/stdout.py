@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
+from gfd.errors import ConfigError
 from gfd.features import Features
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.featurefile import render
@@ -23,7 +24,13 @@ class StdoutSink:
         return None  # labels only
 
     def published(self, also: Collection[str] = ()) -> dict[str, str]:
-        return dict(self._last or {})
+        """What this sink printed; standard output keeps nothing to read back, so ``gfd
+        diff -o -`` (a new sink) is refused rather than shown as adding every label."""
+        if self._last is None:
+            raise ConfigError("-o - (standard output) holds no published labels to compare "
+                              "with: diff the feature file (-o PATH) or an API sink (--sink "
+                              "node|nodefeature); gfd labels prints what gfd would publish")
+        return dict(self._last)
 
     def publish(self, labels: dict[str, str], *,
                 features: Features | None = None) -> PublishResult:

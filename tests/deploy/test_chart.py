@@ -472,6 +472,9 @@ def test_test_pod_runs_what_the_labels_job_runs(chart: Chart, kustomize: Any) ->
     """`helm test`'s pod is manifests/job's pod (a Pod, for `helm test --logs`)."""
     pod = one(chart.render({"test": {"nodeName": "REPLACE-ME"}}), "Pod")
     assert pod["metadata"]["annotations"][HOOK] == "test"
+    # a passing test leaves nothing behind `helm uninstall` (hooks are not the release's)
+    assert set(pod["metadata"]["annotations"][f"{HOOK}-delete-policy"].split(",")) == {
+        "before-hook-creation", "hook-succeeded"}
     job = one(kustomize(("job",)), "Job")
     assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == (
         job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"])
@@ -922,3 +925,33 @@ def test_monitoring_is_off_by_default_and_renders_what_the_manifests_hold(
     [daemonset] = [d for d in chart.render(values) if d["kind"] == "DaemonSet"]
     assert ours["PodMonitor"]["spec"]["selector"]["matchLabels"].items() <= daemonset[
         "spec"]["template"]["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize("mode", ["node", "nodefeature", "file", "nfd-sidecar"])
+def test_the_readme_rbac_table_is_what_the_templates_grant(chart: Chart, mode: str) -> None:
+    """The table said `nodes` get/patch and `nodefeatures` get/create/update/delete, `pods`
+    get, while the templates also grant list/watch (the watch), resourceslices list
+    (--resource-manager auto) and events create/patch (Events)."""
+    said = documented_grants(CHART / "README.md", f"| `{mode}`")
+    assert said == granted(chart.render({"mode": mode}))
+
+
+def documented_grants(readme: Path, row_start: str) -> set[tuple[str, str]]:
+    """(resource, verb) pairs an RBAC table row names (``\\`nodes\\` get/patch``)."""
+    row = next(line for line in readme.read_text().splitlines() if line.startswith(row_start))
+    access = row.strip().strip("|").split("|")[3]
+    return {(resource, verb) for resource, verbs in re.findall(r"`(\w+)` ([a-z/]+)", access)
+            for verb in verbs.split("/")}
+
+
+def granted(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(resource, verb) for doc in docs if doc.get("kind") in ("Role", "ClusterRole")
+            for rule in doc.get("rules") or () for resource in rule["resources"]
+            for verb in rule["verbs"]}
+
+
+@pytest.mark.parametrize("overlay", ["node", "nodefeature", "file", "mig"])
+def test_the_manifests_readme_rbac_table_is_what_the_overlays_grant(kustomize: Any,
+                                                                     overlay: str) -> None:
+    said = documented_grants(ROOT / "manifests" / "README.md", f"| `overlays/{overlay}`")
+    assert said == granted(kustomize((f"overlays/{overlay}",)))

@@ -956,3 +956,24 @@ def test_the_init_container_hands_features_d_to_group_65532_with_only_chown(
         timeout=30, check=False)
     assert without_chown.returncode != 0, "CHOWN is what it needs, not a spare"
     assert fresh.stat().st_gid == 0
+
+
+SAYS_INTERVAL = {  # shipped file -> how its comment states the polling interval
+    "manifests/base/daemonset.yaml": (r"--sleep-interval \((\d+)s\)", r"CPU every (\d+) s\b"),
+    "charts/gfd/templates/daemonset.yaml": (r"--sleep-interval \((\d+)s\)",),
+    "charts/gfd/values.yaml": (r"CPU every (\d+) s\b",),
+    "CHANGELOG.md": (r"`gfd run`: the agent loop .*?default (\d+)s,",),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAYS_INTERVAL))
+def test_shipped_comments_and_the_changelog_state_the_real_default_interval(name: str) -> None:
+    """They said 10 s after the default became GFD's 60 s."""
+    from gfd.config import Settings
+
+    default = Settings().sleep_interval
+    text = (ROOT / name).read_text()
+    for pattern in SAYS_INTERVAL[name]:
+        found = re.findall(pattern, text, flags=re.S)
+        assert found, f"{name}: no {pattern!r}"
+        assert {float(n) for n in found} == {default}, f"{name}: says {found}, default {default}"

@@ -14,7 +14,7 @@ import pytest
 from fakes.apiserver import FakeApiServer
 from helpers.realserver import api_server, on_both
 
-from gfd.errors import ApiError, PublishError
+from gfd.errors import ApiError, PublishError, Refused
 from gfd.kube import Kube
 from gfd.sinks.node import NodeSink
 from gfd.sinks.nodefeature import NodeFeatureSink, object_name
@@ -456,7 +456,9 @@ def test_nodefeature_of_nvidias_gfd_is_left_alone_by_publish_and_prune(
     before = server.nodefeature(NS, object_name(NODE))
     with pytest.raises(PublishError, match="belongs to DaemonSet/gpu-feature-discovery"):
         nf_sink(kube, Clock()).publish(LABELS)
-    assert not nf_sink(kube, Clock()).prune().written
+    with pytest.raises(Refused, match=f"^NodeFeature {NS}/{object_name(NODE)} left in place: "
+                                      "belongs to DaemonSet/gpu-feature-discovery"):
+        nf_sink(kube, Clock()).prune()
     assert server.nodefeature(NS, object_name(NODE)) == before
     assert server.count("PUT") == server.count("DELETE") == 0
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from fakes import profiles
 from helpers.process import Agent, free_port, http, metric, wait_for
 
+from gfd.sinks.featurefile import parse
+
 
 def write(path: Path, text: str) -> None:
     """Replace the file's content at once (as the config-manager's symlink swap does)."""
@@ -93,10 +95,10 @@ def test_sink_class_output_file_moves_the_labels(
                   output_flag=False)
     agents.append(agent)
     wait_for(lambda: first.exists())
-    labels = first.read_text().splitlines()[1:]
+    labels = parse(first.read_text())[0]
     write(cfg, f"flags: {{gfd: {{sleepInterval: 200ms, outputFile: {second}}}}}")
     wait_for(lambda: second.exists() and not first.exists(), timeout=5)
-    assert second.read_text().splitlines()[1:] == labels
+    assert parse(second.read_text())[0] == labels
     wait_for(lambda: "labels moved from file to file" in agent.logs())  # logged just after
     assert agent.stop() == 0
 

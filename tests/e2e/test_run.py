@@ -152,8 +152,34 @@ def test_oneshot_writes_a_file_without_an_expiry_that_could_lapse(tmp_path: Path
                             capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 0, result.stderr
     labels, expires = parse(out.read_text())
-    assert expires is None and not out.read_text().startswith("#")
+    assert expires is None and "+expiry-time" not in out.read_text()
     assert labels["nvidia.com/gpu.count"] == "8"
+
+
+def test_prune_removes_gfds_one_shot_file_and_refuses_a_file_gfd_did_not_write(
+        tmp_path: Path) -> None:
+    """A one-shot file carries gfd's mark: prune removes it. A file at the path that gfd
+    did not write (no mark, not GFD's ``gfd`` file of labels) is left as it is, exit 1."""
+    def gfd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gfd", *args, "--simulate", "hgx-h100"],
+                              capture_output=True, text=True, timeout=30, check=False)
+
+    other = tmp_path / "other"
+    other.write_text("foo=bar\n")
+    refused = gfd("prune", "-o", str(other))
+    assert refused.returncode == 1 and refused.stdout == "", refused.stderr
+    assert refused.stderr.splitlines()[-1].startswith(
+        f"gfd: error: feature file {other} left in place: it does not carry gfd's mark")
+    assert other.read_text() == "foo=bar\n"
+    mine = tmp_path / "labels"
+    assert gfd("run", "--oneshot", "-o", str(mine)).returncode == 0
+    pruned = gfd("prune", "-o", str(mine))
+    assert pruned.returncode == 0, pruned.stderr
+    assert "- nvidia.com/gpu.count" in pruned.stdout.splitlines() and not mine.exists()
+    assert pruned.stderr.splitlines()[-1] == (
+        f"pruned {len(pruned.stdout.splitlines())} labels at file")
+    again = gfd("prune", "-o", str(mine))
+    assert again.returncode == 0 and again.stderr.splitlines()[-1] == "nothing to prune at file"
 
 
 def test_an_idle_agent_keeps_refreshing_the_expiry(tmp_path: Path, agents: list[Agent]) -> None:

@@ -228,11 +228,18 @@ def test_diff_and_prune_show_and_remove_only_what_gfd_published(
         assert server.nodefeature(NS, FEATURE) is None
         assert server.labels(NODE) == {"team": "ml"}  # no nfd-master: the Node untouched
     kept = server.labels(NODE)
+    server.clear_log()
     again = gfd("prune", "--sink", sink)
-    assert again.returncode == 0 and again.stdout == "", again.stderr
-    assert server.labels(NODE) == kept
+    assert again.stdout == "" and server.labels(NODE) == kept
+    assert [r.method for r in server.requests if r.method not in ("GET",)] == []
     if sink == "nodefeature":
+        assert again.returncode == 0, again.stderr
         assert last(again.stderr) == "nothing to prune at nodefeature"
+    else:  # the key kubectl took over is not gfd's: refused, with one line saying whose
+        assert again.returncode == 1, again.stderr
+        assert last(again.stderr) == (
+            f"gfd: error: Node {NODE}: labels left in place: {PRODUCT} set by kubectl, not "
+            "gfd; gfd prune removes only the labels gfd applied (field manager gfd)")
 
 
 @on_both("nodefeature")
@@ -263,15 +270,14 @@ def test_prune_keeps_a_nodefeature_of_the_same_name_gfd_did_not_write(
     gfd = runner(tmp_path, server, fake_nvml_lib)
     server.clear_log()
     pruned = gfd("prune", "--use-node-feature-api")
-    assert pruned.returncode == 0 and pruned.stdout == "", pruned.stderr
-    warnings = [line for line in pruned.stderr.splitlines() if "left in place" in line]
+    assert pruned.returncode == 1 and pruned.stdout == "", pruned.stderr
     reason = ("belongs to DaemonSet/gpu-feature-discovery (its controller), not to gfd's "
               "DaemonSet gfd" if controlled else "gfd's mark (label "
               "app.kubernetes.io/managed-by=gfd) is not on it and gfd's DaemonSet does not "
               "control it")
-    assert len(warnings) == 1 and reason in warnings[0], pruned.stderr
-    assert f"NodeFeature {NS}/{FEATURE} left in place: " in warnings[0]
-    assert last(pruned.stderr) == "nothing to prune at nodefeature"
+    assert last(pruned.stderr).startswith(
+        f"gfd: error: NodeFeature {NS}/{FEATURE} left in place: "), pruned.stderr
+    assert reason in last(pruned.stderr) and "Traceback" not in pruned.stderr
     assert server.nodefeature(NS, FEATURE) == before
     assert server.count("DELETE") == 0
     if controlled:
@@ -285,7 +291,34 @@ def test_prune_keeps_a_nodefeature_of_the_same_name_gfd_did_not_write(
             assert "belongs to DaemonSet/gpu-feature-discovery (its controller)" in refusal[0]
             assert "Traceback" not in refused.stderr
         assert server.nodefeature(NS, FEATURE) == before
-        assert [(r.method, r.status) for r in server.requests if r.method != "GET"] == []
+        # nothing written but the one-shot's LabelPublishFailing Event saying why
+        assert [(r.method, r.status) for r in server.requests
+                if r.method != "GET" and "/events" not in r.path] == []
+
+
+@on_both("node")
+def test_prune_refuses_node_labels_gfd_did_not_apply(tmp_path: Path, server: FakeApiServer,
+                                                     fake_nvml_lib: Path) -> None:
+    """GFD's labels on a Node (nfd-master set them) or hand-set ones: gfd never applied them,
+    so prune changes nothing, exits 1 and says whose they are, in one line."""
+    profiles.hgx_h100().write(tmp_path / "profile.txt")
+    server.set_label(NODE, "nvidia.com/gpu.count", "8", manager="nfd-master")
+    server.set_label(NODE, PRODUCT, "NVIDIA-H100-80GB-HBM3", manager="nfd-master")
+    before = server.labels(NODE)
+    gfd = runner(tmp_path, server, fake_nvml_lib)
+    server.clear_log()
+    pruned = gfd("prune", "--sink", "node")
+    assert pruned.returncode == 1 and pruned.stdout == "", pruned.stderr
+    assert last(pruned.stderr) == (
+        f"gfd: error: Node {NODE}: labels left in place: nvidia.com/gpu.count, {PRODUCT} set "
+        "by nfd-master, not gfd; gfd prune removes only the labels gfd applied (field "
+        "manager gfd)")
+    assert server.labels(NODE) == before
+    assert [r.method for r in server.requests if r.method != "GET"] == []
+    server.remove_label(NODE, "nvidia.com/gpu.count", manager="nfd-master")
+    server.remove_label(NODE, PRODUCT, manager="nfd-master")
+    nothing = gfd("prune", "--sink", "node")  # no nvidia.com label at all: nothing to do
+    assert nothing.returncode == 0 and last(nothing.stderr) == "nothing to prune at node"
 
 
 def test_api_sinks_need_a_node_name(tmp_path: Path, server: FakeApiServer,

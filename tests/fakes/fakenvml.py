@@ -34,7 +34,9 @@ Profile file format (line based, ``key fields...``; see parse_line in fake_nvml.
     memory 42949672960
     ...
     gip <index> <id> <slices> <instances> <sms> <ce> <dec> <enc> <jpeg> <ofa> <MiB> <p2p> <name>
+    gipp <gi profile id> <start> <size>     (a possible placement, memory slices)
     cip <gi profile id> <index> <id> <slices> <instances> <sms> <name>
+    addressing <0 None | 1 HMM | 2 ATS>     (absent: NOT_SUPPORTED)
     minor <n>
     gi <id> <profile id> <start> <size>
     ci <gi id> <ci id> <ci profile id> <slot> <start> <size> <MIG-uuid>
@@ -332,6 +334,21 @@ class MigTable:
         raise KeyError(f"{gi.name} has no {wanted}-slice compute-instance profile")
 
 
+def placements(table: MigTable, gi: GiProfile) -> list[tuple[int, int]]:
+    """(start, size) of each placement NVML offers a GPU instance profile, in memory slices
+    (``nvidia-smi mig -lgipp``): the size is the profile's memory over the smallest
+    profile's (1g.20gb holds 2 of an H100's 8, 3g.40gb 4, 7g.80gb 8), the starts multiples of
+    it, as many as the profile's instances; a media-extension profile (``+me``) may sit
+    wherever its plain twin may (A100: 1g.5gb+me at 0..6)."""
+    smallest = min(p.memory_mib for p in table.gi)
+    size = round(gi.memory_mib / smallest)
+    count = table.slices // gi.slices if "+" in gi.name else gi.instances
+    return [(k * size, size) for k in range(count)]
+
+
+ADDRESSING_MODES = ("None", "HMM", "ATS")
+"""NVML_DEVICE_ADDRESSING_MODE_* 0..2."""
+
 _CI_INDEX = MappingProxyType({1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6})
 """NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE; real drivers give each CI profile id == index."""
 
@@ -587,6 +604,8 @@ class GpuSpec:
     events: int | None = None
     """nvmlDeviceGetSupportedEventTypes (an ``event_mask(...)``; 0: none supported).
     None: ``default_events(self)``."""
+    addressing_mode: str | None = None
+    """nvmlDeviceGetAddressingMode: ``None``, ``HMM`` or ``ATS``; None: NOT_SUPPORTED."""
 
 
 @dataclass(frozen=True)
@@ -781,6 +800,8 @@ def _render_gpu(gpu: GpuSpec, resolved: ResolvedGpu) -> list[str]:
     ]
     if gpu.power_limits_mw is not None:
         lines.append(f"power {gpu.power_limits_mw[0]} {gpu.power_limits_mw[1]}")
+    if gpu.addressing_mode is not None:
+        lines.append(f"addressing {ADDRESSING_MODES.index(gpu.addressing_mode)}")
     if gpu.fabric is not None:
         f = gpu.fabric
         hex_uuid = uuidlib.UUID(f.cluster_uuid).hex
@@ -797,6 +818,7 @@ def _render_gpu(gpu: GpuSpec, resolved: ResolvedGpu) -> list[str]:
                 f"gip {p.index} {p.id} {p.slices} {p.instances} {p.sms} {p.copy_engines} "
                 f"{p.decoders} {p.encoders} {p.jpegs} {p.ofas} {p.memory_mib} 0 {p.name}"
             )
+            lines.extend(f"gipp {p.id} {start} {size}" for start, size in placements(table, p))
         for gi_profile_id, cis in table.ci.items():
             for c in cis:
                 lines.append(

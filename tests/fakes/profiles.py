@@ -2,7 +2,9 @@
 
 Figures are what NVML reports on real hardware (nvidia-smi shows the same):
 H100 80GB HBM3 81559 MiB, A100-SXM4-40GB 40960 MiB, A100 80GB 81920 MiB,
-A30 24576 MiB, Tesla T4 15360 MiB, A10 23028 MiB, GB200 189471 MiB. Power limit ranges
+A30 24576 MiB, Tesla T4 15360 MiB, A10 23028 MiB, GB200 189471 MiB. Addressing mode
+(nvmlDeviceGetAddressingMode): H100 on x86 HMM, GB200 (Grace) ATS; the others answer
+NOT_SUPPORTED. Power limit ranges
 (nvidia-smi -q's Min/Max Power Limit): H100 SXM 200-700 W, A100 SXM4 100-400 W, A100 PCIe
 150-300 W, A30 100-165 W, GB200 200-1200 W, T4 60-70 W, A10 100-150 W; a laptop's GeForce
 does not support the query.
@@ -30,6 +32,7 @@ def h100(**overrides: Any) -> GpuSpec:
         power_limits_mw=(200000, 700000),
         nvlinks=18,
         nvlinks_active=18,
+        addressing_mode="HMM",  # x86 with the open kernel modules: HMM
     )
     spec.update(overrides)
     return GpuSpec(**spec)
@@ -92,6 +95,7 @@ def gb200(**overrides: Any) -> GpuSpec:
         power_limits_mw=(200000, 1200000),
         nvlinks=18,
         nvlinks_active=18,
+        addressing_mode="ATS",  # Grace-Blackwell: coherent over NVLink-C2C, ATS
     )
     spec.update(overrides)
     return GpuSpec(**spec)

@@ -497,3 +497,35 @@ def test_power_limit_constraints_need_both_pointers(session: Any) -> None:
     fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetPowerManagementLimitConstraints")
     low = ctypes.c_uint()
     assert fn(handle(0), ctypes.byref(low), None) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+
+
+def test_the_addressing_mode_comes_from_the_profile_and_checks_the_struct_version(
+        session: Any) -> None:
+    assert pynvml.nvmlDeviceGetAddressingMode(handle(0)) == pynvml.NVML_DEVICE_ADDRESSING_MODE_HMM
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetAddressingMode(handle(2))  # the T4
+    mode = pynvml.c_nvmlDeviceAddressingMode_t()
+    mode.version = 0
+    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetAddressingMode")
+    assert fn(handle(0), ctypes.byref(mode)) == pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+
+
+def test_possible_placements_are_counted_then_listed_whatever_the_mig_mode(
+        session: Any) -> None:
+    count = ctypes.c_uint()
+    pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle(0), 14, None, ctypes.byref(count))
+    assert count.value == 3  # 2g.20gb on an H100 (MIG off): starts 0, 2, 4
+    small = (pynvml.c_nvmlGpuInstancePlacement_t * 2)()
+    count.value = 2
+    with pytest.raises(pynvml.NVMLError_InsufficientSize):
+        pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle(0), 14, small,
+                                                          ctypes.byref(count))
+    places = (pynvml.c_nvmlGpuInstancePlacement_t * 3)()
+    pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle(0), 14, places, ctypes.byref(count))
+    assert [(p.start, p.size) for p in places] == [(0, 2), (2, 2), (4, 2)]
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle(0), 99, None,
+                                                          ctypes.byref(count))
+    with pytest.raises(pynvml.NVMLError_NotSupported):  # the T4 has no MIG
+        pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle(2), 14, None,
+                                                          ctypes.byref(count))

@@ -66,7 +66,9 @@ def test_sigkill_mid_write_leaves_old_or_new_file_never_partial(tmp_path: Path) 
     directory.mkdir()
     path = directory / "gfd"
     rng = random.Random(SEED)
-    old_text, new_text = render(OLD, expires=None), render(NEW, expires=None)
+    # what the sink writes: gfd's mark, then the labels (expiry 0: no directive)
+    old_text, new_text = (render(OLD, expires=None, mark=True),
+                          render(NEW, expires=None, mark=True))
     outcomes = {"old": 0, "new": 0}
     write_atomically(str(path), old_text)
     for iteration in range(ITERATIONS):

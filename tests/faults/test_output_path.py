@@ -124,3 +124,14 @@ def test_a_file_edited_by_someone_else_is_healed_at_the_next_cycle(
     wait_for(lambda: agent.labels() == good, timeout=5)
     assert "no longer the one gfd wrote" in agent.logs()
     assert agent.stop() == 0
+
+
+def test_a_directory_that_exists_but_takes_no_file_is_not_said_to_be_missing() -> None:
+    """/proc exists and answers ENOENT to creating a file there: not 'does not exist'."""
+    result = gfd("run", "--oneshot", "-o", "/proc/gfd", "--simulate", "hgx-h100")
+    assert result.returncode == 1
+    [line] = [line for line in result.stderr.splitlines() if "cannot write" in line]
+    assert line.endswith("cannot write feature file /proc/gfd: directory /proc exists but gfd "
+                         "cannot create files in it (No such file or directory: not a writable "
+                         "file system); point --output-file at NFD's features.d"), line
+    assert "/proc does not exist" not in result.stderr

@@ -9,18 +9,21 @@ from helpers.builders import P, gpu, labelling, labels, snapshot
 
 from gfd.errors import ConfigError
 from gfd.facts.family import FAMILIES
-from gfd.selector import Constraints, requirements
+from gfd.selector import Options, parse
+from gfd.selector.labels import terms
 
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_selector_accepts_every_family_the_labelers_can_write(name: str) -> None:
-    assert requirements(Constraints(family=name)) == [[("nvidia.com/gpu.family", "In", (name,))]]
+    assert terms(parse(Options(family=name))) == [[("nvidia.com/gpu.family", "In", (name,)),
+                                                   ("nvidia.com/gpu.heterogeneous", "In",
+                                                    ("false",))]]
 
 
 @pytest.mark.parametrize("name", ["undefined", "quantum", "Hopper"])
 def test_selector_refuses_a_family_the_labelers_never_write(name: str) -> None:
     with pytest.raises(ConfigError, match="must be one of tesla, fermi"):
-        requirements(Constraints(family=name))
+        parse(Options(family=name))
 
 
 # --- the labels --------------------------------------------------------------------------------

@@ -3,8 +3,8 @@ and the read after which the labels (and the snapshot) follow.
 
 The oracle is a fresh NvmlReader on the changed machine: "follows" means the long-lived
 reader's snapshot and labels equal the fresh reader's; "not yet" means they equal what they
-were before the change. Facts no label derives from (minor, PCI bus id, brand, architecture)
-are seen in the snapshot."""
+were before the change. Facts no label derives from (minor, PCI bus id, brand, architecture,
+addressing mode) are seen in the snapshot."""
 
 from __future__ import annotations
 
@@ -81,6 +81,7 @@ STATIC_CHANGES: dict[str, Callable[[GpuSpec], None]] = {
     "power_limits": lambda g: setattr(g, "power_limits_mw", (200000, 400000)),
     "nvlink": lambda g: setattr(g, "nvlinks_active", 0),
     "fabric (settled)": lambda g: setattr(g, "fabric", Fabric(clique_id=7)),
+    "addressing_mode": lambda g: setattr(g, "addressing_mode", "ATS"),
 }
 
 # fact -> how it changes; the next read follows

@@ -24,9 +24,11 @@ from fakes.fakenvml import (
     Fabric,
     GpuSpec,
     Machine,
+    MigTable,
     event_mask,
     gpu_uuid,
     mig,
+    placements,
     subprocess_env,
 )
 from helpers.paths import ROOT
@@ -34,7 +36,7 @@ from helpers.paths import ROOT
 from gfd.errors import DiscoveryError, NvmlInitError
 from gfd.readers.nvml import EVENT_TYPES, NvmlEvent, NvmlEvents, NvmlReader
 from gfd.snapshot import Fabric as SnapshotFabric
-from gfd.snapshot import Gpu, MigDevice, Snapshot, validate_types
+from gfd.snapshot import GiProfile, Gpu, MigDevice, Placement, Snapshot, validate_types
 
 REPO = Path(__file__).resolve().parents[2]
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -44,6 +46,18 @@ def read(nvml_machine: Any, machine: Machine) -> Snapshot:
     nvml_machine(machine)
     with NvmlReader() as reader:
         return reader.read()
+
+
+def gi_profiles(table: MigTable | None) -> tuple[GiProfile, ...]:
+    """A MIG-capable GPU's profile table as the reader must report it, placements included."""
+    if table is None:
+        return ()
+    return tuple(GiProfile(
+        index=p.index, id=p.id, name=p.name, slices=p.slices, memory_mib=p.memory_mib,
+        multiprocessors=p.sms, copy_engines=p.copy_engines, decoders=p.decoders,
+        encoders=p.encoders, jpegs=p.jpegs, ofas=p.ofas,
+        placements=tuple(Placement(start=a, size=b) for a, b in placements(table, p)))
+        for p in sorted(table.gi, key=lambda p: p.index))
 
 
 def expected(machine: Machine) -> Snapshot:
@@ -105,6 +119,8 @@ def expected(machine: Machine) -> Snapshot:
                 fabric=fabric,
                 power_limits_mw=spec.power_limits_mw,
                 mig_devices=devices if enabled else (),
+                addressing_mode=spec.addressing_mode,
+                mig_profiles=gi_profiles(res.table) if spec.mig_supported else (),
             )
         )
     return Snapshot(

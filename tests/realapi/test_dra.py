@@ -1,5 +1,6 @@
-"""`gfd selector --dra` and `gfd devices` against the real kube-apiserver: every template
-gfd prints for the filters below is accepted (the server compiles and type-checks its CEL),
+"""`gfd selector --dra` and `gfd devices` against the real kube-apiserver: every document gfd
+prints for the filters below (the template, the example Pod) passes a server-side dry run
+(the server compiles its CEL and checks its cost),
 and the ResourceSlice written from `gfd devices`' projection of each simulated machine, with
 the driver chart's DeviceClasses, is a valid object."""
 
@@ -13,21 +14,57 @@ from helpers.controlplane import ControlPlane
 from gfd.devices import resource_slice
 from gfd.dra import DEVICE_CLASSES
 from gfd.readers.simulate import SIMULATIONS, simulate
-from gfd.selector import Constraints, claim
+from gfd.selector import Options, render
 
 _serial = itertools.count(1)
 
-FILTERS = [Constraints(product="A100"), Constraints(product="A10"),
-           Constraints(product="NVIDIA-Foo-X1.5"), Constraints(min_memory=40000),
-           Constraints(family="ada-lovelace"), Constraints(min_compute="8.6"),
-           Constraints(mig_profile="1g.10gb.me"),
-           Constraints(product="H100", min_memory=80000, family="hopper", min_compute="9.0")]
+FILTERS: list[tuple[dict[str, object], str, str]] = [
+    ({"product": "A100"}, "extended", ""), ({"product": "A10"}, "compat", ""),
+    ({"product": "A100-80GB"}, "extended", ""), ({"product": "NVIDIA-Foo-X1.5"}, "extended", ""),
+    ({"product": "RTX-PRO-6000", "min_memory": 90000}, "compat", ""),
+    ({"min_memory": 40000}, "extended", ""), ({"family": "ada-lovelace"}, "extended", ""),
+    ({"min_compute": "8.6"}, "compat", ""), ({"mig_profile": "1g.10gb.me"}, "extended", ""),
+    ({"mig_profile": "3g.40gb", "min_memory": 40000}, "extended", "DynamicMIG=true"),
+    ({"mig_profile": "1g.10gb"}, "compat", "DynamicMIG=true"),
+    ({"product": "A100"}, "extended", "PassthroughSupport=true"),
+    # seven words: seven matches() on one attribute, within the API server's CEL cost limit
+    ({"product": "RTX-PRO-6000-Blackwell-Max-Q-Workstation"}, "extended", ""),
+    ({"product": "H100", "min_memory": 80000, "family": "hopper", "min_compute": "9.0",
+      "count": 2}, "extended", ""),
+]
 
 
-@pytest.mark.parametrize("c", FILTERS, ids=[f"filter{i}" for i in range(len(FILTERS))])
-def test_every_dra_template_is_accepted_by_the_api_server(control_plane: ControlPlane,
-                                                          c: Constraints) -> None:
-    template, _ = claim(c, count=2, name=f"gfd-dra-{next(_serial)}")
+@pytest.mark.parametrize("kw, label_set, gates", FILTERS,
+                         ids=[f"filter{i}" for i in range(len(FILTERS))])
+def test_every_document_passes_a_server_side_dry_run(
+        control_plane: ControlPlane, kw: dict[str, object], label_set: str, gates: str) -> None:
+    """What `gfd selector --dra ... | kubectl apply --dry-run=server -f -` does: each document
+    created with dryRun=All (admission, validation, the CEL compiled and its cost checked)."""
+    name = f"gfd-dra-{next(_serial)}"
+    docs = render(Options(dra=True, name=name, **kw),  # type: ignore[arg-type]
+                  label_set=label_set, feature_gates=gates).documents
+    assert [(d["apiVersion"], d["kind"]) for d in docs] == [
+        ("resource.k8s.io/v1", "ResourceClaimTemplate"), ("v1", "Pod")]
+    namespace = "gfd-dry-run"
+    control_plane.create_namespace(namespace)  # with its default ServiceAccount, as a cluster's
+    for doc in docs:
+        doc["metadata"]["namespace"] = namespace
+        status, body = control_plane.request(
+            "POST", f"/{'api' if doc['apiVersion'] == 'v1' else 'apis'}/{doc['apiVersion']}"
+            f"/namespaces/{namespace}/{doc['kind'].lower()}s", doc, query={"dryRun": "All"},
+            expect=None)
+        assert status == 201, (doc["kind"], body.get("message") if body else body)
+    # the dry run stored nothing
+    assert control_plane.get(
+        f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates/{name}") is None
+
+
+@pytest.mark.parametrize("kw", [{"product": "A100"}, {"product": "NVIDIA-Foo-X1.5"}],
+                         ids=["words", "exact"])
+def test_every_dra_template_is_stored_with_its_cel(control_plane: ControlPlane,
+                                                   kw: dict[str, object]) -> None:
+    template, _ = render(Options(dra=True, count=2, name=f"gfd-dra-{next(_serial)}",
+                                 **kw)).documents  # type: ignore[arg-type]
     template["metadata"]["namespace"] = "default"
     created = control_plane.create(template)
     try:
@@ -41,7 +78,7 @@ def test_every_dra_template_is_accepted_by_the_api_server(control_plane: Control
 
 def test_a_template_with_cel_that_does_not_compile_is_refused(
         control_plane: ControlPlane) -> None:
-    template, _ = claim(Constraints(product="A10"), name="gfd-dra-bad")
+    template, _ = render(Options(dra=True, product="A10", name="gfd-dra-bad")).documents
     template["metadata"]["namespace"] = "default"
     template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
         {"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName =="}}]

@@ -1,6 +1,8 @@
 """`gfd selector --dra` with the real kube-scheduler: the claim allocates only devices its
 filters describe, on a node that has them; a filter nothing satisfies leaves the pod
-unschedulable.
+unschedulable. And `gfd devices` under the driver's DynamicMIG gate: its partitionable
+devices and shared counter sets are accepted by the API server, and the scheduler gives a
+profile claim a placement whose counters fit, never two claims the same memory slice.
 
 The fleet: one Node per simulated machine, no kubelet, Ready with allocatable resources,
 labelled with exactly what `gfd labels --resource-manager dra --simulate <machine>` prints
@@ -27,7 +29,7 @@ import json
 import re
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -36,8 +38,8 @@ from click.testing import CliRunner
 from helpers.controlplane import ControlPlane, Process
 
 from gfd.cli import cli
-from gfd.devices import resource_slice
-from gfd.dra import DEVICE_CLASSES
+from gfd.devices import resource_slice, resource_slices
+from gfd.dra import DEVICE_CLASSES, DYNAMIC_MIG
 from gfd.readers.simulate import SIMULATIONS, simulate
 
 JSON = dict[str, Any]
@@ -67,13 +69,13 @@ def gfd_devices(machine: str) -> list[JSON]:
 
 
 def gfd_selector(args: tuple[str, ...]) -> tuple[JSON, JSON]:
-    """`gfd selector --dra <args>`: the ResourceClaimTemplate and the pod spec fragment."""
+    """`gfd selector --dra <args>`: the ResourceClaimTemplate, and the placement and claims
+    of the example Pod it prints."""
     docs = list(yaml.safe_load_all(gfd("selector", "--dra", *args)))
     assert len(docs) == 2, docs
-    template, fragment = docs
-    assert template["kind"] == "ResourceClaimTemplate"
-    assert set(fragment) == {"affinity", "resourceClaims"}, fragment
-    return template, fragment
+    template, pod = docs
+    assert template["kind"] == "ResourceClaimTemplate" and pod["kind"] == "Pod"
+    return template, {k: pod["spec"][k] for k in ("affinity", "resourceClaims")}
 
 
 # --------------------------------------------------------------------------- the oracle
@@ -95,12 +97,13 @@ def _words(text: str) -> list[str]:
 
 
 def _options(args: tuple[str, ...]) -> dict[str, str]:
-    return {args[i].removeprefix("--"): args[i + 1] for i in range(0, len(args), 2)}
+    return {args[i].removeprefix("--"): args[i + 1] for i in range(0, len(args), 2)
+            if args[i] != "--label-set"}
 
 
 def describes(args: tuple[str, ...], device: JSON) -> bool:
     """Whether the filters describe a device of `gfd devices`' output, read from the
-    reference's rules: --product's words are consecutive words of the NVML name, memory in
+    reference's rules: --product's words are words of the NVML name, in any order, memory in
     MiB against the ``memory`` capacity in bytes, --family as the driver's architecture,
     --min-compute against the semver compute capability, --mig-profile as the driver's
     profile (``1g.10gb.me`` is ``1g.10gb+me``); a MIG device only with --mig-profile and a
@@ -112,7 +115,7 @@ def describes(args: tuple[str, ...], device: JSON) -> bool:
         return False
     if "product" in f:
         want, name = _words(f["product"]), _words(attrs["productName"])
-        if not any(name[i:i + len(want)] == want for i in range(len(name))):
+        if not set(want) <= set(name):
             return False
     if "min-memory" in f and capacity["memory"] < int(f["min-memory"]) * 2**20:
         return False
@@ -366,10 +369,12 @@ SCHEDULABLE = [
 ]
 
 UNSCHEDULABLE = [
-    Case(("--product", "B200"), frozenset()),
+    # the claim matches words of productName, so every GPU node passes the affinity
+    Case(("--product", "B200"), frozenset(), claim_refuses=True),
     # the mixed node passes the affinity (gpu.heterogeneous=true: its labels describe its
-    # A100s only); none of its GPUs is a Hopper
-    Case(("--family", "hopper", "--min-compute", "10.0"), frozenset(), claim_refuses=True),
+    # A100s only); no Hopper has 100000 MiB (`--family hopper --min-compute 10.0` is refused:
+    # no Hopper has compute capability 10)
+    Case(("--family", "hopper", "--min-memory", "100000"), frozenset(), claim_refuses=True),
     # 8 H100s on hgx-h100, 2 MIG-enabled ones on h100-mig
     Case(("--product", "H100", "--count", "9"), frozenset(), claim_refuses=True),
     # the mixed node has three GPUs: two A100 80GB and one A10
@@ -492,3 +497,221 @@ def test_a_templates_claim_is_used_only_once_the_pod_status_names_it(
     record_claim_status(control_plane, w)
     wait_for(control_plane, w, lambda p: p["spec"].get("nodeName") == fleet[MIXED].name,
              "the pod was not bound once its claim status was written", scheduler)
+
+
+def test_compat_labels_place_the_claim_on_a_node_gfd_labelled_with_them(
+        control_plane: ControlPlane, scheduler: Process, fleet: Fleet,
+        workloads: list[Workload]) -> None:
+    """A node labelled with `--label-set compat` (no gpu.product.<model>, gpu.heterogeneous or
+    mig.enabled.count): `--dra --label-set compat` places the pod there by its claim; the
+    default (extended) affinity cannot see the node's A100s and leaves the pod pending."""
+    name = "dra-compat-mixed"
+    labels = json.loads(gfd("labels", "--resource-manager", "dra", "--label-set", "compat",
+                            "--simulate", MIXED, "--format", "json"))
+    assert "nvidia.com/gpu.heterogeneous" not in labels
+    control_plane.create_node(name, labels={**labels, "kubernetes.io/hostname": name,
+                                            "kubernetes.io/os": "linux"})
+    rs = resource_slice(simulate(MIXED).snapshot, node=name)
+    created = control_plane.create(rs)
+    try:
+        args = ("--product", "A100-80GB", "--count", "2")
+        compat = submit(control_plane, workloads, (*args, "--label-set", "compat"), pin=name)
+        wait_for(control_plane, compat, lambda p: p["spec"].get("nodeName") == name,
+                 "the compat pod was not bound to the compat-labelled node", scheduler)
+        check_allocation(control_plane, compat, GpuNode(MIXED, name, labels, tuple(
+            gfd_devices(MIXED))), Case(args, frozenset({MIXED})))
+        extended = submit(control_plane, workloads, args, pin=name)
+        condition = scheduled(wait_for(control_plane, extended, scheduled,
+                                       "the pod was not tried", scheduler))
+        assert condition is not None and condition["reason"] == "Unschedulable", condition
+    finally:
+        for w in list(workloads):
+            control_plane.request("DELETE", w.pod_path, query={"gracePeriodSeconds": "0"},
+                                  expect=(200, 404))
+        control_plane.delete(created, wait=False)
+        control_plane.delete(f"/api/v1/nodes/{name}", wait=False)
+
+
+# --------------------------------------------------------------------------- DynamicMIG
+#
+# A node of one H100 with MIG off, its slices written as the driver writes them under
+# DynamicMIG=true for Kubernetes 1.35+ (`resource_slices`): one slice with the GPU's shared
+# counter set `gpu-0-counter-set`, one with its 26 partitionable devices (the full GPU and
+# every profile x placement). DRAPartitionableDevices is beta and on in the 1.36 binaries.
+# Claims name the `mig.nvidia.com` class and a profile; pods are pinned to the node by
+# hostname, so the fleet's static MIG devices play no part. The oracle reads the counters
+# the devices consume from the slices on the API server, not from gfd's projection.
+
+DYNAMIC = {DYNAMIC_MIG: True}
+
+
+@dataclass(frozen=True)
+class DynamicNode:
+    name: str
+    devices: Mapping[str, JSON]
+    """Device name -> the device as the API server holds it."""
+    counters: Mapping[str, int]
+    """The shared counter set's counters: name -> value."""
+
+    def consumed(self, device: str) -> dict[str, int]:
+        [consumption] = self.devices[device]["consumesCounters"]
+        assert consumption["counterSet"] == "gpu-0-counter-set"
+        return {k: _quantity(v["value"]) for k, v in consumption["counters"].items()}
+
+    def slices(self, device: str) -> set[int]:
+        return {int(k.rsplit("-", 1)[1]) for k in self.consumed(device)
+                if k.startswith("memory-slice-")}
+
+
+@pytest.fixture
+def dynamic_node(control_plane: ControlPlane, scheduler: Process,
+                 fleet: Fleet) -> Iterator[DynamicNode]:
+    """The one-H100 node under DynamicMIG, with the driver's DeviceClasses (the fleet's);
+    deleted with its slices after the test."""
+    name = f"dra-dynamic-h100-{next(_serial)}"
+    snap = simulate(HGX).snapshot
+    one = replace(snap, gpus=snap.gpus[:1])
+    slices = resource_slices(one, node=name, gates=DYNAMIC)
+    control_plane.create_node(name)
+    created = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}]
+    try:
+        for rs in slices:
+            created.append(control_plane.create(rs))
+        stored = control_plane.request(
+            "GET", "/apis/resource.k8s.io/v1/resourceslices",
+            query={"fieldSelector": f"spec.nodeName={name}"})[1]["items"]
+        assert len(stored) == 2
+        [counter_slice] = [s for s in stored if s["spec"].get("sharedCounters")]
+        [device_slice] = [s for s in stored if s["spec"].get("devices")]
+        [counter_set] = counter_slice["spec"]["sharedCounters"]
+        assert counter_set["name"] == "gpu-0-counter-set"
+        yield DynamicNode(name, {d["name"]: d for d in device_slice["spec"]["devices"]},
+                          {k: _quantity(v["value"]) for k, v in counter_set["counters"].items()})
+    finally:
+        for obj in reversed(created):
+            control_plane.delete(obj, wait=False)
+
+
+def submit_profile(control_plane: ControlPlane, workloads: list[Workload], node: str,
+                   profile: str, count: int = 1, device_class: str = "mig.nvidia.com",
+                   ) -> Workload:
+    """A ResourceClaim for ``count`` devices of ``profile`` (CEL on the driver's ``profile``
+    attribute; "" for none) and a pod using it, pinned to ``node``."""
+    namespace = f"dra-dynamic-{next(_serial)}"
+    control_plane.create_namespace(namespace)
+    request: JSON = {"deviceClassName": device_class, "count": count}
+    if profile:
+        request["selectors"] = [{"cel": {"expression": (
+            f"device.attributes['gpu.nvidia.com'].profile == '{profile}'")}}]
+    claim = control_plane.create({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "gpu", "namespace": namespace},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}})
+    fragment: JSON = {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}
+    spec = _pod(namespace, fragment)
+    spec["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    pod = control_plane.create(spec)
+    workload = Workload(namespace, {}, fragment, pod, claim)
+    workloads.append(workload)
+    return workload
+
+
+def allocated(control_plane: ControlPlane, w: Workload) -> list[str]:
+    claim = control_plane.get(w.claim_path)
+    assert claim is not None
+    return sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"])
+
+
+def bound(control_plane: ControlPlane, scheduler: Process, w: Workload, node: str) -> None:
+    wait_for(control_plane, w, lambda p: p["spec"].get("nodeName") == node,
+             f"the pod was not bound to {node}", scheduler)
+
+
+def refused(control_plane: ControlPlane, scheduler: Process, w: Workload) -> None:
+    condition = scheduled(wait_for(control_plane, w, scheduled, "the pod was not tried",
+                                   scheduler))
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "Unschedulable"), condition
+    assert "cannot allocate all claims" in condition["message"], condition["message"]
+
+
+def within_counters(node: DynamicNode, devices: list[str]) -> None:
+    """What the devices consume together fits the shared counter set, and no memory slice is
+    consumed twice."""
+    total: dict[str, int] = {}
+    for d in devices:
+        for k, v in node.consumed(d).items():
+            total[k] = total.get(k, 0) + v
+    assert all(v <= node.counters[k] for k, v in total.items()), (devices, total)
+    seen = [s for d in devices for s in node.slices(d)]
+    assert len(seen) == len(set(seen)), devices
+
+
+def test_dynamic_mig_a_3g40gb_claim_gets_a_placement_whose_counters_fit(
+        control_plane: ControlPlane, scheduler: Process, dynamic_node: DynamicNode,
+        workloads: list[Workload]) -> None:
+    node = dynamic_node
+    assert len(node.devices) == 26 and "gpu-0" in node.devices
+    assert node.counters["memory"] == 80384 * 2**20 and node.counters["multiprocessors"] == 132
+    w = submit_profile(control_plane, workloads, node.name, "3g.40gb")
+    bound(control_plane, scheduler, w, node.name)
+    [device] = allocated(control_plane, w)
+    assert device in ("gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4")
+    attrs = node.devices[device]["attributes"]
+    assert attrs["profile"] == {"string": "3g.40gb"} and "uuid" not in attrs
+    assert node.consumed(device)["memory"] == 40192 * 2**20
+    assert len(node.slices(device)) == 4
+    within_counters(node, [device])
+
+
+def test_dynamic_mig_claims_never_overlap_memory_slices(
+        control_plane: ControlPlane, scheduler: Process, dynamic_node: DynamicNode,
+        workloads: list[Workload]) -> None:
+    """A 4g.40gb takes slices 0-3, so the 3g.40gb that follows gets placement 4, and a third
+    3g.40gb finds no free slices; the full GPU cannot be had while partitions hold counters;
+    every allocation together stays within the counter set."""
+    node = dynamic_node
+    first = submit_profile(control_plane, workloads, node.name, "4g.40gb")
+    bound(control_plane, scheduler, first, node.name)
+    assert allocated(control_plane, first) == ["gpu-0-mig-4g40gb-5-0"]
+    second = submit_profile(control_plane, workloads, node.name, "3g.40gb")
+    bound(control_plane, scheduler, second, node.name)
+    assert allocated(control_plane, second) == ["gpu-0-mig-3g40gb-9-4"]
+    held = allocated(control_plane, first) + allocated(control_plane, second)
+    within_counters(node, held)
+    assert node.slices(held[0]) | node.slices(held[1]) == set(range(8))
+    refused(control_plane, scheduler, submit_profile(control_plane, workloads, node.name,
+                                                     "1g.10gb"))
+    refused(control_plane, scheduler, submit_profile(control_plane, workloads, node.name, "",
+                                                     device_class="gpu.nvidia.com"))
+
+
+def test_dynamic_mig_seven_1g10gb_in_one_claim_take_seven_distinct_slices(
+        control_plane: ControlPlane, scheduler: Process, dynamic_node: DynamicNode,
+        workloads: list[Workload]) -> None:
+    node = dynamic_node
+    w = submit_profile(control_plane, workloads, node.name, "1g.10gb", count=7)
+    bound(control_plane, scheduler, w, node.name)
+    devices = allocated(control_plane, w)
+    assert devices == [f"gpu-0-mig-1g10gb-19-{i}" for i in range(7)]
+    within_counters(node, devices)
+    refused(control_plane, scheduler, submit_profile(control_plane, workloads, node.name,
+                                                     "1g.10gb+me"))
+
+
+@pytest.mark.parametrize("machine", [HGX, DGX_SINGLE, DGX_MIG, H100_MIG])
+def test_dynamic_mig_slices_of_each_machine_are_accepted_by_the_api_server(
+        control_plane: ControlPlane, machine: str) -> None:
+    """The API server validates the split slices (counter sets, consumesCounters) of every
+    simulated MIG machine as gfd writes them; they are deleted again."""
+    name = f"dra-dynamic-{machine}-{next(_serial)}"
+    created = [control_plane.create(rs) for rs in resource_slices(
+        simulate(machine).snapshot, node=name, gates=DYNAMIC)]
+    try:
+        devices = sum(len(rs["spec"].get("devices", [])) for rs in created)
+        sets = sum(len(rs["spec"].get("sharedCounters", [])) for rs in created)
+        assert (devices, sets) == {HGX: (8 * 26, 8), DGX_SINGLE: (8 * 25, 8),
+                                   DGX_MIG: (4 * 25 + 4, 4), H100_MIG: (2 * 26, 2)}[machine]
+    finally:
+        for obj in created:
+            control_plane.delete(obj, wait=False)

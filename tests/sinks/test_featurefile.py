@@ -15,9 +15,11 @@ from collections.abc import Iterator
 import pytest
 from helpers.process import wait_for
 
-from gfd.errors import PublishError
+from gfd.errors import PublishError, Refused
 from gfd.sinks.featurefile import (
+    MARK,
     FeatureFileSink,
+    foreign,
     legacy_lock_path,
     lock_path,
     parse,
@@ -101,7 +103,7 @@ def test_expiry_zero_writes_no_header_and_never_refreshes(tmp_path) -> None:
     clock = Clock()
     sink = FeatureFileSink(str(path), expiry=0, clock=clock)
     sink.publish(LABELS)
-    assert not path.read_text().startswith("#")
+    assert "+expiry-time" not in path.read_text()
     clock.now += 10 * 86400
     assert not sink.publish(LABELS).written
 
@@ -630,3 +632,62 @@ def test_no_lock_is_shared_across_directories(tmp_path) -> None:
     with pytest.raises(PublishError, match="another gfd"):
         FeatureFileSink(str(tmp_path / "b" / "x"), expiry=3600, clock=Clock()).publish(LABELS)
     new.close()
+
+
+# ----------------------------------------------------------------------------- whose file
+
+
+def test_the_file_starts_with_gfds_mark_a_comment_nfd_worker_skips(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    FeatureFileSink(str(path), expiry=3600, clock=Clock()).publish(LABELS)
+    first = path.read_text().splitlines()[0]
+    # nfd-worker (source/local): "#" lines are comments; only "# +" lines are directives
+    assert first.startswith("#") and not first.startswith("# +")
+    assert foreign(path.read_text(), str(path)) == ""
+
+
+@pytest.mark.parametrize("name, text", [
+    ("other", "foo=bar\n"),
+    ("other", "nvidia.com/gpu.count=8\n"),  # labels only, but not gfd's name: no guess
+    ("gfd", "foo=bar\n"),  # no nvidia.com label
+    ("gfd", "# written by a script\nnvidia.com/gpu.count=8\n"),
+    ("gfd", "nvidia.com/gpu.count=8\nsome line with spaces\n"),
+], ids=["other-name", "other-name-nvidia", "gfd-no-nvidia", "gfd-other-comment",
+        "gfd-not-labels"])
+def test_prune_refuses_a_file_gfd_did_not_write_and_leaves_it(tmp_path, name: str,
+                                                               text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(Refused, match=f"^feature file {path} left in place: ") as refused:
+        FeatureFileSink(str(path), expiry=3600, clock=Clock()).prune()
+    assert "\n" not in str(refused.value)
+    assert path.read_text() == text
+
+
+def test_prune_refuses_a_file_too_large_to_be_gfds(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    path.write_text("nvidia.com/x=1\n" * 10000)
+    with pytest.raises(Refused, match="larger than"):
+        FeatureFileSink(str(path), expiry=3600, clock=Clock()).prune()
+    assert path.exists()
+
+
+@pytest.mark.parametrize("text", [
+    "nvidia.com/gpu.count=8\nnvidia.com/gpu.present=true\n",  # GFD, GFD-compatible gfd
+    "# +expiry-time=2026-09-21T15:13:20Z\nnvidia.com/gpu.count=8\n",  # an older gfd
+], ids=["gfd-compatible", "older-gfd"])
+def test_prune_removes_the_unmarked_gfd_file_of_gfd_and_older_releases(tmp_path,
+                                                                       text: str) -> None:
+    path = tmp_path / "gfd"
+    path.write_text(text)
+    result = FeatureFileSink(str(path), expiry=3600, clock=Clock()).prune()
+    assert result.written and "nvidia.com/gpu.count" in result.change.removed
+    assert not path.exists()
+
+
+def test_an_adopted_unmarked_file_gets_the_mark_at_the_next_publish(tmp_path) -> None:
+    path = tmp_path / "gfd"
+    path.write_text(render(LABELS, expires=None))  # what an older gfd wrote (expiry 0)
+    result = FeatureFileSink(str(path), expiry=0, clock=Clock()).publish(LABELS)
+    assert result.written and result.change.empty
+    assert path.read_text().splitlines()[0] == MARK

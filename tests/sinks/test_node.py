@@ -19,7 +19,7 @@ from fakes.memory_api import MemoryApi
 from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
 
-from gfd.errors import ApiError
+from gfd.errors import ApiError, Refused
 from gfd.kube import Kube
 from gfd.sinks.node import (
     FIELD_MANAGER,
@@ -427,6 +427,26 @@ def test_prune_removes_only_gfds_labels_and_reports_them(api: MemoryApi) -> None
     result = sink(api).prune()
     assert result.written and set(result.change.removed) == set(LABELS)
     assert api.labels(NODE) == OTHERS
+
+
+def test_prune_of_a_node_gfd_never_labelled_writes_nothing(api: MemoryApi) -> None:
+    result = sink(api).prune()
+    assert not result.written and result.change.empty
+    assert api.count("apply_node_labels") == 0 and api.labels(NODE) == OTHERS
+
+
+def test_prune_refuses_nvidia_labels_another_field_manager_set(api: MemoryApi) -> None:
+    """GFD's labels (through nfd-master) or a hand-set one: not gfd's, left with one line."""
+    api.set_label(NODE, COUNT, "8", manager="nfd-master")
+    api.set_label(NODE, "nvidia.com/gpu.product", "A100", manager="nfd-master")
+    with pytest.raises(Refused) as refused:
+        sink(api).prune()
+    assert str(refused.value) == (
+        f"Node {NODE}: labels left in place: {COUNT}, nvidia.com/gpu.product set by "
+        "nfd-master, not gfd; gfd prune removes only the labels gfd applied (field manager "
+        "gfd)")
+    assert api.count("apply_node_labels") == 0
+    assert api.labels(NODE) == {**OTHERS, COUNT: "8", "nvidia.com/gpu.product": "A100"}
 
 
 def test_after_prune_the_next_publish_applies_again(api: MemoryApi) -> None:

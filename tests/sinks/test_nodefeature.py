@@ -19,7 +19,7 @@ from fakes.memory_api import MemoryApi
 from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
 
-from gfd.errors import ApiError, ApiSinkError, PublishError
+from gfd.errors import ApiError, ApiSinkError, PublishError, Refused
 from gfd.features import DriverFeature, Features, GpuFeature
 from gfd.kube import Kube
 from gfd.sinks.node import REJECTED_RETRY_CAP
@@ -579,15 +579,13 @@ def test_prune_deletes_the_object_and_reports_its_labels(api: MemoryApi) -> None
 @pytest.mark.parametrize("refs, mark", [([GFD_DS, GFD_POD], False), ([GFD_DS], True), ([], False)],
                          ids=["another-daemonsets", "marked-but-another-daemonsets",
                               "no-owner-no-mark"])
-def test_prune_leaves_an_object_gfd_may_not_have_written(
-        api: MemoryApi, caplog: pytest.LogCaptureFixture, refs: list[dict[str, Any]],
-        mark: bool) -> None:
+def test_prune_refuses_an_object_gfd_may_not_have_written(
+        api: MemoryApi, refs: list[dict[str, Any]], mark: bool) -> None:
     before = foreign(api, *refs, mark=mark)
-    result = sink(api).prune()
-    assert not result.written and result.change.empty
+    with pytest.raises(Refused, match=f"^NodeFeature {NS}/{NF} left in place: ") as refused:
+        sink(api).prune()
+    assert "\n" not in str(refused.value)
     assert api.nodefeature(NS, NF) == before and api.count("delete_nodefeature") == 0
-    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warning.startswith(f"NodeFeature {NS}/{NF} left in place: ")
 
 
 @pytest.mark.parametrize("refs, mark, pod", [([OWNER], False, POD), ([], True, ""),
@@ -744,8 +742,19 @@ def test_features_are_written_with_the_labels_and_only_on_change(api: MemoryApi)
     assert api.count() == 0
     result = nodefeature.publish(LABELS, features=FEWER_GPUS)
     assert result.written and result.change.empty, "the labels it requests are unchanged"
+    assert result.features.removed == ("nvidia.gpu[0].index", "nvidia.gpu[0].memory",
+                                       "nvidia.gpu[0].uuid")
+    assert not result.features.added and not result.features.changed
     assert methods(api) == ["replace_nodefeature"]
     assert stored_features(api) == FEWER_GPUS.to_api()
+
+
+def test_the_first_write_reports_every_feature_element_added(api: MemoryApi) -> None:
+    result = sink(api).publish(LABELS, features=GPU_FEATURES)
+    assert result.features.added == tuple(sorted(GPU_FEATURES.flat()))
+    other = MemoryApi()
+    other.add_pod(NS, POD, "gfd")
+    assert sink(other).publish(LABELS).features.empty, "no features given: none reported"
 
 
 def test_features_of_other_names_in_the_object_are_kept(api: MemoryApi) -> None:

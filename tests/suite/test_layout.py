@@ -7,6 +7,7 @@ every module to its test module (tests/README.md, "The rule")."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,16 @@ def test_the_readme_maps_every_module_to_its_test_module() -> None:
     missing = [f"| `{relative(m)}` | `{relative(mirror_of(m))}` |" for m in MODULES
                if f"| `{relative(m)}` | `{relative(mirror_of(m))}` |" not in readme]
     assert not missing, "add these rows to the table in tests/README.md:\n" + "\n".join(missing)
+
+
+OUTSIDE_DOCUMENTS = re.compile(r"\bSPEC(\.md)?\s*§|\b(SPEC|DESIGN|TESTING)\.md\b|\.\./shared/")
+"""How a module would cite the project's planning documents, which the repository does not
+hold (a reader of the code cannot follow the reference)."""
+
+
+def test_no_module_cites_a_document_outside_the_repository() -> None:
+    cited = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in sorted((ROOT / "gfd").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if OUTSIDE_DOCUMENTS.search(line)]
+    assert not cited, "\n".join(cited)

@@ -125,10 +125,14 @@ struct fail {
     nvmlReturn_t code;
 };
 
+#define MAX_PLACEMENTS 8  /* possible placements per GI profile (memory slices) */
+
 struct gi_profile {
     unsigned index, id, slices, instances, sms, ce, dec, enc, jpeg, ofa, p2p;
     unsigned long long mem_mb;
     char name[STR_LEN];
+    unsigned n_place;
+    nvmlGpuInstancePlacement_t places[MAX_PLACEMENTS];
 };
 
 struct ci_profile {
@@ -167,6 +171,7 @@ struct gpu {
     nvmlReturn_t mig_fault; /* MIG device enumeration calls */
     unsigned max_mig;
     unsigned minor; /* nvmlDeviceGetMinorNumber (/dev/nvidia<minor>) */
+    int addressing; /* nvmlDeviceGetAddressingMode value; -1: NOT_SUPPORTED */
     unsigned long long events; /* nvmlDeviceGetSupportedEventTypes */
     int n_fail;
     struct fail fails[MAX_FAILS];
@@ -476,6 +481,7 @@ static int parse_line(struct machine *m, char *line, const char **why)
         g->arch = NVML_DEVICE_ARCH_UNKNOWN;
         g->max_mig = 7;
         g->minor = (unsigned)(m->n_gpu - 1);
+        g->addressing = -1;
         g->fault = NVML_SUCCESS;
         g->mig_fault = NVML_SUCCESS;
         g->fabric_status = NVML_SUCCESS;
@@ -562,6 +568,22 @@ static int parse_line(struct machine *m, char *line, const char **why)
              &p->instances, &p->sms, &p->ce, &p->dec, &p->enc, &p->jpeg, &p->ofa, &p->mem_mb,
              &p->p2p, &n);
         copy_str(p->name, sizeof(p->name), rest_after(rest, n));
+    } else if (strcmp(key, "addressing") == 0) {
+        NEED_GPU();
+        SCAN(1, "%d", &g->addressing);
+    } else if (strcmp(key, "gipp") == 0) {
+        NEED_GPU();
+        unsigned id, start, size;
+        SCAN(3, "%u %u %u", &id, &start, &size);
+        struct gi_profile *p = NULL;
+        for (int i = 0; i < g->n_gip; i++)
+            if (g->gips[i].id == id)
+                p = &g->gips[i];
+        if (p == NULL || p->n_place >= MAX_PLACEMENTS) {
+            *why = "bad placement (unknown GI profile id, or too many)";
+            return -1;
+        }
+        p->places[p->n_place++] = (nvmlGpuInstancePlacement_t){start, size};
     } else if (strcmp(key, "cip") == 0) {
         NEED_GPU();
         if (g->n_cip >= MAX_CIP) {
@@ -1451,6 +1473,46 @@ nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance
     info->profileId = ci->profile_id;
     info->placement.start = ci->start;
     info->placement.size = ci->size;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode)
+{
+    ENTER();
+    DEVICE(device, 0);
+    NOT_NULL(mode);
+    if (mode->version != nvmlDeviceAddressingMode_v1)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (g->addressing < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    mode->value = (unsigned)g->addressing;
+    return NVML_SUCCESS;
+}
+
+/* Every placement a GI profile (by profile *id*) may take, MIG mode on or off. */
+nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device,
+                                                           unsigned int profileId,
+                                                           nvmlGpuInstancePlacement_t *placements,
+                                                           unsigned int *count)
+{
+    ENTER();
+    DEVICE(device, 0);
+    NOT_NULL(count);
+    if (!g->mig_supported)
+        return NVML_ERROR_NOT_SUPPORTED;
+    const struct gi_profile *p = gip_by_id(g, profileId);
+    if (p == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (placements == NULL) {
+        *count = p->n_place;
+        return NVML_SUCCESS;
+    }
+    if (*count < p->n_place) {
+        *count = p->n_place;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    memcpy(placements, p->places, p->n_place * sizeof(*placements));
+    *count = p->n_place;
     return NVML_SUCCESS;
 }
 
