@@ -18,6 +18,9 @@ start it each cycle is included (a real nvidia-smi costs more; see BENCHMARKS.md
    one whose machine switches between two MIG layouts at random times while the
    feature file is polled every 20 ms (change-to-label latency).
 
+NVML calls per steady read, full read and one-shot, call by call and beside GFD's, are
+counted by ``benchmarks/nvml_calls.py`` (its own BENCHMARKS.md section).
+
     python -m benchmarks.agent [--write]
 """
 

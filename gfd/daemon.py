@@ -56,8 +56,9 @@ class SnapshotSource(Protocol):
 
     def read(self) -> Snapshot: ...
 
-    def refresh(self) -> None:
-        """Re-read slowly changing facts at the next read."""
+    def refresh(self, *, gpus: bool = False) -> None:
+        """Re-read slowly changing facts at the next read (``gpus``: every GPU's static facts
+        too, on SIGHUP)."""
         ...
 
     def watch(self, fire: Fire) -> None:
@@ -436,7 +437,7 @@ class Agent:
         if force_reload or reload_config or not self.config_watched:
             self._poll_config(force_reload)
         if force_reload:
-            (self._pending or self.parts).discovery.refresh()
+            (self._pending or self.parts).discovery.refresh(gpus=True)
         candidate = self._pending
         if candidate is not None:
             try:

@@ -28,6 +28,11 @@ class GpuSource(Protocol):
         """A source of change events for these GPUs (NVML's event sets), or None."""
         ...
 
+    def refresh(self) -> None:
+        """Read every GPU's static facts again at the next read (a back end that reads
+        everything each time does nothing)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -74,12 +79,15 @@ class Discovery:
     _slow_key: tuple[str, ...] = field(default=(), init=False)
     _events: GpuEventWatch | None = field(default=None, init=False)
 
-    def refresh(self) -> None:
+    def refresh(self, *, gpus: bool = False) -> None:
         """Re-read the slow facts at the next read: the facts only an admin changes (the
         compute timeslice policy via nvidia-smi, the vGPU scan of every PCI device). They are
         read at start, when the set of GPUs changes, and when the loop's host-refresh duty
-        (``--host-refresh-interval``) or a SIGHUP calls this -- not every cycle."""
+        (``--host-refresh-interval``) or a SIGHUP calls this -- not every cycle.
+        ``gpus`` (SIGHUP): every GPU's static facts too (docs/nvml-reads.md)."""
         self._slow = None
+        if gpus and self.gpus is not None:
+            self.gpus.refresh()
 
     def recheck_resource_manager(self) -> None:
         """Ask the API server for the node's ResourceSlices again at the next read (the

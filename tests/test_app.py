@@ -60,7 +60,7 @@ class Tracked:
         self.closed = False
         self.refreshed = 0
 
-    def refresh(self) -> None:
+    def refresh(self, *, gpus: bool = False) -> None:
         self.refreshed += 1
 
     def watch(self, fire: Any) -> None:

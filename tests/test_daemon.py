@@ -51,6 +51,7 @@ class Source:
         self.items = list(items)
         self.reads = 0
         self.refreshes = 0
+        self.gpu_refreshes = 0
         self.closed = False
         self.watching: Any = None
 
@@ -61,8 +62,9 @@ class Source:
             raise item
         return item
 
-    def refresh(self) -> None:
+    def refresh(self, *, gpus: bool = False) -> None:
         self.refreshes += 1
+        self.gpu_refreshes += gpus
 
     def watch(self, fire: Any) -> None:
         self.watching = fire
@@ -190,11 +192,13 @@ def test_mps_config_on_a_mig_node_is_refused_at_startup(tmp_path) -> None:
 def test_sighup_forces_a_config_reread(tmp_path) -> None:
     reloader = Reloader()
     signals = Signals()
-    agent = make_agent(Source(H100), sink(tmp_path), LabelOptions(), reloader=reloader)
+    source = Source(H100)
+    agent = make_agent(source, sink(tmp_path), LabelOptions(), reloader=reloader)
     signals.request_reload()
     signals.stop = True  # exit after the first cycle
     assert agent.run(signals) == 0
     assert reloader.forced == [True]
+    assert source.gpu_refreshes == 1, "SIGHUP re-reads every GPU's fixed properties too"
 
 
 def test_stop_signal_ends_the_loop_while_it_sleeps(tmp_path) -> None:

@@ -38,6 +38,10 @@ class Gpus:
         return self.event_source
 
     event_source: Any = None
+    refreshed = 0
+
+    def refresh(self) -> None:
+        self.refreshed += 1
 
     def close(self) -> None:
         pass
@@ -92,6 +96,18 @@ def test_slow_facts_are_reread_on_refresh_on_a_new_gpu_set_and_periodically(
     d.refresh()  # what the host-refresh duty does every --host-refresh-interval
     d.read()
     assert smi.calls == 4
+
+
+def test_only_sighups_refresh_asks_the_gpu_back_end_to_read_every_static_fact(
+        tmp_path: Path) -> None:
+    """The host-refresh duty (every 5 minutes) re-reads the host's slow facts only; SIGHUP
+    (``refresh(gpus=True)``) also has the GPU back end read each GPU's fixed properties."""
+    gpus = Gpus(H100)
+    d = discovery(tmp_path, gpus, Smi(), Clock())
+    d.refresh()
+    assert gpus.refreshed == 0
+    d.refresh(gpus=True)
+    assert gpus.refreshed == 1
 
 
 def test_nvml_down_with_fail_on_init_error_false_still_scans_vgpu(tmp_path: Path) -> None:

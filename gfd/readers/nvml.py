@@ -9,9 +9,11 @@ The error policy (docs/nvml-errors.md has the table of every call):
 
 - NOT_SUPPORTED and FUNCTION_NOT_FOUND (an older driver without the symbol) mean
   "feature absent": the field is None/False, never an exception.
-- GPU_IS_LOST from any call, or a GPU whose handle cannot be had, or whose name cannot be
-  read and was never known: the GPU is lost -- ``Gpu(index=i, error=...)``, left out of the
-  resource labels and counted in ``gpu.unhealthy``; the other GPUs are still read.
+- GPU_IS_LOST from any call, or a GPU whose handle, UUID or name cannot be had and was
+  never known: the GPU is lost -- ``Gpu(index=i, error=...)``, left out of the resource
+  labels and counted in ``gpu.unhealthy``; the other GPUs are still read. A known GPU whose
+  handle or UUID fails otherwise keeps its last read (a held ``identity`` fact) until the
+  failure has lasted ``freshness.LOST_AFTER_READS`` reads and ``LOST_AFTER_SECONDS``.
 - Any other error (UNKNOWN, NO_PERMISSION, text that is not UTF-8...) from a query about
   one GPU makes that *fact* unknown for this read: the value from the GPU's last good read
   is used (``Degraded(held=True)``, so the labels derived from it stay as published), or,
@@ -19,7 +21,14 @@ The error policy (docs/nvml-errors.md has the table of every call):
   labelers leave out what they would derive from it. Never a default in its place.
 - An error from a system query (driver version, CUDA version, device count) fails the
   whole read with a one-line DiscoveryError: nothing is published, everything stays, and
-  the next read starts a fresh NVML session.
+  the next read starts a fresh NVML session -- except TIMEOUT or UNKNOWN, which keep the
+  last values for as long as a GPU that does not answer is kept.
+
+What a read asks (docs/nvml-reads.md, ``gfd.readers.freshness``): each cycle the device
+count and, per GPU, its handle, UUID, MIG mode and compute mode (and the MIG devices of a
+GPU not registered for MIG-config events, the fabric while it is starting); the static
+facts (``_read_static``, the one place a per-GPU static query goes) when a GPU is first
+seen and again only for a reason.
 
 ``NvmlEvents`` listens for NVML events (MIG reconfiguration, Xid errors, a GPU becoming
 unavailable) in its own session, from one thread, while NvmlReader reads in another. A GPU
@@ -34,7 +43,7 @@ import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from ctypes import byref, c_uint, c_void_p, cast
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -42,6 +51,14 @@ import pynvml
 
 from gfd.errors import DiscoveryError, NvmlInitError, one_line
 from gfd.logs import Once
+from gfd.readers.freshness import (
+    FULL_READ_INTERVAL,
+    STATIC_FACTS,
+    Changes,
+    Taken,
+    Unanswered,
+    fabric_settled,
+)
 from gfd.snapshot import (
     ADDRESSING_MODES,
     COMPUTE_MODES,
@@ -239,14 +256,27 @@ def _shutdown() -> None:
 
 class NvmlReader:
     """Owns the NVML session: initialised on first read, kept between reads,
-    re-initialised after an error. Not thread-safe."""
+    re-initialised after an error. Not thread-safe (its ``Changes`` are).
 
-    def __init__(self) -> None:
+    The first read of a session, a read after ``refresh()``, and one every
+    FULL_READ_INTERVAL read everything; the reads in between ask each GPU only what can
+    change without an event (``gfd.readers.freshness``, docs/nvml-reads.md)."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._initialised = False
+        self._clock = clock
         self._last: dict[int, Gpu] = {}
         """Each GPU's last read (by index), for the facts a later read cannot get."""
         self._tables: Tables = {}
-        """MIG profile tables per GPU, kept for the session."""
+        """MIG profile tables per GPU, kept until the next full read."""
+        self._system: tuple[str, int] | None = None
+        """Driver and CUDA versions, read by a full read."""
+        self._count: int | None = None
+        """The device count of the last read."""
+        self._next_full = 0.0
+        self._full_due = True
+        self._changes = Changes()
+        self._unanswered = Unanswered()
         self._reported = Once(log)
 
     def __enter__(self) -> NvmlReader:
@@ -268,6 +298,10 @@ class NvmlReader:
             self.close()
             raise
 
+    def refresh(self) -> None:
+        """Read every GPU's static facts again at the next read (a reload, SIGHUP)."""
+        self._full_due = True
+
     def _report(self, gpus: list[Gpu]) -> None:
         """Each degraded fact logged once: one line per fact, call and error, naming the GPUs."""
         by_cause: dict[tuple[str, str, str, bool], list[int]] = {}
@@ -282,8 +316,9 @@ class NvmlReader:
                                    key=f"{fact}:{call}:{error}:{held}:{indices}")
 
     def events(self) -> NvmlEvents:
-        """NVML's event sets over these GPUs (their own session; see ``NvmlEvents``)."""
-        return NvmlEvents()
+        """NVML's event sets over these GPUs (their own session; see ``NvmlEvents``). What
+        they receive tells this reader which GPUs to read afresh."""
+        return NvmlEvents(self._changes)
 
     def close(self) -> None:
         """nvmlShutdown if initialised; idempotent, never raises."""
@@ -291,6 +326,7 @@ class NvmlReader:
             return
         self._initialised = False
         self._tables = {}
+        self._full_due = True
         _shutdown()
 
     # -- session -----------------------------------------------------------------
@@ -298,20 +334,33 @@ class NvmlReader:
     def _init(self) -> None:
         _init()
         self._initialised = True
+        self._full_due = True
         log.debug("NVML initialised")
 
     # -- reading -----------------------------------------------------------------
 
     def _read(self) -> Snapshot:
-        driver = _text(_call(pynvml.nvmlSystemGetDriverVersion))
-        cuda = int(_call(pynvml.nvmlSystemGetCudaDriverVersion))
-        count = int(_call(pynvml.nvmlDeviceGetCount))
+        now = self._clock()
+        taken = self._changes.take()
+        full = self._full_due or now >= self._next_full or taken.everything
+        if full or self._system is None:
+            self._system = self._read_system()
+            self._tables = {}
+        count = self._device_count(now)
+        self._unanswered.forget_from(count)
+        plan = _Plan(full=full, taken=taken)
         gpus = []
         for index in range(count):
-            gpus.append(_read_gpu(index, self._last.get(index), self._tables))
+            gpu, answered = _read_gpu(index, self._last.get(index), self._tables, plan)
+            gpus.append(self._kept_or_lost(gpu, answered, now))
         self._report(gpus)
         self._last = {g.index: g for g in gpus if g.error is None}
-        log.debug("NVML: driver %s, CUDA %d, %d GPU(s)", driver, cuda, count)
+        if full:
+            self._full_due = False
+            self._next_full = now + FULL_READ_INTERVAL
+        driver, cuda = self._system
+        log.debug("NVML: driver %s, CUDA %d, %d GPU(s)%s", driver, cuda, count,
+                  " (full read)" if full else "")
         return Snapshot(
             nvml_available=True,
             driver_version=driver,
@@ -319,6 +368,83 @@ class NvmlReader:
             gpus=tuple(gpus),
             source="nvml",
         )
+
+    def _read_system(self) -> tuple[str, int]:
+        """Driver and CUDA versions: a transient answer keeps the known ones."""
+        try:
+            return (_text(_call(pynvml.nvmlSystemGetDriverVersion)),
+                    int(_call(pynvml.nvmlSystemGetCudaDriverVersion)))
+        except _Failed as failed:
+            if failed.code not in _TRANSIENT or self._system is None:
+                raise
+            self._reported.warning("%s; the driver and CUDA versions already read are kept",
+                                   failed.describe(), key=f"system:{failed.call}")
+            self._full_due = True
+            return self._system
+
+    def _device_count(self, now: float) -> int:
+        """nvmlDeviceGetCount; a transient answer keeps the last count for as long as a GPU
+        that does not answer is kept (freshness.Unanswered)."""
+        try:
+            count = int(_call(pynvml.nvmlDeviceGetCount))
+        except _Failed as failed:
+            if failed.code not in _TRANSIENT or self._count is None:
+                raise
+            streak = self._unanswered.failed(_COUNT, now)
+            if self._unanswered.lost(streak, now):
+                raise
+            self._reported.warning("%s; the last count (%d) is kept", failed.describe(),
+                                   self._count, key=f"count:{failed.call}")
+            return self._count
+        self._unanswered.answered(_COUNT)
+        self._count = count
+        return count
+
+    def _kept_or_lost(self, gpu: Gpu, answered: bool, now: float) -> Gpu:
+        """A GPU that did not answer keeps its last facts until the failure has lasted
+        LOST_AFTER_READS reads and LOST_AFTER_SECONDS; then it is lost."""
+        if answered or gpu.error is not None:
+            self._unanswered.answered(gpu.index)
+            return gpu
+        streak = self._unanswered.failed(gpu.index, now)
+        if not self._unanswered.lost(streak, now):
+            return gpu
+        (cause,) = [d for d in gpu.degraded if d.fact == "identity"]
+        log.warning("GPU %d is unhealthy: NVML %s: %s (no answer in %d reads over %.0f s)",
+                    gpu.index, cause.call, cause.error, streak.reads, now - streak.since)
+        return Gpu(index=gpu.index, uuid=gpu.uuid, name=gpu.name, error=cause.error)
+
+
+_COUNT = -1
+"""The Unanswered key of the device count (GPU indices are >= 0)."""
+
+_TRANSIENT = frozenset({pynvml.NVML_ERROR_TIMEOUT, pynvml.NVML_ERROR_UNKNOWN})
+"""System answers that may pass: the values already read are kept meanwhile."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What one read asks again beyond the facts of each cycle."""
+
+    full: bool
+    """Every GPU's static facts (a full read)."""
+    taken: Taken
+    """The event marks since the last read."""
+
+    def static_due(self, same: Gpu | None, mig_enabled: bool) -> bool:
+        """Read this GPU's static facts: first seen (or a new UUID at its index), a full
+        read, an event named it, one of them failed last time, or its MIG mode changed
+        (which takes a GPU reset)."""
+        return (same is None or self.full or same.uuid in self.taken.stale
+                or any(d.fact in STATIC_FACTS for d in same.degraded)
+                or same.mig_enabled != mig_enabled)
+
+    def mig_devices_due(self, same: Gpu | None, static: bool) -> bool:
+        """Enumerate a MIG-enabled GPU's devices: each read unless the GPU sends MIG-config
+        events (then after an event, a failure, or with its static facts)."""
+        return (static or same is None or same.uuid not in self.taken.listened
+                or same.uuid in self.taken.relayout
+                or any(d.fact == "mig_devices" for d in same.degraded))
 
 
 T = TypeVar("T")
@@ -363,100 +489,156 @@ def _lost(index: int, failed: _Failed, seen: dict[str, str]) -> Gpu:
                error=failed.message)
 
 
+def _unanswered(last: Gpu, failed: _Failed) -> Gpu:
+    """The last read of a GPU that did not answer this time: its facts kept, the failure
+    recorded as a held ``identity`` fact."""
+    return replace(last, degraded=(
+        Degraded(fact="identity", call=failed.call, error=failed.message, held=True),
+        *(d for d in last.degraded if d.fact != "identity")))
+
+
 Tables = dict[str, "_ProfileTables"]
-"""GPU uuid -> its MIG profile tables, for one NVML session."""
+"""GPU uuid -> its MIG profile tables, until the next full read."""
 
 
-def _read_gpu(index: int, last: Gpu | None, tables: Tables) -> Gpu:
+def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tuple[Gpu, bool]:
+    """The GPU at ``index``, and whether it answered (a GPU that did not keeps ``last``)."""
     seen: dict[str, str] = {}
     """The identity read before the GPU was lost, if any."""
+    known = last if last is not None and last.error is None else None
     try:
         handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
-    except _Failed as failed:
-        return _lost(index, failed, seen)  # a handle that cannot be had
+    except _Failed as failed:  # a handle that cannot be had
+        if failed.code in _LOST or known is None:
+            return _lost(index, failed, seen), True
+        return _unanswered(known, failed), False
     try:
-        return _read_gpu_fields(index, handle, last, seen, tables)
+        uuid = _text(_call(pynvml.nvmlDeviceGetUUID, handle))
+    except _Failed as failed:
+        if failed.code in _LOST or known is None:
+            return _lost(index, failed, seen), True
+        return _unanswered(known, failed), False
+    seen["uuid"] = uuid
+    try:
+        return _read_gpu_fields(index, handle, uuid, known, seen, tables, plan), True
     except _Unlabelable as unlabelable:
-        return _lost(index, unlabelable.failed, seen)
+        return _lost(index, unlabelable.failed, seen), True
     except _Failed as failed:  # GPU_IS_LOST from any call
-        return _lost(index, failed, seen)
+        return _lost(index, failed, seen), True
 
 
-def _read_gpu_fields(index: int, handle: Any, last: Gpu | None, seen: dict[str, str],
-                     tables: Tables) -> Gpu:
-    def identity() -> tuple[str, str]:
-        return (_text(_call(pynvml.nvmlDeviceGetName, handle)),
-                _text(_call(pynvml.nvmlDeviceGetUUID, handle)))
-
-    try:
-        name, uuid = identity()
-    except _Failed as failed:
-        if failed.code in _LOST or last is None or last.error is not None:
-            raise _Unlabelable(failed) from None
-        name, uuid = last.name, last.uuid
-        seen.update(name=name, uuid=uuid)
-        facts = _Facts(last)
-        facts.degraded.append(Degraded(fact="identity", call=failed.call, error=failed.message,
-                                       held=True))
-    else:
-        seen.update(name=name, uuid=uuid)
-        # the last read is this GPU's only if it is the same GPU
-        facts = _Facts(last if last is not None and last.uuid == uuid else None)
-
-    minor = facts.ask("minor", lambda: _optional(pynvml.nvmlDeviceGetMinorNumber, handle),
-                      hold=lambda g: g.minor, unknown=None)
-    # memory and compute capability: GFD's labels need them, so even "not supported" is
-    # reported (a degraded fact, said once) rather than silently absent
-    memory = facts.ask("memory", lambda: _memory_total(handle),
-                       hold=lambda g: g.memory_total_bytes, unknown=None)
-    capability = facts.ask("compute_capability", lambda: _capability(handle),
-                           hold=lambda g: g.compute_capability, unknown=None)
-    architecture = facts.ask("architecture", lambda: _architecture(handle),
-                             hold=lambda g: g.architecture, unknown=None)
-    brand = facts.ask("brand", lambda: _brand(handle), hold=lambda g: g.brand, unknown=None)
-    pci_bus_id = facts.ask("pci", lambda: _pci_bus_id(handle), hold=lambda g: g.pci_bus_id,
-                           unknown="")
+def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
+                     seen: dict[str, str], tables: Tables, plan: _Plan) -> Gpu:
+    # the last read is this GPU's only if it is the same GPU
+    same = known if known is not None and known.uuid == uuid else None
+    facts = _Facts(same)
     no_mig: tuple[bool, bool, bool | None] = (False, False, None)
     mig_capable, mig_enabled, mig_pending = facts.ask(
         "mig_mode", lambda: _mig_mode(handle),
         hold=lambda g: (g.mig_capable, g.mig_enabled, g.mig_pending_enabled), unknown=no_mig)
+    static_due = plan.static_due(same, mig_enabled)
+    if static_due or same is None:  # (static_due covers None: this tells mypy)
+        tables.pop(uuid, None)  # its MIG profile tables are static facts too
+        static = _read_static(handle, same, facts, seen)
+    else:
+        static = _Static.of(same)
+        seen["name"] = same.name
+        if not fabric_settled(same.fabric):
+            static = replace(static, fabric=facts.ask("fabric", lambda: _fabric(handle),
+                                                      hold=lambda g: g.fabric, unknown=None))
     mig_devices: tuple[MigDevice, ...] = ()
     mig_profiles: tuple[GiProfile, ...] = ()
-    if mig_capable:  # static per model and driver: read once per session, as the names
+    if mig_capable:  # static per model and driver: cached in the tables until a full read
         profile_tables = tables.setdefault(uuid, _ProfileTables())
         mig_profiles = facts.ask("mig_profiles", lambda: _gi_profiles(handle, profile_tables),
                                  hold=lambda g: g.mig_profiles, unknown=())
     if mig_enabled:
-        profile_tables = tables.setdefault(uuid, _ProfileTables())
-        mig_devices = facts.ask("mig_devices",
-                                lambda: _mig_devices(index, handle, profile_tables),
-                                hold=lambda g: g.mig_devices, unknown=())
+        if plan.mig_devices_due(same, static_due) or same is None:
+            profile_tables = tables.setdefault(uuid, _ProfileTables())
+            mig_devices = facts.ask("mig_devices",
+                                    lambda: _mig_devices(index, handle, profile_tables),
+                                    hold=lambda g: g.mig_devices, unknown=())
+        else:
+            mig_devices = same.mig_devices
     return Gpu(
         index=index,
         uuid=uuid,
-        minor=int(minor) if minor is not None else None,
-        name=name,
-        memory_total_bytes=memory,
-        compute_capability=capability,
-        architecture=architecture,
-        brand=brand,
-        pci_bus_id=pci_bus_id,
+        **static.fields(),
         mig_capable=mig_capable,
         mig_enabled=mig_enabled,
         mig_pending_enabled=mig_pending,
         compute_mode=facts.ask("compute_mode", lambda: _compute_mode(handle),
                                hold=lambda g: g.compute_mode, unknown=None),
+        mig_devices=mig_devices,
+        mig_profiles=mig_profiles,
+        degraded=tuple(facts.degraded),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Static:
+    """A GPU's facts that cannot change while it is present (freshness.STATIC_FACTS)."""
+
+    name: str
+    minor: int | None
+    memory_total_bytes: int | None
+    compute_capability: tuple[int, int] | None
+    architecture: str | None
+    brand: str | None
+    pci_bus_id: str
+    power_limits_mw: tuple[int, int] | None
+    nvlink_active: bool | None
+    fabric: Fabric | None
+    addressing_mode: str | None
+
+    @classmethod
+    def of(cls, gpu: Gpu) -> _Static:
+        """The static facts of an earlier read of the GPU."""
+        return cls(**{f.name: getattr(gpu, f.name) for f in fields(cls)})
+
+    def fields(self) -> dict[str, Any]:
+        """As ``Gpu`` keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
+                 seen: dict[str, str]) -> _Static:
+    """Every static fact of one GPU: the one place that asks NVML for them (a new per-GPU
+    static query joins here, and freshness.STATIC_FACTS names its fact)."""
+    try:
+        name = _text(_call(pynvml.nvmlDeviceGetName, handle))
+    except _Failed as failed:
+        if failed.code in _LOST or same is None:
+            raise _Unlabelable(failed) from None
+        name = same.name
+        facts.degraded.append(Degraded(fact="identity", call=failed.call, error=failed.message,
+                                       held=True))
+    seen["name"] = name
+    minor = facts.ask("minor", lambda: _optional(pynvml.nvmlDeviceGetMinorNumber, handle),
+                      hold=lambda g: g.minor, unknown=None)
+    # memory and compute capability: GFD's labels need them, so even "not supported" is
+    # reported (a degraded fact, said once) rather than silently absent
+    return _Static(
+        name=name,
+        minor=int(minor) if minor is not None else None,
+        memory_total_bytes=facts.ask("memory", lambda: _memory_total(handle),
+                                     hold=lambda g: g.memory_total_bytes, unknown=None),
+        compute_capability=facts.ask("compute_capability", lambda: _capability(handle),
+                                     hold=lambda g: g.compute_capability, unknown=None),
+        architecture=facts.ask("architecture", lambda: _architecture(handle),
+                               hold=lambda g: g.architecture, unknown=None),
+        brand=facts.ask("brand", lambda: _brand(handle), hold=lambda g: g.brand,
+                        unknown=None),
+        pci_bus_id=facts.ask("pci", lambda: _pci_bus_id(handle), hold=lambda g: g.pci_bus_id,
+                             unknown=""),
+        power_limits_mw=facts.ask("power_limits", lambda: _power_limits(handle),
+                                  hold=lambda g: g.power_limits_mw, unknown=None),
         nvlink_active=facts.ask("nvlink", lambda: _nvlink_active(handle),
                                 hold=lambda g: g.nvlink_active, unknown=None),
         fabric=facts.ask("fabric", lambda: _fabric(handle), hold=lambda g: g.fabric,
                          unknown=None),
-        power_limits_mw=facts.ask("power_limits", lambda: _power_limits(handle),
-                                  hold=lambda g: g.power_limits_mw, unknown=None),
-        mig_devices=mig_devices,
         addressing_mode=facts.ask("addressing_mode", lambda: _addressing_mode(handle),
                                   hold=lambda g: g.addressing_mode, unknown=None),
-        mig_profiles=mig_profiles,
-        degraded=tuple(facts.degraded),
     )
 
 
@@ -876,7 +1058,9 @@ class NvmlEvents:
     the thread by letting ``wait()`` time out). An NvmlReader may read the GPUs in another
     thread meanwhile; a wait holds no lock of gfd's or of the binding while it blocks."""
 
-    def __init__(self) -> None:
+    def __init__(self, changes: Changes | None = None) -> None:
+        self._changes = changes if changes is not None else Changes()
+        """Where registrations and events are told to the reader that made this set."""
         self._initialised = False
         self._set: Any = None
         self._gpus: dict[int, tuple[int, str]] = {}
@@ -901,10 +1085,13 @@ class NvmlEvents:
         _init()
         self._initialised = True
         try:
-            return self._open()
+            registered = self._open()
         except _Failed as failed:
             self.close()
             raise DiscoveryError(failed.describe()) from failed.error
+        self._changes.listening(frozenset(
+            uuid for uuid, kinds in registered.items() if "mig-config-change" in kinds))
+        return registered
 
     def wait(self, timeout: float) -> NvmlEvent | None:
         """The next event, waiting up to ``timeout`` seconds for it; None when none came (NVML's
@@ -923,6 +1110,7 @@ class NvmlEvents:
 
     def close(self) -> None:
         """Free the event set and end the session; idempotent, never raises."""
+        self._changes.stopped()
         if self._set is not None:
             self._free_set()
         self._gpus = {}
@@ -1027,6 +1215,7 @@ class NvmlEvents:
             log.debug("NVML event of an unregistered type %#x ignored", int(data.eventType))
             return None
         index, uuid = self._gpus.get(_address(data.device), (None, ""))
+        self._changes.changed(uuid)
         return NvmlEvent(kind=kind, gpu_uuid=uuid, gpu_index=index, data=int(data.eventData))
 
 

@@ -255,6 +255,9 @@ class TegraReader:
         """None: CUDA on Tegra has no event sets (changes are seen at the next poll)."""
         return None
 
+    def refresh(self) -> None:
+        """Nothing to do: CUDA on Tegra is asked everything at each read."""
+
     def close(self) -> None:
         """End the session (libcuda has no shutdown call); the next read starts a new one."""
         self._api = None

@@ -162,6 +162,9 @@ class VfioReader:
         """None: vfio-pci GPUs have no driver to report events (the next poll sees changes)."""
         return None
 
+    def refresh(self) -> None:
+        """Nothing to do: the PCI scan is made afresh at each read."""
+
     def close(self) -> None:
         """Nothing to release (no library session); idempotent."""
 

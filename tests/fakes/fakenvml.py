@@ -13,7 +13,10 @@
 - Live mode: rewrite the profile (``Machine.write`` to the same path) under an open
   NVML session; the next ``nvmlDeviceGetCount_v2`` sees the new machine (a MIG
   reconfiguration included) without re-initialising; GPU handles stay valid, a GPU
-  gone answers GPU_IS_LOST, an emptied MIG slot NOT_FOUND.
+  gone answers GPU_IS_LOST, an emptied MIG slot NOT_FOUND. A GPU whose GPU or compute
+  instances changed sends ``mig-config-change`` to every event set registered for it, as
+  the driver does (no FIFO needed).
+- ``Machine.flaky = ("TIMEOUT", 2.0)``: 2 % of the calls answer TIMEOUT, at random.
 - Events: ``GpuSpec.events`` is what ``nvmlDeviceGetSupportedEventTypes`` answers
   (None: ``default_events(spec)``, a data-centre driver's set); ``EventPipe(path)``
   makes the FIFO that the library reads from ``$FAKE_NVML_EVENTS`` and
@@ -651,6 +654,9 @@ class Machine:
     """NVML symbol -> error name, for system calls (nvmlSystemGetDriverVersion ...)."""
     seed: str = "fake"
     """Makes generated UUIDs differ between machines."""
+    flaky: tuple[str, float] | None = None
+    """(NVML error name, percent): that share of all calls but nvmlInit, nvmlShutdown and the
+    event-set calls answer the error, at random (a fixed-seed generator per process)."""
 
     # -- resolution ----------------------------------------------------------------
 
@@ -735,6 +741,8 @@ class Machine:
         if self.delay:
             lines.append(f"delay {self.delay[0]} {self.delay[1]}")
         lines.extend(f"fail {symbol} {error}" for symbol, error in self.fail.items())
+        if self.flaky:
+            lines.append(f"flaky {self.flaky[0]} {self.flaky[1]}")
         for gpu, resolved in zip(self.gpus, self.resolve(), strict=True):
             lines.extend(_render_gpu(gpu, resolved))
         lines.append("end")

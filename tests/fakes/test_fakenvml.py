@@ -433,6 +433,50 @@ def test_the_call_log_counts_every_call_up_to_each_device_count(
     assert c2 - c1 == 4 * 2 + 1 and t2 >= t1
 
 
+def test_a_reload_that_changes_a_gpus_instances_sends_it_a_mig_config_event(
+        session: Any) -> None:
+    """As the driver does when GPU or compute instances are created or destroyed: to every
+    set registered for it, without a FIFO; a reload that changes nothing sends none."""
+    before = Machine(gpus=[profiles.a100_40gb(mig_enabled=True, mig_layout=mig("7g.40gb")),
+                           profiles.a100_40gb(mig_enabled=True, mig_layout=mig("7g.40gb"))],
+                     seed="relayout")
+    after = replace(before, gpus=[before.gpus[0], profiles.a100_40gb(
+        mig_enabled=True, mig_layout=mig("3g.20gb", "3g.20gb"))])
+    session(before)
+    pynvml.nvmlDeviceGetCount()
+    mig_only, xid_only = event_set((0, MIG_CHANGE), (1, MIG_CHANGE)), event_set((1, XID))
+    session(before)  # rewritten, unchanged
+    pynvml.nvmlDeviceGetCount()
+    assert no_event(mig_only)
+    session(after)
+    pynvml.nvmlDeviceGetCount()
+    data = pynvml.nvmlEventSetWait_v2(mig_only, 1000)
+    assert (address(data.device), data.eventType) == (address(handle(1)), MIG_CHANGE)
+    assert no_event(mig_only), "GPU 0 kept its instances"
+    assert no_event(xid_only), "not registered for MIG changes"
+    for created in (mig_only, xid_only):
+        pynvml.nvmlEventSetFree(created)
+
+
+def test_flaky_answers_an_error_to_a_share_of_the_calls(session: Any) -> None:
+    flaky = replace(profiles.t4x4(), flaky=("TIMEOUT", 10.0))
+    session(flaky)
+    answers = {"ok": 0, "timeout": 0}
+    for _ in range(2000):
+        try:
+            pynvml.nvmlDeviceGetCount()
+            answers["ok"] += 1
+        except pynvml.NVMLError_Timeout:
+            answers["timeout"] += 1
+    assert 100 <= answers["timeout"] <= 300, answers
+    created = event_set()  # the event-set calls never fail
+    for _ in range(50):
+        assert no_event(created, 0)
+    pynvml.nvmlEventSetFree(created)
+    pynvml.nvmlInit()  # nor do nvmlInit and nvmlShutdown
+    pynvml.nvmlShutdown()
+
+
 # ----------------------------------------------------------------------------- power limits
 
 

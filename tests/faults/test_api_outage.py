@@ -76,7 +76,7 @@ class Source:
         self.reads += 1
         return self.snapshot
 
-    def refresh(self) -> None:
+    def refresh(self, *, gpus: bool = False) -> None:
         pass
 
     def watch(self, fire: object) -> None:

@@ -551,6 +551,8 @@ def test_a_name_that_cannot_be_read_on_a_first_read_loses_the_gpu_later_holds_it
     nvml_machine(profiles.hgx_h100())
     assert reader.read().gpus[1].name == "NVIDIA H100 80GB HBM3"
     nvml_machine(machine)
+    assert not reader.read().gpus[1].degraded, "a steady read does not ask the name again"
+    reader.refresh()  # a full read asks it
     held = reader.read().gpus[1]
     assert held.error is None and held.name == "NVIDIA H100 80GB HBM3"
     assert [(d.fact, d.held) for d in held.degraded] == [("identity", True)]

@@ -28,7 +28,7 @@
  *   NVMLError_FunctionNotFound).
  * - Extra symbols for tests: fake_nvml_init_count, fake_nvml_load_count,
  *   fake_nvml_refcount, fake_nvml_call_count, fake_nvml_reset_counts,
- *   and $FAKE_NVML_CALL_LOG (see log_calls),
+ *   $FAKE_NVML_CALL_LOG (see log_calls), $FAKE_NVML_CALL_TOTALS (see write_call_totals),
  *   fake_nvml_event_set_count.
  */
 
@@ -192,6 +192,9 @@ struct machine {
     unsigned delay_ms;
     int n_fail;
     struct fail fails[MAX_FAILS];
+    nvmlReturn_t flaky;       /* answered at random to a share of the calls ... */
+    unsigned flaky_ppm;       /* ... this many per million (0: never) */
+    unsigned long long flaky_seed;
     int n_gpu;
     struct gpu gpus[MAX_GPUS];
 };
@@ -276,6 +279,24 @@ static void log_calls(void)
         return;
     fprintf(f, "%ld.%09ld %lu\n", (long)now.tv_sec, now.tv_nsec,
             __atomic_load_n(&total_calls, __ATOMIC_RELAXED));
+    fclose(f);
+}
+
+/* $FAKE_NVML_CALL_TOTALS: at process exit, write "<symbol> <calls>" for every symbol called
+ * and "total <calls>" (what a one-shot process asked NVML, call by call). */
+__attribute__((destructor)) static void write_call_totals(void)
+{
+    const char *path = getenv("FAKE_NVML_CALL_TOTALS");
+    if (path == NULL || *path == '\0')
+        return;
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]) && counts[i].name != NULL; i++)
+        fprintf(f, "%s %lu\n", counts[i].name, counts[i].count);
+    pthread_mutex_unlock(&lock);
+    fprintf(f, "total %lu\n", __atomic_load_n(&total_calls, __ATOMIC_RELAXED));
     fclose(f);
 }
 
@@ -365,6 +386,9 @@ static struct gpu_instance *find_gi(struct gpu *g, unsigned id)
  *   init_error <ERROR>                   returned by nvmlInitWithFlags
  *   delay <symbol> <ms>                  sleep in every call of <symbol>
  *   fail <symbol> <ERROR>                before any "gpu": system-wide, else per GPU
+ *   flaky <ERROR> <percent> [<seed>]     that share of all calls (but nvmlInit*, nvmlShutdown
+ *                                        and the event-set calls) answer ERROR, at random
+ *                                        (a xorshift generator seeded with <seed>, default 1)
  *   gpu                                  starts the next GPU (index = order)
  *   name <text to end of line>
  *   uuid <GPU-...>
@@ -437,6 +461,16 @@ static int parse_line(struct machine *m, char *line, const char **why)
             *why = "bad fail record (unknown error or too many)";
             return -1;
         }
+    } else if (strcmp(key, "flaky") == 0) {
+        double percent = 0;
+        unsigned long long seed = 1;
+        int n = sscanf(rest, "%79s %lf %llu", a, &percent, &seed);
+        if (n < 2 || error_from_name(a, &m->flaky) != 0 || percent < 0 || percent > 100) {
+            *why = "bad flaky record (want an error name and a percent 0..100)";
+            return -1;
+        }
+        m->flaky_ppm = (unsigned)(percent * 10000.0 + 0.5);
+        m->flaky_seed = seed ? seed : 1;
     } else if (strcmp(key, "gpu") == 0) {
         if (m->n_gpu >= MAX_GPUS) {
             *why = "too many GPUs";
@@ -636,6 +670,8 @@ static struct machine *load_profile(const char *path, struct stat *st)
     return m;
 }
 
+static void queue_mig_changes(const struct machine *old, const struct machine *m);
+
 /* Must hold `lock`. Returns 0 on success. */
 static int reload_locked(void)
 {
@@ -650,6 +686,8 @@ static int reload_locked(void)
         return -1;
     struct machine *old = current;
     __atomic_store_n(&current, m, __ATOMIC_RELEASE);
+    if (old != NULL)
+        queue_mig_changes(old, m);
     /* Keep a few old machines alive: another thread may still be reading one. */
     free(retired[retired_next]);
     retired[retired_next] = old;
@@ -684,6 +722,25 @@ static nvmlReturn_t find_fail(const struct fail *fails, int n, const char *fn)
     return NVML_SUCCESS;
 }
 
+static unsigned long long flaky_state;
+
+/* NVML_SUCCESS, or the machine's flaky error for a share of the calls (xorshift64*, seeded
+ * by the first profile with a flaky record; a reload goes on with the same sequence). */
+static nvmlReturn_t flaky_answer(const struct machine *m, const char *fn)
+{
+    if (m->flaky_ppm == 0 || strncmp(fn, "nvmlEventSet", 12) == 0)
+        return NVML_SUCCESS;
+    unsigned long long x = __atomic_load_n(&flaky_state, __ATOMIC_RELAXED), next;
+    do {
+        next = x ? x : (m->flaky_seed ? m->flaky_seed : 1);
+        next ^= next >> 12;
+        next ^= next << 25;
+        next ^= next >> 27;
+    } while (!__atomic_compare_exchange_n(&flaky_state, &x, next, 0, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return (next * 2685821657736338717ULL) % 1000000ULL < m->flaky_ppm ? m->flaky : NVML_SUCCESS;
+}
+
 /* Count the call, check init, apply the delay and system-wide injected failures. */
 static nvmlReturn_t enter(const char *fn, const struct machine **out)
 {
@@ -697,7 +754,8 @@ static nvmlReturn_t enter(const char *fn, const struct machine **out)
         }
     }
     *out = m;
-    return find_fail(m->fails, m->n_fail, fn);
+    nvmlReturn_t r = find_fail(m->fails, m->n_fail, fn);
+    return r != NVML_SUCCESS ? r : flaky_answer(m, fn);
 }
 
 /* Resolve a device handle (full GPU, or MIG device when allowed) for `fn`. */
@@ -1749,6 +1807,34 @@ static void dispatch_locked(struct channel *ch, const char *line)
         ssize_t w = write(s->wake[1], "", 1); /* full pipe: already woken */
         (void)w;
     }
+}
+
+/* Must hold events_lock. Queue one event for every set registered for it. */
+static void queue_locked(unsigned gpu, unsigned long long type)
+{
+    for (struct event_set *s = event_sets; s != NULL; s = s->next) {
+        if (!(s->mask[gpu] & type) || s->count == EVENT_QUEUE)
+            continue;
+        nvmlEventData_t *e = &s->queue[(s->head + s->count++) % EVENT_QUEUE];
+        *e = (nvmlEventData_t){.device = (nvmlDevice_t)&gpu_handles[gpu], .eventType = type,
+                               .gpuInstanceId = 0xFFFFFFFFu, .computeInstanceId = 0xFFFFFFFFu};
+        ssize_t w = write(s->wake[1], "", 1); /* full pipe: already woken */
+        (void)w;
+    }
+}
+
+/* A profile reload that changed a GPU's GPU or compute instances sends
+ * nvmlEventMigConfigChange for it, as the driver does when instances are created or
+ * destroyed (each set registered for it gets one, whatever FIFO it reads). */
+static void queue_mig_changes(const struct machine *old, const struct machine *m)
+{
+    pthread_mutex_lock(&events_lock);
+    for (int i = 0; i < m->n_gpu && i < old->n_gpu; i++) {
+        const struct gpu *a = &old->gpus[i], *b = &m->gpus[i];
+        if (a->n_gi != b->n_gi || memcmp(a->gis, b->gis, sizeof(a->gis[0]) * (size_t)a->n_gi) != 0)
+            queue_locked((unsigned)i, nvmlEventMigConfigChange);
+    }
+    pthread_mutex_unlock(&events_lock);
 }
 
 /* Must hold events_lock. Read what the FIFO holds; dispatch each complete line. */
