@@ -135,12 +135,15 @@ def test_a_nodefeature_deleted_by_hand_is_back_with_new_labels_in_the_same_cycle
         tmp_path: Path, server: FakeApiServer, fake_nvml_lib: Path) -> None:
     """Someone deletes the NodeFeature, then the labels change: the update of the deleted
     object fails (409 to the uid precondition of a read-modify-write PUT as a kueue log shows,
-    404 from kube-apiserver 1.36), gfd re-reads and creates it again within that one cycle."""
+    404 from kube-apiserver 1.36), gfd re-reads and creates it again within that one cycle.
+    Without the watch: with it, gfd may see the deletion and repair it before the labels
+    change (a loaded machine delays the profile write), and no update of a deleted object
+    would be tried."""
     name = f"nvidia-features-for-{NODE}"
     profiles.hgx_h100().write(tmp_path / "profile.txt")
     port = free_port()
     argv, env = command(tmp_path, server, fake_nvml_lib, "run", "--sink", "nodefeature",
-                        "--sleep-interval", "50ms", "--metrics-port", str(port))
+                        "--watch=false", "--sleep-interval", "50ms", "--metrics-port", str(port))
     log = (tmp_path / "agent.log").open("w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
