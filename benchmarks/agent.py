@@ -135,6 +135,22 @@ def targets_table() -> str:
     return "\n".join(lines)
 
 
+def finish(result: dict[str, Any], body: str, *, results: Path, section: str,
+           write: bool) -> int:
+    """A benchmark's ending: its tables, each target met or missed, the JSON result kept
+    under benchmarks/results, and with ``write`` its section of BENCHMARKS.md replaced."""
+    print(body)
+    print()
+    for t in result["targets"]:
+        print(f"{'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['measured']}")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {results.relative_to(ROOT)}")
+    if write:
+        write_report(section, body)
+    return 0
+
+
 def write_report(section: str, body: str) -> None:
     """Update ``section`` of BENCHMARKS.md and the targets table from results/*.json."""
     text = REPORT.read_text() if REPORT.exists() else "# Benchmarks\n"
@@ -1076,16 +1092,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     result = run(Config(args.cycles, args.runs, args.trials, args.idle_seconds, args.api_settle,
                         args.seed))
-    print(tables(result))
-    print()
-    for t in result["targets"]:
-        print(f"{'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['measured']}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
-    if args.write:
-        write_report("agent", tables(result))
-    return 0
+    return finish(result, tables(result), results=RESULTS, section="agent", write=args.write)
 
 
 if __name__ == "__main__":

@@ -255,18 +255,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="update BENCHMARKS.md (the nvml-calls section, the targets table)")
     args = parser.parse_args(argv)
     result = run(args.before)
-    print(tables(result))
-    print()
-    for t in result["targets"]:
-        print(f"{'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['measured']}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
-    if args.write:
-        from benchmarks.agent import write_report
+    from benchmarks.agent import finish
 
-        write_report("nvml-calls", tables(result))
-    return 0
+    return finish(result, tables(result), results=RESULTS, section="nvml-calls",
+                  write=args.write)
 
 
 if __name__ == "__main__":
