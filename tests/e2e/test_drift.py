@@ -150,15 +150,20 @@ def test_a_watch_whose_version_expired_reads_the_node_again_and_goes_on(
     # ... past anything the watch can have seen, whenever it reads that change: another
     # object's write (the real server's compact() makes one of its own) ...
     server.add_pod(NS, "history-moves-on")
-    server.compact()  # ... and is forgotten: the watch's version is too old now
+    compacted = int(server.compact())  # ... and is forgotten: the watch's version is too old
     server.drop_watches()  # (the real server restarts: its watch cache forgets it too)
     wait_for(lambda: metric(metrics(port), 'gfd_watch_reconnects_total{reason="expired"}') >= 1,
              timeout=30)
-    # The watch opened after the Node is read again: not the expired one, which may still
-    # count as open while its last event is on the way.
-    expired_at = server.watch_requests
-    wait_for(lambda: server.watch_requests > expired_at and server.open_watches == 1,
-             timeout=30)
+
+    # The watch opened after the Node is read again, told by the version it starts from (the
+    # read's, past the compaction): not the expired one, which may still count as open while
+    # its last event is on the way. (A count of watch requests taken now could already hold
+    # the new one on a busy machine, and then wait for one more that never comes.)
+    def watching_from_the_new_read() -> bool:
+        fresh = any(r.watch and int(r.query.get("resourceVersion") or 0) >= compacted
+                    for r in server.requests)
+        return fresh and server.open_watches == 1
+    wait_for(watching_from_the_new_read, timeout=30)
     server.set_label(NODE, COUNT, "3")
     wait_for(lambda: server.labels(NODE).get(COUNT) == "8", timeout=15)
     assert agent.stop() == 0
