@@ -1,0 +1,140 @@
+"""The config file's watch: inotify on the directories of its symlink chain fires a ``config``
+trigger when the file may have changed, and once more when it has been quiet.
+
+What the agent then reads, and when new content counts as settled, is
+``gfd.configsource.ConfigSource``'s; this module only wakes the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from gfd.configsource import QUIET, Writers
+from gfd.fswatch import IN_CLOSE_WRITE, IN_MODIFY, DirWatch, start_watch
+from gfd.triggers import Fire, Trigger, died
+
+log = logging.getLogger(__name__)
+
+_MAX_SYMLINKS = 40
+"""As the kernel's limit: a longer chain is a loop."""
+
+
+def watched_directories(path: str) -> list[str]:
+    """The directories whose entries decide what ``path`` reads: its own, and that of every
+    symlink it passes through and of the file it ends at. A ConfigMap volume swaps its
+    ``..data`` symlink and GFD's config-manager re-points ``config.yaml``; both show up as an
+    entry changing in one of these, as does an edit of the file itself."""
+    found: dict[str, None] = {}
+    current = os.path.abspath(path)
+    for _ in range(_MAX_SYMLINKS):
+        found[os.path.dirname(current)] = None
+        try:
+            target = os.readlink(current)
+        except OSError:  # not a symlink (or gone): the chain ends here
+            break
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    found[os.path.dirname(os.path.realpath(path))] = None
+    return list(found)
+
+
+def chain_paths(path: str) -> set[str]:
+    """Every path whose entry decides what ``path`` reads: each path of its symlink chain,
+    the file it ends at, and every directory above them (a ``..data`` link among them)."""
+    found: set[str] = set()
+    current = os.path.abspath(path)
+    for _ in range(_MAX_SYMLINKS):
+        found.add(current)
+        try:
+            target = os.readlink(current)
+        except OSError:
+            break
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    found.add(os.path.realpath(path))
+    for entry in list(found):
+        while (parent := os.path.dirname(entry)) != entry:
+            found.add(parent)
+            entry = parent
+    return found
+
+
+class ConfigWatch:
+    """Fires a ``config`` trigger when the config file may have changed (inotify on
+    :func:`watched_directories`, re-computed after each change as symlinks move).
+
+    Only entries of the file's symlink chain count (:func:`chain_paths`): a log or any busy
+    file beside the config wakes nothing. After a change it fires once more when the file has
+    been quiet for ``quiet`` seconds, so a file rewritten in place (which ``ConfigSource``
+    takes only once settled) is read again when it is."""
+
+    def __init__(self, path: str, fire: Fire, *, clock: Callable[[], float] = time.monotonic,
+                 quiet: float = QUIET, writers: Writers | None = None) -> None:
+        self._writers = writers
+        self._path = path
+        self._fire = fire
+        self._clock = clock
+        self._quiet = quiet
+        self._watch: DirWatch | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    def start(self) -> bool:
+        """True when watching; False (with the reason logged once) when the agent must check
+        the file every cycle instead."""
+        started = start_watch(lambda directory, name: self._changed(directory, name, 0),
+                              watched_directories(self._path), name="config-watch",
+                              on_event=self._changed, on_death=self._died,
+                              fallback="the config file is checked every cycle instead")
+        if isinstance(started, str):
+            log.info("%s", started)
+            return False
+        self._watch = started
+        return True
+
+    def _died(self, why: BaseException) -> None:
+        self._fire(died("config", why, self._clock()))
+
+    def _changed(self, directory: str, name: str, mask: int) -> None:
+        assert self._watch is not None
+        self._watch.watch(watched_directories(self._path))  # a new ..data target, say
+        entry = os.path.join(directory, name) if name else directory
+        if name and entry not in chain_paths(self._path):
+            return  # a file beside the config
+        if self._writers is not None and mask & (IN_MODIFY | IN_CLOSE_WRITE):
+            real = os.path.realpath(entry)
+            if mask & IN_MODIFY:
+                self._writers.modified(real)
+            else:
+                self._writers.closed(real)
+        self._fire(Trigger(source="config", kind="changed", at=self._clock(),
+                           detail=entry, reload_config=True))
+        with self._lock:
+            if self._closed:
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(self._quiet + 0.05, self._quieted, args=(entry,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _quieted(self, entry: str) -> None:
+        with self._lock:
+            self._timer = None
+            if self._closed:
+                return
+        self._fire(Trigger(source="config", kind="settled", at=self._clock(), detail=entry,
+                           reload_config=True))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
