@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 
 from gfd.configsource import QUIET, Writers
+from gfd.debounce import Debounce
 from gfd.fswatch import IN_CLOSE_WRITE, IN_MODIFY, DirWatch, start_watch
 from gfd.triggers import Fire, Trigger, died
 
@@ -78,9 +78,8 @@ class ConfigWatch:
         self._clock = clock
         self._quiet = quiet
         self._watch: DirWatch | None = None
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-        self._closed = False
+        self._settled = Debounce()
+        """The ``settled`` trigger, ``quiet`` seconds after the last change."""
 
     def start(self) -> bool:
         """True when watching; False (with the reason logged once) when the agent must check
@@ -112,29 +111,12 @@ class ConfigWatch:
                 self._writers.closed(real)
         self._fire(Trigger(source="config", kind="changed", at=self._clock(),
                            detail=entry, reload_config=True))
-        with self._lock:
-            if self._closed:
-                return
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = threading.Timer(self._quiet + 0.05, self._quieted, args=(entry,))
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _quieted(self, entry: str) -> None:
-        with self._lock:
-            self._timer = None
-            if self._closed:
-                return
-        self._fire(Trigger(source="config", kind="settled", at=self._clock(), detail=entry,
-                           reload_config=True))
+        self._settled.restart(self._quiet + 0.05, lambda: self._fire(Trigger(
+            source="config", kind="settled", at=self._clock(), detail=entry,
+            reload_config=True)))
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        self._settled.close()
         if self._watch is not None:
             self._watch.close()
             self._watch = None
