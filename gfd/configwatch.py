@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from gfd.configsource import QUIET, Writers
 from gfd.debounce import Debounce
-from gfd.fswatch import IN_CLOSE_WRITE, IN_MODIFY, DirWatch, start_watch
+from gfd.fswatch import IN_CLOSE_WRITE, IN_MODIFY, Watch
 from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
@@ -77,28 +77,30 @@ class ConfigWatch:
         self._fire = fire
         self._clock = clock
         self._quiet = quiet
-        self._watch: DirWatch | None = None
+        self._watch = Watch("config-watch",
+                            fallback="the config file is checked every cycle instead")
+        """Made here, before it starts: a change seen while it starts finds it."""
         self._settled = Debounce()
         """The ``settled`` trigger, ``quiet`` seconds after the last change."""
 
     def start(self) -> bool:
         """True when watching; False (with the reason logged once) when the agent must check
         the file every cycle instead."""
-        started = start_watch(lambda directory, name: self._changed(directory, name, 0),
-                              watched_directories(self._path), name="config-watch",
-                              on_event=self._changed, on_death=self._died,
-                              fallback="the config file is checked every cycle instead")
-        if isinstance(started, str):
-            log.info("%s", started)
-            return False
-        self._watch = started
-        return True
+        why = self._watch.start(watched_directories(self._path), on_event=self._changed,
+                                on_death=self._died)
+        if why:
+            log.info("%s", why)
+        return not why
+
+    @property
+    def watching(self) -> bool:
+        """Started, and neither dead nor closed."""
+        return self._watch.watching
 
     def _died(self, why: BaseException) -> None:
         self._fire(died("config", why, self._clock()))
 
     def _changed(self, directory: str, name: str, mask: int) -> None:
-        assert self._watch is not None
         self._watch.watch(watched_directories(self._path))  # a new ..data target, say
         entry = os.path.join(directory, name) if name else directory
         if name and entry not in chain_paths(self._path):
@@ -117,6 +119,4 @@ class ConfigWatch:
 
     def close(self) -> None:
         self._settled.close()
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
+        self._watch.close()

@@ -4,6 +4,7 @@ and once more when the file has been quiet."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -220,3 +221,42 @@ def test_a_config_watch_that_dies_fires_a_reload_and_says_the_file_is_polled(
                 "config file is checked every cycle instead") in caplog.text
     finally:
         watch.close()
+
+
+def test_a_watch_started_while_its_directory_is_busy_stays_alive_and_sees_the_next_change(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Regression (issue 29): the watch thread could take a change (here: a log written
+    beside the config) before the watch was stored, and died on it for the life of the process
+    ("config-watch watch stopped: AssertionError"), leaving the file polled each cycle."""
+    path = tmp_path / "config.yaml"
+    path.write_text("{}")
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        with (tmp_path / "gfd.log").open("w") as log_file:
+            while not stop.is_set():
+                log_file.write("line\n")
+                log_file.flush()
+
+    def one_round(round_: int) -> None:
+        fired = Fired()
+        watch = ConfigWatch(str(path), fired)
+        try:
+            assert watch.start()
+            path.write_text(f"flags: {{}}  # round {round_}")
+            wait_for(lambda: any(t.kind in ("changed", "watcher-died") for t in fired.triggers),
+                     timeout=10)
+            died = [t.detail for t in fired.triggers if t.kind == "watcher-died"]
+            assert died == [] and watch.watching, f"round {round_}: {died}"
+        finally:
+            watch.close()
+
+    writer = threading.Thread(target=keep_writing, daemon=True)
+    writer.start()
+    try:
+        for round_ in range(40):
+            one_round(round_)
+    finally:
+        stop.set()
+        writer.join(timeout=10)
+    assert "watch stopped" not in caplog.text

@@ -12,7 +12,7 @@ import pytest
 from helpers.process import wait_for
 
 from gfd import fswatch
-from gfd.fswatch import DirWatch, open_watch, start_watch
+from gfd.fswatch import DirWatch, Watch, open_watch
 
 
 class Seen:
@@ -169,21 +169,66 @@ def test_closing_a_watch_is_not_a_death(tmp_path: Path, seen: Seen) -> None:
     assert deaths == [] and not opened.dead
 
 
-def test_start_watch_without_inotify_says_why_and_what_instead(
+def test_a_watch_without_inotify_says_why_and_what_instead_and_stays_usable(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(fswatch, "_libc", lambda: "inotify is not available: no libc")
-    started = start_watch(lambda directory, name: None, [str(tmp_path)],
-                          name="test-watch", fallback="polled instead")
-    assert started == "inotify is not available: no libc; polled instead"
+    held = Watch("test-watch", fallback="polled instead")
+    assert held.start([str(tmp_path)]) == "inotify is not available: no libc; polled instead"
+    assert not held.watching
+    assert held.watch([str(tmp_path)]) == []  # nothing to add to, and no error
+    held.close()
 
 
-def test_start_watch_returns_a_running_watch(tmp_path: Path) -> None:
+def test_a_watch_runs_once_however_often_started_and_stops_on_close(tmp_path: Path) -> None:
     seen: list[str] = []
-    started = start_watch(lambda directory, name: seen.append(name), [str(tmp_path)],
-                          name="test-watch", fallback="polled instead")
-    assert not isinstance(started, str)
+    held = Watch("test-watch", fallback="polled instead")
+    before = {t.name for t in threading.enumerate()}
+    assert "gfd-test-watch" not in before
     try:
+        assert held.start([str(tmp_path)], lambda directory, name: seen.append(name)) == ""
+        assert held.start([str(tmp_path)], lambda directory, name: None) == ""  # the same one
+        assert held.watching
+        assert [t.name for t in threading.enumerate()].count("gfd-test-watch") == 1
         (tmp_path / "new").write_text("x")
         wait_for(lambda: "new" in seen)
     finally:
-        started.close()
+        held.close()
+    assert not held.watching
+    assert "gfd-test-watch" not in {t.name for t in threading.enumerate()}
+    held.close()  # idempotent
+
+
+def test_a_callback_can_use_the_watch_from_the_first_event_on(tmp_path: Path) -> None:
+    """The watch is held before its thread starts: events already waiting when it starts (a
+    busy directory) reach a callback that finds it, never a watch still being made."""
+    busy, later = tmp_path / "busy", tmp_path / "later"
+    busy.mkdir()
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        with (busy / "log").open("w") as log_file:
+            while not stop.is_set():
+                log_file.write("line\n")
+                log_file.flush()
+
+    def one_round(round_: int) -> None:
+        deaths: list[BaseException] = []
+        added: list[list[str]] = []
+        held = Watch("test-watch", fallback="polled instead")
+        try:
+            assert held.start([str(busy)], lambda directory, name: added.append(
+                held.watch([str(later)])), on_death=deaths.append) == ""
+            wait_for(lambda: bool(added) or bool(deaths))
+            assert deaths == [] and held.watching, f"round {round_}: {deaths}"
+            assert added[0] == []  # the directory added without a problem
+        finally:
+            held.close()
+
+    writer = threading.Thread(target=keep_writing, daemon=True)
+    writer.start()
+    try:
+        for round_ in range(20):
+            one_round(round_)
+    finally:
+        stop.set()
+        writer.join(timeout=10)
