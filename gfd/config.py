@@ -27,6 +27,7 @@ from gfd import dra
 from gfd.errors import ConfigError, show
 from gfd.labelers.options import LABEL_SETS, MIG_STRATEGIES, LabelOptions
 from gfd.sharing import Sharing
+from gfd.snapshot import RESOURCE_MANAGERS
 
 DEFAULT_OUTPUT_FILE = "/etc/kubernetes/node-feature-discovery/features.d/gfd"
 DEFAULT_MACHINE_TYPE_FILE = "/sys/class/dmi/id/product_name"
@@ -34,7 +35,8 @@ SINKS = ("file", "nodefeature", "node")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra", "vfio")
-RESOURCE_MANAGERS = ("auto", "device-plugin", "dra")
+RESOURCE_MANAGER_CHOICES = ("auto", *RESOURCE_MANAGERS)
+"""``--resource-manager``: a resource manager (``snapshot.RESOURCE_MANAGERS``), or ``auto``."""
 DEFAULT_PLUGINS_REGISTRY = "/var/lib/kubelet/plugins_registry"
 
 
@@ -459,7 +461,7 @@ class Settings:
              "(GPUs bound to vfio-pci, from sysfs and the PCI IDs database); auto: GFD's "
              "rule (tegra on a Tegra SoC without NVML, else nvml; never vfio).")
     resource_manager: str = setting(
-        "auto", kind=Choice(RESOURCE_MANAGERS), flags=("--resource-manager",),
+        "auto", kind=Choice(RESOURCE_MANAGER_CHOICES), flags=("--resource-manager",),
         env=("GFD_RESOURCE_MANAGER",), file="flags.gfd.resourceManager", part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING,
         brief="What hands out this node's GPUs, which decides the labels; auto: dra while "
