@@ -77,7 +77,7 @@ class ConfigWatch:
         self._fire = fire
         self._clock = clock
         self._quiet = quiet
-        self._watch = Watch("config-watch",
+        self._watch = Watch("config-watch", say=log.info,
                             fallback="the config file is checked every cycle instead")
         """Made here, before it starts: a change seen while it starts finds it."""
         self._settled = Debounce()
@@ -86,11 +86,8 @@ class ConfigWatch:
     def start(self) -> bool:
         """True when watching; False (with the reason logged once) when the agent must check
         the file every cycle instead."""
-        why = self._watch.start(watched_directories(self._path), on_event=self._changed,
-                                on_death=self._died)
-        if why:
-            log.info("%s", why)
-        return not why
+        return self._watch.start(watched_directories(self._path), on_event=self._changed,
+                                 on_death=self._died)
 
     @property
     def watching(self) -> bool:

@@ -215,10 +215,12 @@ class Watch:
     The owner never sees a half-made watch: :meth:`watch` and :meth:`close` work before
     :meth:`start`, after a start that failed and after :meth:`close`, doing nothing there."""
 
-    def __init__(self, name: str, *, fallback: str) -> None:
+    def __init__(self, name: str, *, fallback: str, say: Callable[[str], None]) -> None:
         self._name = name
         self._fallback = fallback
         """What the owner does instead (said when the watch cannot start or dies)."""
+        self._say = say
+        """How the owner logs why its watch did not start (one line, with the fallback)."""
         self._lock = threading.Lock()
         self._running: DirWatch | None = None
 
@@ -230,23 +232,25 @@ class Watch:
         return running is not None and not running.dead
 
     def start(self, directories: Iterable[str], on_change: OnChange = _ignore, *,
-              on_event: OnEvent | None = None, on_death: OnDeath | None = None) -> str:
+              on_event: OnEvent | None = None, on_death: OnDeath | None = None) -> bool:
         """Watch ``directories`` and call ``on_change`` (or ``on_event``, when given) from the
-        watch's thread; "" when watching (already, too), else the one line to log: why not,
-        and the fallback. A watch closed may be started again."""
+        watch's thread; whether it watches (already, too). When it cannot, the owner's ``say``
+        gets why, and the fallback, in one line. A watch closed may be started again."""
         with self._lock:
             if self._running is not None:
-                return ""
+                return True
             opened = open_watch(on_change, name=self._name, on_event=on_event,
                                 on_death=on_death, fallback=self._fallback)
             if isinstance(opened, str):
-                return f"{opened}; {self._fallback}"
-            problems = opened.watch(directories)
-            if problems:
+                why = opened
+            elif problems := opened.watch(directories):
                 opened.close()
-                return f"{problems[0]}; {self._fallback}"
-            self._running = opened.start()  # its callbacks wait for the lock: stored first
-        return ""
+                why = problems[0]
+            else:
+                self._running = opened.start()  # its callbacks wait for the lock: stored first
+                return True
+        self._say(f"{why}; {self._fallback}")
+        return False
 
     def watch(self, directories: Iterable[str]) -> list[str]:
         """Add directories to a started watch (see ``DirWatch.watch``); none otherwise."""

@@ -4,11 +4,11 @@ and once more when the file has been quiet."""
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from helpers.busyfile import written_without_pause
 from helpers.configfiles import TS4, rewrite
 from helpers.process import wait_for
 
@@ -70,6 +70,9 @@ class Fired:
 
     def count(self) -> int:
         return len(self.triggers)
+
+    def seen_a_change_or_a_death(self) -> bool:
+        return any(t.kind in ("changed", "watcher-died") for t in self.triggers)
 
 
 @pytest.fixture
@@ -230,33 +233,16 @@ def test_a_watch_started_while_its_directory_is_busy_stays_alive_and_sees_the_ne
     ("config-watch watch stopped: AssertionError"), leaving the file polled each cycle."""
     path = tmp_path / "config.yaml"
     path.write_text("{}")
-    stop = threading.Event()
-
-    def keep_writing() -> None:
-        with (tmp_path / "gfd.log").open("w") as log_file:
-            while not stop.is_set():
-                log_file.write("line\n")
-                log_file.flush()
-
-    def one_round(round_: int) -> None:
-        fired = Fired()
-        watch = ConfigWatch(str(path), fired)
-        try:
-            assert watch.start()
-            path.write_text(f"flags: {{}}  # round {round_}")
-            wait_for(lambda: any(t.kind in ("changed", "watcher-died") for t in fired.triggers),
-                     timeout=10)
-            died = [t.detail for t in fired.triggers if t.kind == "watcher-died"]
-            assert died == [] and watch.watching, f"round {round_}: {died}"
-        finally:
-            watch.close()
-
-    writer = threading.Thread(target=keep_writing, daemon=True)
-    writer.start()
-    try:
+    with written_without_pause(tmp_path / "gfd.log"):
         for round_ in range(40):
-            one_round(round_)
-    finally:
-        stop.set()
-        writer.join(timeout=10)
+            fired = Fired()
+            watch = ConfigWatch(str(path), fired)
+            try:
+                assert watch.start()
+                path.write_text(f"flags: {{}}  # round {round_}")
+                wait_for(fired.seen_a_change_or_a_death, timeout=10)
+                died = [t.detail for t in fired.triggers if t.kind == "watcher-died"]
+                assert died == [] and watch.watching, f"round {round_}: {died}"
+            finally:
+                watch.close()
     assert "watch stopped" not in caplog.text

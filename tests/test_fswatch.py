@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.busyfile import written_without_pause
 from helpers.process import wait_for
 
 from gfd import fswatch
@@ -172,22 +173,34 @@ def test_closing_a_watch_is_not_a_death(tmp_path: Path, seen: Seen) -> None:
 def test_a_watch_without_inotify_says_why_and_what_instead_and_stays_usable(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(fswatch, "_libc", lambda: "inotify is not available: no libc")
-    held = Watch("test-watch", fallback="polled instead")
-    assert held.start([str(tmp_path)]) == "inotify is not available: no libc; polled instead"
+    said: list[str] = []
+    held = Watch("test-watch", fallback="polled instead", say=said.append)
+    assert not held.start([str(tmp_path)])
+    assert said == ["inotify is not available: no libc; polled instead"]
     assert not held.watching
     assert held.watch([str(tmp_path)]) == []  # nothing to add to, and no error
     held.close()
 
 
+def test_a_directory_it_cannot_watch_is_said_with_the_fallback(tmp_path: Path) -> None:
+    said: list[str] = []
+    held = Watch("test-watch", fallback="polled instead", say=said.append)
+    unwatchable = tmp_path / ("x" * 300)  # a name longer than any file system takes
+    assert not held.start([str(tmp_path), str(unwatchable)])
+    assert said == [f"cannot watch {unwatchable}: File name too long; polled instead"]
+    assert not held.watching
+    assert "gfd-test-watch" not in {t.name for t in threading.enumerate()}
+
+
 def test_a_watch_runs_once_however_often_started_and_stops_on_close(tmp_path: Path) -> None:
     seen: list[str] = []
-    held = Watch("test-watch", fallback="polled instead")
-    before = {t.name for t in threading.enumerate()}
-    assert "gfd-test-watch" not in before
+    said: list[str] = []
+    held = Watch("test-watch", fallback="polled instead", say=said.append)
+    assert "gfd-test-watch" not in {t.name for t in threading.enumerate()}
     try:
-        assert held.start([str(tmp_path)], lambda directory, name: seen.append(name)) == ""
-        assert held.start([str(tmp_path)], lambda directory, name: None) == ""  # the same one
-        assert held.watching
+        assert held.start([str(tmp_path)], lambda directory, name: seen.append(name))
+        assert held.start([str(tmp_path)], lambda directory, name: None)  # the same one
+        assert held.watching and said == []
         assert [t.name for t in threading.enumerate()].count("gfd-test-watch") == 1
         (tmp_path / "new").write_text("x")
         wait_for(lambda: "new" in seen)
@@ -201,34 +214,23 @@ def test_a_watch_runs_once_however_often_started_and_stops_on_close(tmp_path: Pa
 def test_a_callback_can_use_the_watch_from_the_first_event_on(tmp_path: Path) -> None:
     """The watch is held before its thread starts: events already waiting when it starts (a
     busy directory) reach a callback that finds it, never a watch still being made."""
-    busy, later = tmp_path / "busy", tmp_path / "later"
-    busy.mkdir()
-    stop = threading.Event()
-
-    def keep_writing() -> None:
-        with (busy / "log").open("w") as log_file:
-            while not stop.is_set():
-                log_file.write("line\n")
-                log_file.flush()
+    later = tmp_path / "later"
+    later.mkdir()
 
     def one_round(round_: int) -> None:
         deaths: list[BaseException] = []
         added: list[list[str]] = []
-        held = Watch("test-watch", fallback="polled instead")
+        said: list[str] = []
+        held = Watch("test-watch", fallback="polled instead", say=said.append)
         try:
-            assert held.start([str(busy)], lambda directory, name: added.append(
-                held.watch([str(later)])), on_death=deaths.append) == ""
-            wait_for(lambda: bool(added) or bool(deaths))
+            assert held.start([str(tmp_path)], lambda directory, name: added.append(
+                held.watch([str(later)])), on_death=deaths.append), said
+            wait_for(lambda: len(added) + len(deaths) > 0)
             assert deaths == [] and held.watching, f"round {round_}: {deaths}"
-            assert added[0] == []  # the directory added without a problem
+            assert added[0] == [], "the directory is added without a problem"
         finally:
             held.close()
 
-    writer = threading.Thread(target=keep_writing, daemon=True)
-    writer.start()
-    try:
+    with written_without_pause(tmp_path / "log"):
         for round_ in range(20):
             one_round(round_)
-    finally:
-        stop.set()
-        writer.join(timeout=10)

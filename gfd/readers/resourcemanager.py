@@ -69,7 +69,8 @@ class ResourceManagerReader:
     """Whether the API was asked since the last refresh."""
     _slice_error: str = field(default="", init=False)
     _watch: Watch = field(init=False, default_factory=lambda: Watch(
-        "registry-watch", fallback="the plugin registry is checked each cycle"))
+        "registry-watch", fallback="the plugin registry is checked each cycle",
+        say=lambda why: log.debug("resource manager: %s", why)))
     _denied: bool = field(default=False, init=False)
     """Whether the registry's permissions were already said to hide the plugin."""
     _missing: bool = field(default=False, init=False)
@@ -93,10 +94,8 @@ class ResourceManagerReader:
                 fire(Trigger(source="registry", kind="registration", at=time.monotonic(),
                              detail=os.path.join(directory, name)))
 
-        why = self._watch.start([registry], changed,
-                                on_death=lambda why: fire(died("registry", why, time.monotonic())))
-        if why:
-            log.debug("resource manager: %s", why)
+        self._watch.start([registry], changed,
+                          on_death=lambda why: fire(died("registry", why, time.monotonic())))
 
     def close(self) -> None:
         self._watch.close()

@@ -260,7 +260,8 @@ class FeatureFileSink:
     _writing: bool = field(default=False, init=False)
     """gfd is writing the file: the directory events it causes are its own."""
     _watch: Watch = field(init=False, default_factory=lambda: Watch(
-        "output-watch", fallback="a changed feature file is healed at the next cycle"))
+        "output-watch", fallback="a changed feature file is healed at the next cycle",
+        say=log.info))
     _lock: int | None = field(default=None, init=False)
     """The open, flock-ed lock file while this sink writes; None before and after."""
     _unmarked: bool = field(default=False, init=False)
@@ -449,10 +450,8 @@ class FeatureFileSink:
             fire(Trigger(source="output", kind="deleted" if now is None else "changed",
                          at=time.monotonic(), detail=self.path))
 
-        why = self._watch.start([directory], changed,
-                                on_death=lambda why: fire(died("output", why, time.monotonic())))
-        if why:
-            log.info("%s", why)
+        self._watch.start([directory], changed,
+                          on_death=lambda why: fire(died("output", why, time.monotonic())))
 
     def close(self) -> None:
         """Stop watching and release the lock (the feature file stays)."""
