@@ -46,9 +46,10 @@ from typing import Any
 
 import yaml
 
-from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of
+from gfd.config import TABLE, Entry
 from gfd.errors import ConfigError, one_line, show
 from gfd.hostfile import FileProblem, read_bytes
+from gfd.settingkinds import Bool, Kind, PathKind, ValueProblem, kind_of
 from gfd.sharing import SharedResource, Sharing
 
 log = logging.getLogger(__name__)

@@ -679,7 +679,7 @@ def test_property_arbitrary_text(text: str) -> None:
 def test_a_sharing_boolean_is_read_by_the_settings_tables_rule(value: str) -> None:
     """One boolean rule for the whole file: the sharing section's booleans say what a flag's
     boolean in the same file says, word for word."""
-    from gfd.config import Bool, ValueProblem
+    from gfd.settingkinds import Bool, ValueProblem
 
     with pytest.raises(ValueProblem) as rule:
         Bool().from_file(yaml.safe_load(value), lambda _: None)
