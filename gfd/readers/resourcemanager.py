@@ -68,7 +68,7 @@ class ResourceManagerReader:
     _asked: bool = field(default=False, init=False)
     """Whether the API was asked since the last refresh."""
     _slice_error: str = field(default="", init=False)
-    _watch: Watch = field(init=False, default_factory=lambda: Watch(
+    _watch: Watch = field(init=False, compare=False, repr=False, default_factory=lambda: Watch(
         "registry-watch", fallback="the plugin registry is checked each cycle",
         say=lambda why: log.debug("resource manager: %s", why)))
     _denied: bool = field(default=False, init=False)

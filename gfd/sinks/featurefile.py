@@ -259,7 +259,7 @@ class FeatureFileSink:
     """The identity of the file as gfd last wrote (or adopted) it; None when unknown."""
     _writing: bool = field(default=False, init=False)
     """gfd is writing the file: the directory events it causes are its own."""
-    _watch: Watch = field(init=False, default_factory=lambda: Watch(
+    _watch: Watch = field(init=False, compare=False, repr=False, default_factory=lambda: Watch(
         "output-watch", fallback="a changed feature file is healed at the next cycle",
         say=log.info))
     _lock: int | None = field(default=None, init=False)
