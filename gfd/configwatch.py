@@ -1,5 +1,7 @@
-"""The config file's watch: inotify on the directories of its symlink chain fires a ``config``
-trigger when the file may have changed, and once more when it has been quiet.
+"""The config file's watch: a ``config`` trigger when the file may have changed, and once quiet.
+
+Inotify on the directories of the file's symlink chain fires a ``config`` trigger when the
+file may have changed, and once more when it has been quiet.
 
 What the agent then reads, and when new content counts as settled, is
 ``gfd.configsource.ConfigSource``'s; this module only wakes the loop.

@@ -1,7 +1,6 @@
-"""One call put off: at most one pending call of an action, run later on a timer thread, that
-``close`` cancels for good.
+"""One call put off: at most one pending call, run later on a timer thread; ``close`` ends it.
 
-Two owners use it: the config watch (a burst of changes → one ``settled`` trigger, the quiet
+Two owners use it: the config watch (a burst of changes -> one ``settled`` trigger, the quiet
 period after the last: :meth:`Debounce.restart`) and an API sink's drift (a repair that waits,
 and is not put off further by the drifts seen meanwhile: :meth:`Debounce.start`). Thread-safe:
 the owners call it from their watch threads, the timer runs the action on its own, and a

@@ -1,6 +1,8 @@
-"""The kinds of a setting's values: how each is parsed from command-line and environment text
-and from config-file values (YAML/JSON types), checked, and shown -- Go durations as GFD reads
-them, booleans, choices, paths, addresses, numbers.
+"""The kinds of a setting's values: parsed from text and from config-file values, and shown.
+
+Each kind parses command-line and environment text and config-file values (YAML/JSON types),
+checks them and shows them -- Go durations as GFD reads them, booleans, choices, paths,
+addresses, numbers.
 
 A kind raises :class:`ValueProblem` with the rule a value broke, without saying where the value
 came from: the settings table (``gfd.config``), the command line and the config file's parser

@@ -1,5 +1,5 @@
-"""Config file texts and writes shared by the config file's tests (parsing, the source that
-re-reads it, the watch that wakes the agent)."""
+"""Config file texts and in-place rewrites shared by the config file's parser, source and watch
+tests."""
 
 from __future__ import annotations
 
