@@ -1,6 +1,6 @@
 """The kinds of a setting's values: each parses command-line text and config-file values by
-its rule and refuses others with that rule; Go durations read and written as GFD does; values
-shown short and on one line in messages."""
+its rule and refuses others with that rule; Go durations read and written as GFD does; a file
+value's type named in messages."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gfd.errors import ConfigError, show
+from gfd.errors import ConfigError
 from gfd.settingkinds import (
     Address,
     Bool,
@@ -258,24 +258,7 @@ def test_format_duration_writes_the_shortest_go_duration(seconds: float | None,
     assert parse_duration(text) == seconds, "and reads back the same"
 
 
-# ----------------------------------------------------------------------------- values in messages
-
-
-@pytest.mark.parametrize("value, shown", [
-    ("abc", "'abc'"),
-    (5, "5"),
-    ("two\nlines", "'two\\nlines'"),
-    (list(range(20)), "[0, 1, 2, 3, 4, 5, ...]"),
-], ids=["text", "number", "newline-escaped", "long-list"])
-def test_show_renders_a_value_short_and_on_one_line(value: object, shown: str) -> None:
-    assert show(value) == shown
-    assert "\n" not in show(value)
-
-
-def test_show_cuts_a_long_value_in_the_middle() -> None:
-    shown = show("x" * 200)
-    assert shown.startswith("'xxx") and shown.endswith("xxx'") and "..." in shown
-    assert len(shown) <= 80
+# ----------------------------------------------------------------------------- a file value's type
 
 
 @pytest.mark.parametrize("value, kind", [
