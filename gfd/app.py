@@ -25,7 +25,8 @@ from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from gfd.configfile import ConfigWatch, FileConfig
+    from gfd.configfile import FileConfig
+    from gfd.configwatch import ConfigWatch
     from gfd.events import Answers
     from gfd.kube import Kube
     from gfd.triggers import Fire
@@ -367,7 +368,7 @@ class Reloader:
 
     def __init__(self, explicit: Mapping[str, Any], loaded: FileConfig, factory: Factory, *,
                  defaults: Settings | None = None) -> None:
-        from gfd.configfile import ConfigSource
+        from gfd.configsource import ConfigSource
 
         self._explicit = dict(explicit)
         self._defaults = defaults
@@ -378,7 +379,7 @@ class Reloader:
     def watch(self, fire: Fire) -> bool:
         """Fire a ``config`` trigger when the file changes; False when that cannot be
         watched (the agent then checks the file every cycle)."""
-        from gfd.configfile import ConfigWatch
+        from gfd.configwatch import ConfigWatch
 
         self._watch = ConfigWatch(self._source.path, fire, quiet=self._source.quiet,
                                   writers=self._source.writers)

@@ -28,13 +28,14 @@ from typing import Protocol
 
 from gfd.backoff import BACKOFF_START, backoff
 from gfd.budget import API_SHARE, Budget
-from gfd.config import MIN_SLEEP_INTERVAL, Settings, changed, format_duration
+from gfd.config import MIN_SLEEP_INTERVAL, Settings, changed
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
 from gfd.facts.gpus import model_groups
 from gfd.facts.gpus import unhealthy as unhealthy_gpus
 from gfd.labelers.options import LabelOptions
 from gfd.logs import Once, fields
 from gfd.projection import Projection, project
+from gfd.settingkinds import format_duration
 from gfd.sinks.base import Change, PublishResult, Sink
 from gfd.snapshot import Snapshot
 from gfd.triggers import WATCHER_DIED, Fire, Trigger

@@ -32,7 +32,7 @@ from gfd.app import (
 )
 from gfd.budget import Budget
 from gfd.config import Part, Settings
-from gfd.configfile import QUIET
+from gfd.configsource import QUIET
 from gfd.discovery import Discovery
 from gfd.errors import ApiError, ConfigError, DiscoveryError
 from gfd.readers.nvml import NvmlReader
