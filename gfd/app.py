@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from gfd.budget import Budget
 from gfd.config import Part, Settings, changed, resolve
-from gfd.daemon import Duty, EventRecorder, Parts
 from gfd.discovery import Discovery, GpuSource, UnusableGpus, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling
+from gfd.parts import EventRecorder, Parts
 from gfd.projection import Projection, project
 from gfd.readers.host import HostReader
 from gfd.readers.resourcemanager import DRA_DRIVER, SLICE_RECHECK, ResourceManagerReader
+from gfd.schedule import Duty
 from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
 
@@ -363,7 +364,7 @@ class Factory:
 
 class Reloader:
     """Watches the config file for ``gfd run``: on a change (or SIGHUP) it resolves the
-    settings anew and builds the parts they change (``daemon.PartsSource``)."""
+    settings anew and builds the parts they change (``parts.PartsSource``)."""
 
     def __init__(self, explicit: Mapping[str, Any], loaded: FileConfig, factory: Factory, *,
                  defaults: Settings | None = None) -> None:

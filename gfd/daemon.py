@@ -15,27 +15,25 @@ that cannot is refused with one line and closed, and the last good config stays.
 from __future__ import annotations
 
 import logging
-import math
-import os
 import random
-import select
 import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from gfd.backoff import BACKOFF_START, backoff
-from gfd.budget import API_SHARE, Budget
-from gfd.config import MIN_SLEEP_INTERVAL, Settings, changed, format_duration
+from gfd.budget import API_SHARE
+from gfd.config import MIN_SLEEP_INTERVAL, changed, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
 from gfd.facts.gpus import model_groups
 from gfd.facts.gpus import unhealthy as unhealthy_gpus
-from gfd.labelers.options import LabelOptions
 from gfd.logs import Once, fields
+from gfd.parts import Parts, PartsSource, SnapshotSource
 from gfd.projection import Projection, project
-from gfd.sinks.base import Change, PublishResult, Sink
+from gfd.schedule import Duty, Schedule
+from gfd.signals import Signals
+from gfd.sinks.base import PublishResult, Sink
 from gfd.snapshot import Snapshot
 from gfd.triggers import WATCHER_DIED, Fire, Trigger
 
@@ -44,79 +42,6 @@ log = logging.getLogger(__name__)
 BACKOFF_CAP = 300.0
 """Seconds: the longest pause between retries of a failing API sink (an --sleep-interval
 longer than this is kept instead)."""
-COALESCE = 0.1
-"""Seconds the loop waits after a trigger for others to join it: one cycle for a burst
-(a MIG reconfiguration fires an event per GPU; a config swap touches several files)."""
-
-
-class SnapshotSource(Protocol):
-    """Where snapshots come from (``discovery.Discovery`` in production)."""
-
-    fail_on_init_error: bool
-
-    def read(self) -> Snapshot: ...
-
-    def refresh(self, *, gpus: bool = False) -> None:
-        """Re-read slowly changing facts at the next read (``gpus``: every GPU's static facts
-        too, on SIGHUP)."""
-        ...
-
-    def watch(self, fire: Fire) -> None:
-        """Start the watchers that see hardware changes as they happen (NVML events)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class EventRecorder(Protocol):
-    """Records Kubernetes Events on the Node from what the loop saw (``events.NodeEvents``)."""
-
-    def published(self, snapshot: Snapshot, labels: dict[str, str], change: Change) -> None:
-        """A cycle published (or found unchanged) these labels, read from this snapshot."""
-        ...
-
-    def failed(self, kind: str, message: str) -> None:
-        """A cycle failed where ``kind`` says (discovery, publish, config)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Duty:
-    """A periodic duty of the loop: ``action`` marks something stale, then a cycle runs."""
-
-    name: str
-    every: float
-    action: Callable[[], None]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Parts:
-    """What a running agent is made of, all built from one Settings (by ``app``)."""
-
-    settings: Settings
-    discovery: SnapshotSource
-    sink: Sink
-    options: LabelOptions
-    duties: tuple[Duty, ...] = ()
-    events: EventRecorder | None = None
-    """Events on the Node (built with the sink, which holds the API credentials)."""
-    changes: tuple[str, ...] = ()
-    """For a reload candidate: the settings that changed, as ``name: old -> new``."""
-    budget: Budget | None = None
-    """The deadline the parts' API requests share: opened for ``API_SHARE`` of
-    --stuck-after at the start of each cycle (None: parts that make no API request)."""
-
-
-class PartsSource(Protocol):
-    """New parts when the config changed (``app.Reloader``)."""
-
-    def poll(self, current: Parts, *, force: bool) -> Parts | None:
-        """None when the config file is unchanged; ``current`` itself when it changed but the
-        settings are the running ones; else a candidate built from ``current`` for the new
-        settings. Raises ConfigError when the new config is refused."""
-        ...
 
 
 class Observer(Protocol):
@@ -146,125 +71,6 @@ class HealthState(Protocol):
     def mark_published(self) -> None: ...
 
 
-class Wakeup:
-    """What the loop sleeps on: a self-pipe. ``set`` writes a byte (from a watcher thread,
-    or from a signal handler: no lock is taken, so a signal that lands while the loop is
-    inside ``wait`` or ``clear`` cannot block it); ``install`` also makes the interpreter's
-    C-level handler write to it (``signal.set_wakeup_fd``), so a signal wakes a ``select``
-    that would otherwise be retried with the handler's flag unseen."""
-
-    def __init__(self) -> None:
-        self._read, self._write = os.pipe()
-        for fd in (self._read, self._write):
-            os.set_blocking(fd, False)
-        self._installed = False
-        self._previous = -1
-
-    def set(self) -> None:
-        if self._write < 0:
-            return
-        try:
-            os.write(self._write, b"\0")
-        except (BlockingIOError, InterruptedError):
-            pass  # the pipe is full: the loop is woken already
-        except OSError:
-            pass  # closed: the loop has ended
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Sleep until set or ``timeout`` seconds; True when woken (the byte stays unread)."""
-        if self._read < 0:
-            return True
-        poller = select.poll()  # not select(): it fails past fd 1024
-        poller.register(self._read, select.POLLIN)
-        try:
-            return bool(poller.poll(None if timeout is None else max(0, math.ceil(timeout * 1000))))
-        except OSError:  # closed under the wait
-            return True
-
-    def is_set(self) -> bool:
-        return self.wait(0)
-
-    def clear(self) -> None:
-        try:
-            while os.read(self._read, 4096):
-                pass
-        except (BlockingIOError, InterruptedError, OSError):
-            pass
-
-    def install(self) -> None:
-        """Signals wake the loop even between its check of the flags and its sleep (call on
-        the main thread, where Python runs handlers)."""
-        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
-        self._installed = True
-
-    def close(self) -> None:
-        if self._installed:
-            signal.set_wakeup_fd(self._previous)
-            self._installed = False
-        fds, self._read, self._write = (self._read, self._write), -1, -1
-        for fd in fds:  # never written again: the number may be reused by another file
-            if fd >= 0:
-                os.close(fd)
-
-
-@dataclass(slots=True)
-class Signals:
-    """What signal handlers (in cli.py) record, the triggers watchers fire (from their
-    threads), and the self-pipe that wakes the loop.
-
-    A handler runs on the loop's own thread between any two bytecodes, so it only stores:
-    ``stop`` (the signal's number), and one more in ``reloads``. The loop never resets the
-    count; it remembers how many it has seen (``take_reload``), so a SIGHUP that lands
-    between reading and acknowledging is still a reload."""
-
-    wake: Wakeup = field(default_factory=Wakeup)
-    stop: int | bool = False
-    reloads: int = 0
-    _reloads_seen: int = 0
-    _triggers: list[Trigger] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def request_stop(self, signum: int = 0) -> None:
-        self.stop = signum or True
-        self.wake.set()
-
-    def request_reload(self) -> None:
-        self.reloads += 1
-        self.wake.set()
-
-    @property
-    def reload(self) -> bool:
-        """A reload was asked for and not yet taken."""
-        return self.reloads != self._reloads_seen
-
-    def take_reload(self) -> int:
-        """How many reloads were asked for since the last take (handlers only add)."""
-        seen = self.reloads
-        new, self._reloads_seen = seen - self._reloads_seen, seen
-        return new
-
-    def close(self) -> None:
-        self.wake.close()
-
-    def fire(self, trigger: Trigger) -> None:
-        """A watcher saw a change (thread-safe)."""
-        with self._lock:
-            self._triggers.append(trigger)
-        self.wake.set()
-
-    def take(self, now: float, window: float = COALESCE) -> tuple[list[Trigger], float | None]:
-        """The pending triggers once the first is ``window`` old (and the time that will be,
-        while it is younger): a burst becomes one cycle."""
-        with self._lock:
-            if not self._triggers:
-                return [], None
-            ready_at = min(t.at for t in self._triggers) + window
-            if now < ready_at:
-                return [], ready_at
-            taken, self._triggers = self._triggers, []
-        return taken, None
-
-
 @dataclass(slots=True)
 class _Held:
     """What woke the loop while the API backoff ran: it joins the retry's cycle."""
@@ -284,34 +90,6 @@ class _Held:
                self.reload_config or reload_config)
         self.triggers, self.force, self.reload_config = [], False, False
         return out
-
-
-class Schedule:
-    """When each periodic duty is next due, on the loop's monotonic clock."""
-
-    def __init__(self) -> None:
-        self._duties: dict[str, Duty] = {}
-        self._due: dict[str, float] = {}
-
-    def set(self, duties: tuple[Duty, ...], now: float) -> None:
-        """Adopt these duties; one that keeps its name and interval keeps its due time."""
-        due = {}
-        for duty in duties:
-            old = self._duties.get(duty.name)
-            keep = old is not None and old.every == duty.every
-            due[duty.name] = self._due[duty.name] if keep else now + duty.every
-        self._duties = {d.name: d for d in duties}
-        self._due = due
-
-    def next_due(self) -> float | None:
-        return min(self._due.values(), default=None)
-
-    def pop_due(self, now: float) -> list[Duty]:
-        """The duties due at ``now``, each rescheduled one interval later."""
-        ready = [self._duties[name] for name, at in sorted(self._due.items()) if at <= now]
-        for duty in ready:
-            self._due[duty.name] = now + duty.every
-        return ready
 
 
 @dataclass(slots=True)
@@ -358,24 +136,15 @@ class Agent:
         if candidate is None:
             return
         if self._pending is not None:  # superseded by a newer file
-            self._discard(self._pending)
+            self._pending.close_new(self.parts)
             self._pending = None
         if candidate is not self.parts:
             self._pending = candidate
 
-    def _discard(self, candidate: Parts) -> None:
-        """Close what a refused or superseded candidate built anew."""
-        if candidate.discovery is not self.parts.discovery:
-            candidate.discovery.close()
-        if candidate.sink is not self.parts.sink:
-            candidate.sink.close()
-        if candidate.events is not None and candidate.events is not self.parts.events:
-            candidate.events.close()
-
     def _refuse_pending(self, why: str) -> Parts:
         assert self._pending is not None
         self._refuse(f"new config refused: {why}; keeping the last good one")
-        self._discard(self._pending)
+        self._pending.close_new(self.parts)
         self._pending = None
         return self.parts
 
@@ -712,8 +481,5 @@ class Agent:
         finally:
             self._fire = None
             if self._pending is not None:
-                self._discard(self._pending)
-            self.parts.discovery.close()
-            self.parts.sink.close()
-            if self.parts.events is not None:
-                self.parts.events.close()
+                self._pending.close_new(self.parts)
+            self.parts.close()
