@@ -1,6 +1,7 @@
 """The agent loop: read -> project (labels and features) -> publish, with one scheduler for
 every periodic duty, reload that rebuilds what a new config changes, capped exponential
-backoff on errors, and each distinct error logged once.
+backoff on errors, and each distinct error logged once. Its clock is ``schedule``, what
+wakes it ``signals``, what it runs ``parts`` and what it reports to ``observers``.
 
 A cycle publishes everything or nothing: the labels and features (``projection.Projection``)
 are computed whole before the sink is called, and a failed read publishes nothing (the last
@@ -20,20 +21,18 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from gfd.backoff import BACKOFF_START, backoff
 from gfd.budget import API_SHARE
 from gfd.config import MIN_SLEEP_INTERVAL, changed, format_duration
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
-from gfd.facts.gpus import model_groups
-from gfd.facts.gpus import unhealthy as unhealthy_gpus
 from gfd.logs import Once, fields
+from gfd.observers import HealthState, Observer, report_node, report_published
 from gfd.parts import Parts, PartsSource, SnapshotSource
 from gfd.projection import Projection, project
-from gfd.schedule import Duty, Schedule
+from gfd.schedule import Duty, Pace, Schedule, Wake
 from gfd.signals import Signals
-from gfd.sinks.base import PublishResult, Sink
+from gfd.sinks.base import Change, PublishResult, Sink
 from gfd.snapshot import Snapshot
 from gfd.triggers import WATCHER_DIED, Fire, Trigger
 
@@ -44,52 +43,15 @@ BACKOFF_CAP = 300.0
 longer than this is kept instead)."""
 
 
-class Observer(Protocol):
-    """What the loop reports to (metrics.Metrics satisfies it)."""
-
-    def cycle(self, result: str, seconds: float) -> None: ...
-    def discovery(self, seconds: float) -> None: ...
-    def published(self, labels: int, *, added: int, changed: int, removed: int,
-                  when: float) -> None: ...
-    def rejected(self, reason: str, count: int = 1) -> None: ...
-    def error(self, kind: str) -> None: ...
-    def gpus(self, by_model: dict[str, int]) -> None: ...
-    def nvml_up(self, up: bool) -> None: ...
-    def unhealthy(self, count: int) -> None: ...
-    def resource_manager(self, name: str) -> None: ...
-    def degraded(self, counts: dict[tuple[str, str], int]) -> None: ...
-    def event(self, source: str, kind: str) -> None: ...
-    def event_handled(self, source: str, seconds: float) -> None: ...
-    def drift_repaired(self, target: str) -> None: ...
-    def watcher_died(self, source: str) -> None: ...
+_FAILURES: tuple[tuple[type[GfdError], str], ...] = (
+    (BackendInitError, "discovery"), (PublishError, "publish"), (ConfigError, "config"))
+"""Where a cycle failed, by its error's class (the first that matches); any other error is a
+failed read (``discovery``)."""
 
 
-class HealthState(Protocol):
-    def idle_until(self, at: float) -> None: ...
-    def cycle_started(self) -> None: ...
-    def cycle_finished(self) -> None: ...
-    def mark_published(self) -> None: ...
-
-
-@dataclass(slots=True)
-class _Held:
-    """What woke the loop while the API backoff ran: it joins the retry's cycle."""
-
-    triggers: list[Trigger] = field(default_factory=list)
-    force: bool = False
-    reload_config: bool = False
-
-    def add(self, triggers: list[Trigger], force: bool, reload_config: bool) -> None:
-        self.triggers.extend(triggers)
-        self.force = self.force or force
-        self.reload_config = self.reload_config or reload_config
-
-    def take(self, triggers: list[Trigger], force: bool,
-             reload_config: bool) -> tuple[list[Trigger], bool, bool]:
-        out = (self.triggers + triggers, self.force or force,
-               self.reload_config or reload_config)
-        self.triggers, self.force, self.reload_config = [], False, False
-        return out
+def _failure_kind(exc: GfdError) -> str:
+    """``discovery``, ``publish`` or ``config``: the Events' and metrics' name for it."""
+    return next((kind for cls, kind in _FAILURES if isinstance(exc, cls)), "discovery")
 
 
 @dataclass(slots=True)
@@ -116,6 +78,8 @@ class Agent:
     _cycles: int = field(default=0, init=False)
     _fire: Fire | None = field(default=None, init=False)
     _last_written: bool = field(default=False, init=False)
+    _schedule: Schedule = field(default_factory=Schedule, init=False)
+    _pace: Pace = field(default_factory=lambda: Pace(next_cycle=None), init=False)
 
     # -- reload ---------------------------------------------------------------------
 
@@ -249,21 +213,12 @@ class Agent:
             parts, snapshot, projection, read_done = self._projected(force_reload, reload_config)
             result = parts.sink.publish(projection.labels, features=projection.features)
             self._last_written = result.written
-        except BackendInitError as exc:
-            if first and self.parts.discovery.fail_on_init_error:
-                raise
-            self._failed("discovery", exc, start)
-            return False
-        except PublishError as exc:
-            self._failed("publish", exc, start)
-            return False
-        except ConfigError as exc:
-            if first:
-                raise
-            self._failed("config", exc, start)
-            return False
         except GfdError as exc:
-            self._failed("discovery", exc, start)
+            kind = _failure_kind(exc)
+            if first and (kind == "config" or (isinstance(exc, BackendInitError)
+                                               and self.parts.discovery.fail_on_init_error)):
+                raise  # gfd cannot start: a bad config, or --fail-on-init-error
+            self._failed(kind, exc, start)
             return False
         finally:
             if self.health:
@@ -295,23 +250,10 @@ class Agent:
         self._warnings = current
         self.failures = 0
         change = result.change
-        features = result.features
-        if not features.empty:
-            log.info("features changed: %s: %s", features.summary(), " ".join(
-                [f"+{k}" for k in features.added] + [f"~{k}" for k in features.changed]
-                + [f"-{k}" for k in features.removed]), extra=fields(
-                target=self.parts.sink.name, added=list(features.added),
-                changed=list(features.changed), removed=list(features.removed),
-                counts={"added": len(features.added), "changed": len(features.changed),
-                        "removed": len(features.removed)}))
+        if not result.features.empty:
+            self._log_change("features", result.features)
         if not change.empty:
-            log.info("labels changed: %s: %s", change.summary(), " ".join(
-                [f"+{k}" for k in change.added] + [f"~{k}" for k in change.changed]
-                + [f"-{k}" for k in change.removed]), extra=fields(
-                target=self.parts.sink.name, added=list(change.added),
-                changed=list(change.changed), removed=list(change.removed),
-                counts={"added": len(change.added), "changed": len(change.changed),
-                        "removed": len(change.removed), "labels": len(labelling.labels)}))
+            self._log_change("labels", change, labels=len(labelling.labels))
         elif result.written and result.features.empty:
             log.debug("labels unchanged; target refreshed")
         else:
@@ -320,30 +262,20 @@ class Agent:
             self.health.mark_published()
         if self.parts.events is not None:
             self.parts.events.published(snapshot, labelling.labels, change)
-        obs = self.observer
-        if obs:
-            obs.discovery(read_done - start)
-            obs.cycle("published" if result.written else "unchanged", self.clock() - start)
-            obs.published(len(labelling.labels), added=len(change.added),
-                          changed=len(change.changed), removed=len(change.removed),
-                          when=self.wall())
-            reasons: dict[str, int] = {}
-            for rejection in labelling.rejected:
-                reasons[rejection.reason] = reasons.get(rejection.reason, 0) + 1
-            if result.rejected:  # refused by the API server; their published values kept
-                reasons["api-server"] = reasons.get("api-server", 0) + len(result.rejected)
-            for reason, count in reasons.items():
-                obs.rejected(reason, count)
-            obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})
-            obs.nvml_up(snapshot.nvml_available)
-            obs.unhealthy(len(unhealthy_gpus(snapshot)))
-            obs.resource_manager(snapshot.resource_manager.name)
-            degraded: dict[tuple[str, str], int] = {}
-            for gpu in snapshot.gpus:
-                for d in gpu.degraded:
-                    state = (d.fact, "held" if d.held else "unknown")
-                    degraded[state] = degraded.get(state, 0) + 1
-            obs.degraded(degraded)
+        if self.observer:
+            report_published(self.observer, labelling, result, read=read_done - start,
+                             took=self.clock() - start, when=self.wall())
+            report_node(self.observer, snapshot)
+
+    def _log_change(self, what: str, change: Change, **counts: int) -> None:
+        """``labels changed: +1 ~0 -0: +nvidia.com/...``, with the keys as log fields."""
+        log.info("%s changed: %s: %s", what, change.summary(), " ".join(
+            [f"+{k}" for k in change.added] + [f"~{k}" for k in change.changed]
+            + [f"-{k}" for k in change.removed]), extra=fields(
+            target=self.parts.sink.name, added=list(change.added),
+            changed=list(change.changed), removed=list(change.removed),
+            counts={"added": len(change.added), "changed": len(change.changed),
+                    "removed": len(change.removed), **counts}))
 
     # -- the loop -------------------------------------------------------------------
 
@@ -379,10 +311,19 @@ class Agent:
         log.debug("retrying in %.1fs", delay)
         return delay
 
-    def _backing_off(self, now: float, next_cycle: float | None) -> bool:
-        """The last cycle failed at the API server and its retry is not due yet."""
-        return (self.failures > 0 and self._api_failing and next_cycle is not None
-                and now < next_cycle)
+    def _woken(self, signals: Signals, now: float) -> tuple[Wake, float | None]:
+        """Run the duties due and the triggers' actions; what woke the loop, and when the
+        triggers still gathering will be ready (None: none)."""
+        due = self._schedule.pop_due(now)
+        for duty in due:
+            self._run_duty(duty)
+        triggers, triggers_at = signals.take(now)
+        config_changed = self._handle(triggers)
+        sighup = signals.take_reload() > 0
+        if sighup:
+            log.info("received SIGHUP: reloading the config")
+        return Wake(tuple(triggers), sighup=sighup, config_changed=config_changed,
+                    duty=bool(due)), triggers_at
 
     def _handle(self, triggers: list[Trigger]) -> bool:
         """Run the triggers' actions on this thread; True when one asks for a config read."""
@@ -400,7 +341,7 @@ class Agent:
                 trigger.action()
         return any(t.reload_config for t in triggers)
 
-    def _handled(self, triggers: list[Trigger], ok: bool) -> None:
+    def _handled(self, triggers: tuple[Trigger, ...], ok: bool) -> None:
         """Event-to-publish latency, and drift repaired (a trigger that made gfd write)."""
         if not self.observer or not ok:
             return
@@ -411,6 +352,28 @@ class Agent:
             for target in sorted({t.source for t in triggers} & {"output", "api"}):
                 self.observer.drift_repaired(target)
 
+    def _paced(self, ok: bool, started: float, before: Parts) -> None:
+        """After a cycle of the running loop: a reload's new duties join the schedule, and
+        the next label cycle is set one interval on, or a backoff on after a failure."""
+        if self.parts is not before:
+            self._schedule.set(self.parts.duties, self.clock())
+        delay = self._delay_after(ok, started)
+        self._pace.next_cycle = None if delay is None else self.clock() + delay
+
+    def _sleep(self, signals: Signals, triggers_at: float | None) -> None:
+        """Until the next cycle, duty or gathered triggers, or a signal or trigger wakes the
+        loop. Liveness fails --stuck-after past the wake-up, whatever stopped the loop; with
+        nothing due it still turns every half --stuck-after to say it lives."""
+        wake_at = min((t for t in (self._pace.next_cycle, self._schedule.next_due(), triggers_at)
+                       if t is not None), default=None)
+        now = self.clock()
+        timeout = (self.parts.settings.stuck_after / 2 if wake_at is None
+                   else max(0.0, wake_at - now))
+        if self.health:
+            self.health.idle_until(now + timeout)
+        signals.wake.wait(timeout=timeout)
+        signals.wake.clear()
+
     @staticmethod
     def _stopped(signals: Signals) -> int:
         name = (signal.Signals(signals.stop).name
@@ -418,68 +381,52 @@ class Agent:
         log.info("received %s: exiting", name)
         return 0
 
+    def _start(self, signals: Signals) -> None:
+        """Schedule the duties, the first cycle now, and (unless oneshot) start the watchers.
+        The API sinks open their watch only after their first publish, so that its first read
+        sees what gfd published and is not taken for drift."""
+        self._schedule.set(self.parts.duties, self.clock())
+        self._pace = Pace(next_cycle=self.clock())
+        if not self.parts.settings.oneshot:
+            self._fire = signals.fire
+            self._watch(discovery=self.parts.discovery, sink=self.parts.sink)
+
+    def _close(self) -> None:
+        self._fire = None
+        if self._pending is not None:
+            self._pending.close_new(self.parts)
+        self.parts.close()
+
     def run(self, signals: Signals) -> int:
         """Label until stopped. Returns the exit code (0: stopped by a signal or oneshot done).
 
         Every periodic duty (label cycle, host facts, resync, expiry refresh) is scheduled
-        here; whichever is due first, a trigger from a watcher, or a signal wakes the loop."""
-        schedule = Schedule()
-        schedule.set(self.parts.duties, self.clock())
-        next_cycle: float | None = self.clock()
-        held = _Held()
-        if not self.parts.settings.oneshot:
-            self._fire = signals.fire
-            # The API sinks open their watch only after their first publish, so that its
-            # first read sees what gfd published and is not taken for drift.
-            self._watch(discovery=self.parts.discovery, sink=self.parts.sink)
+        here; whichever is due first, a trigger from a watcher, or a signal wakes the loop.
+        While the API fails, its backoff is the only clock (``schedule.Pace``)."""
+        self._start(signals)
         try:
             while True:
                 now = self.clock()
-                due = schedule.pop_due(now)
-                for duty in due:
-                    self._run_duty(duty)
-                triggers, triggers_at = signals.take(now)
-                reload_config = self._handle(triggers)
-                force = signals.take_reload() > 0
-                if force:
-                    log.info("received SIGHUP: reloading the config")
-                woken = bool(force or due or triggers)
-                if woken and self._backing_off(now, next_cycle):
-                    # While the API fails, its backoff is the only clock: what woke the loop
-                    # (a file, a watch event, a duty, SIGHUP) is taken at the next retry.
-                    held.add(triggers, force, reload_config)
-                    log.debug("held until the API retry in %.1fs", (next_cycle or now) - now)
-                    woken = False
-                elif woken or (next_cycle is not None and now >= next_cycle):
-                    triggers, force, reload_config = held.take(triggers, force, reload_config)
-                    woken = True
-                if woken:
+                wake, triggers_at = self._woken(signals, now)
+                why = self._pace.admit(wake, now, api_backoff=self._api_backoff())
+                if why is not None:
                     before = self.parts
-                    ok = self.cycle(force_reload=force, reload_config=reload_config)
+                    ok = self.cycle(force_reload=why.sighup, reload_config=why.config_changed)
                     if self.parts.settings.oneshot:
                         return 0 if ok else 1
-                    self._handled(triggers, ok)
+                    self._handled(why.triggers, ok)
                     if signals.stop:
                         return self._stopped(signals)
-                    if self.parts is not before:
-                        schedule.set(self.parts.duties, self.clock())
-                    delay = self._delay_after(ok, now)
-                    next_cycle = None if delay is None else self.clock() + delay
-                wake_at = min((t for t in (next_cycle, schedule.next_due(), triggers_at)
-                               if t is not None), default=None)
-                # Liveness fails --stuck-after past the wake-up, whatever stopped the loop;
-                # with nothing due it still turns every half --stuck-after to say it lives.
-                now = self.clock()
-                timeout = (self.parts.settings.stuck_after / 2 if wake_at is None
-                           else max(0.0, wake_at - now))
-                if self.health:
-                    self.health.idle_until(now + timeout)
-                signals.wake.wait(timeout=timeout)
-                signals.wake.clear()
+                    self._paced(ok, now, before)
+                elif wake:
+                    log.debug("held until the API retry in %.1fs",
+                              (self._pace.next_cycle or now) - now)
+                self._sleep(signals, triggers_at)
                 if signals.stop:
                     return self._stopped(signals)
         finally:
-            self._fire = None
-            if self._pending is not None:
-                self._pending.close_new(self.parts)
-            self.parts.close()
+            self._close()
+
+    def _api_backoff(self) -> bool:
+        """The last cycle failed at the API server: its backoff is the loop's only clock."""
+        return self.failures > 0 and self._api_failing
