@@ -311,6 +311,10 @@ class Agent:
         log.debug("retrying in %.1fs", delay)
         return delay
 
+    def _api_backoff(self) -> bool:
+        """The last cycle failed at the API server: its backoff is the loop's only clock."""
+        return self.failures > 0 and self._api_failing
+
     def _woken(self, signals: Signals, now: float) -> tuple[Wake, float | None]:
         """Run the duties due and the triggers' actions; what woke the loop, and when the
         triggers still gathering will be ready (None: none)."""
@@ -385,6 +389,7 @@ class Agent:
         """Schedule the duties, the first cycle now, and (unless oneshot) start the watchers.
         The API sinks open their watch only after their first publish, so that its first read
         sees what gfd published and is not taken for drift."""
+        self._schedule = Schedule()
         self._schedule.set(self.parts.duties, self.clock())
         self._pace = Pace(next_cycle=self.clock())
         if not self.parts.settings.oneshot:
@@ -426,7 +431,3 @@ class Agent:
                     return self._stopped(signals)
         finally:
             self._close()
-
-    def _api_backoff(self) -> bool:
-        """The last cycle failed at the API server: its backoff is the loop's only clock."""
-        return self.failures > 0 and self._api_failing
