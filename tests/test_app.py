@@ -55,6 +55,7 @@ class Tracked:
     fail_on_init_error = True
     name = "tracked"
     manager = None
+    asks_api = False
 
     def __init__(self) -> None:
         self.closed = False
