@@ -7,7 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gfd.metrics.health import Health
-from gfd.metrics.registry import Metrics
+from gfd.metrics.registry import FAMILIES, Metrics
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -206,3 +206,11 @@ def test_the_stuck_after_limit_is_exported_where_healthz_fails() -> None:
     now[0] += 1
     assert value(metrics, "gfd_cycle_running_seconds") == 46.0
     assert health.live() == (False, "cycle running for 46s (limit 45s)")
+
+
+def test_every_family_of_the_table_is_exported_in_its_order_with_its_kind_and_help() -> None:
+    families = [f for f in text_string_to_metric_families(Metrics(version="x").render().decode())
+                if not f.name.endswith("_created")]  # the client's own, one per counter
+    assert [(f.name, f.type, f.documentation) for f in families] == [
+        (f.name, f.kind, f.help) for f in FAMILIES]
+
