@@ -3,6 +3,9 @@ much, fails liveness; readiness holds from the first publish."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from helpers.timing import Clock
 
@@ -61,3 +64,23 @@ def test_live_turns_false_when_the_loop_misses_its_wake_up_by_stuck_after() -> N
                                      "(limit 120s)")
     health.cycle_started()  # it turned
     assert health.live() == (True, "ok")
+
+
+def test_importing_health_or_the_package_loads_no_prometheus_code() -> None:
+    """A one-shot run has no metrics server: what it may import of gfd.metrics costs nothing
+    of prometheus_client; a name of the package's is loaded from its module when asked."""
+    code = ("import sys, gfd.metrics, gfd.metrics.health\n"
+            "assert 'prometheus_client' not in sys.modules, 'loaded at import'\n"
+            "assert 'gfd.metrics.server' not in sys.modules, 'loaded at import'\n"
+            "names = [getattr(gfd.metrics, name) for name in gfd.metrics.__all__]\n"
+            "assert 'prometheus_client' in sys.modules and len(names) == 15\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_unknown_name_of_the_package_is_an_attribute_error() -> None:
+    import gfd.metrics
+
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        _ = gfd.metrics.Nothing
