@@ -7,6 +7,13 @@ nvmlDeviceGetAddressingMode: the machines on driver 580 answer (``HMM`` on x86 H
 the open kernel modules, ``ATS`` on Grace-based GB200); those on 550/560 predate the call,
 so the fact is absent there. The A100 and H100 machines carry their full MIG profile tables
 with placements (``nvidia-smi mig -lgipp``), what the DRA driver's DynamicMIG gate reads.
+
+Each machine's PCI bus (``Snapshot.pci``, what the driver's PassthroughSupport gate reads)
+holds its GPUs with their PCI device ids, the names the PCI IDs database gives them, and the
+64-bit BAR apertures of each board (BAR1 plus the 32 MiB BAR3, rounded up to a power of two
+as go-nvlib does); every GPU bound to ``nvidia`` but on ``mixed-a100-a10``, whose fourth
+GPU, a second A10, is bound to ``vfio-pci`` for a virtual machine: NVML cannot see it, so it
+has no labels, only a passthrough device.
 """
 
 from __future__ import annotations
@@ -17,7 +24,17 @@ from types import MappingProxyType
 
 from gfd.errors import ConfigError, show
 from gfd.sharing import SharedResource, Sharing
-from gfd.snapshot import Fabric, GiProfile, Gpu, MigDevice, Placement, Snapshot, Vgpu
+from gfd.snapshot import (
+    Fabric,
+    GiProfile,
+    Gpu,
+    MigDevice,
+    PciBus,
+    PciGpu,
+    Placement,
+    Snapshot,
+    Vgpu,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +146,36 @@ def _bus(i: int) -> str:
     return f"00000000:{0x18 + 0x10 * i:02X}:00.0"
 
 
+# Each board's PCI device id, its name in the PCI IDs database (10de section) and the total
+# of its 64-bit BARs as go-nvlib rounds it: BAR1 + 32 MiB, to the next power of two.
+_BOARDS: dict[str, tuple[int, str, int]] = {
+    _H100_NAME: (0x2330, "GH100 [H100 SXM5 80GB]", 256 * 2**30),  # BAR1 128 GiB
+    _A100_NAME: (0x20B0, "GA100 [A100 SXM4 40GB]", 128 * 2**30),  # BAR1 64 GiB
+    "NVIDIA A100 80GB PCIe": (0x20B5, "GA100 [A100 PCIe 80GB]", 256 * 2**30),  # 128 GiB
+    "NVIDIA A10": (0x2236, "GA102GL [A10]", 64 * 2**30),  # BAR1 32 GiB
+    "Tesla T4": (0x1EB8, "TU104GL [Tesla T4]", 512 * 2**20),  # BAR1 256 MiB
+    "NVIDIA GeForce RTX 3060 Laptop GPU": (
+        0x2520, "GA106M [GeForce RTX 3060 Mobile / Max-Q]", 512 * 2**20),  # BAR1 256 MiB
+    "NVIDIA GB200": (0x2941, "GB100 [HGX GB200]", 512 * 2**30),  # BAR1 256 GiB
+}
+
+
+def _pci_gpu(gpu: Gpu, *, driver: str = "nvidia") -> PciGpu:
+    device, name, memory = _BOARDS[gpu.name]
+    domain, _, rest = gpu.pci_bus_id.lower().partition(":")
+    return PciGpu(address=f"{domain[-4:]}:{rest}", device_id=device, name=name, driver=driver,
+                  numa_node=gpu.numa_node if gpu.numa_node is not None else -1,
+                  iommu_group=0x20 + gpu.index, addressable_memory=memory,
+                  pcie_root=gpu.pcie_root)
+
+
+def _pci_bus(gpus: tuple[Gpu, ...], *vfio: Gpu) -> PciBus:
+    """The PCI bus of these GPUs (bound to nvidia) and those bound to vfio-pci, IOMMU on."""
+    found = [_pci_gpu(g) for g in gpus] + [_pci_gpu(g, driver="vfio-pci") for g in vfio]
+    return PciBus(gpus=tuple(sorted(found, key=lambda p: p.address)), iommufd=True,
+                  iommu_groups=True)
+
+
 def _uuid(prefix: str, i: int, j: int | None = None) -> str:
     tail = f"{i:04x}" if j is None else f"{i:02x}{j:02x}"
     return f"{prefix}-5a1b7c3d-0000-4000-8000-00000000{tail}"
@@ -210,9 +257,11 @@ def _mixed_a100_a10() -> Simulation:
     )
     a10 = _gpu(2, "NVIDIA A10", 24146608128, (8, 6), "ampere", "nvidia", nvlink_active=None,
                power_limits_mw=_A10_POWER)
+    # the fourth slot: an A10 handed to a virtual machine (bound to vfio-pci, no NVML GPU)
+    passed = _gpu(3, "NVIDIA A10", 24146608128, (8, 6), "ampere", "nvidia")
     return Simulation(Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
                                machine_type="PowerEdge R750xa\n", vgpu=Vgpu(present=False),
-                               gpus=(*a100, a10)))
+                               gpus=(*a100, a10), pci=_pci_bus((*a100, a10), passed)))
 
 
 def _geforce_laptop() -> Simulation:
@@ -309,4 +358,6 @@ def simulate(name: str) -> Simulation:
             f"{', '.join(sorted(SIMULATIONS))}"
         ) from None
     sim = build()
-    return Simulation(replace(sim.snapshot, source=f"simulate:{name}"), sim.sharing)
+    snap = sim.snapshot
+    pci = snap.pci if snap.pci is not None else _pci_bus(snap.gpus)
+    return Simulation(replace(snap, source=f"simulate:{name}", pci=pci), sim.sharing)
