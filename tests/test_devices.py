@@ -500,3 +500,46 @@ def test_an_unplaced_mig_device_is_listed_with_what_is_missing() -> None:
     assert a.name == "" and any("placement" in m for m in a.missing) and not a.complete
     entry = document(snapshot(replace(parent, mig_devices=(unplaced,))))["devices"][0]
     assert entry["gpu"] == 0 and entry["missing"]
+
+
+def test_gfd_devices_lists_a_gpu_nvml_cannot_see_from_the_hosts_sysfs(
+        nvml_machine: Any, tmp_path: Path) -> None:
+    """``gfd devices --feature-gates PassthroughSupport=true`` on a node: the real binding
+    over the fake libnvidia-ml (2 x A100 80GB PCIe, 1 x A10) and a sysfs tree holding those
+    three bound to nvidia and a fourth GPU, an A10, bound to vfio-pci."""
+    from click.testing import CliRunner
+    from fakes import sysfs
+
+    from gfd.cli import cli
+
+    nvml_machine(profiles.a100_a10())
+    root = tmp_path / "sys"
+    for n, (bus, device, driver) in enumerate([
+            ("0000:17:00.0", "0x20b5", sysfs.NVIDIA), ("0000:65:00.0", "0x20b5", sysfs.NVIDIA),
+            ("0000:ca:00.0", "0x2236", sysfs.NVIDIA), ("0000:e3:00.0", "0x2236", sysfs.VFIO)]):
+        sysfs.linked_device(root, bus, pcie_root=f"pci0000:{bus[5:7]}", device=device,
+                            driver=driver, resource=sysfs.a100_sxm4_40gb_bars(n),
+                            numa_node=n // 2, iommu_group=50 + n)
+    sysfs.iommu(root)
+    result = CliRunner().invoke(cli, ["devices", "--sysfs-root", str(root), "-o", "json",
+                                      "--feature-gates", "PassthroughSupport=true"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["featureGates"] == {"PassthroughSupport": True}
+    assert [d["name"] for d in doc["devices"]] == [
+        "gpu-0", "gpu-1", "gpu-2", "gpu-vfio-0", "gpu-vfio-1", "gpu-vfio-2", "gpu-vfio-3"]
+    hidden = doc["devices"][6]
+    assert hidden == {
+        "name": "gpu-vfio-3",
+        "attributes": {
+            "type": {"string": "vfio"},
+            "uuid": {"string": str(uuid.uuid5(uuid.NAMESPACE_DNS, "0000:e3:00.0"))},
+            "deviceID": {"string": "0x2236"}, "vendorID": {"string": "0x10de"},
+            "numa": {"int": 1}, "productName": {"string": "GA102GL [A10]"},
+            "iommuFDEnabled": {"bool": True},
+            "resource.kubernetes.io/pciBusID": {"string": "0000:e3:00.0"},
+            "resource.kubernetes.io/pcieRoot": {"string": "pci0000:e3"},
+        },
+        "capacity": {"addressableMemory": {"value": "128Gi"}},  # the fake's BARs: 64G+32M
+    }
+    assert doc["devices"][3]["attributes"]["productName"] == {"string": "GA100 [A100 PCIe 80GB]"}
