@@ -306,8 +306,27 @@ def test_dynamic_mig_needs_the_profile_tables_a_recorded_snapshot_may_lack() -> 
     old = replace(snap, gpus=tuple(replace(g, mig_profiles=()) for g in snap.gpus))
     devices = project(old, DYNAMIC)
     assert len(devices) == 8 and all("MIG profiles" in d.missing[0] for d in devices)
-    # the simulated GB200 has no MIG profile table (its figures are not known to gfd)
-    assert all(not d.complete for d in project(simulate("gb200-nvl").snapshot, DYNAMIC))
+
+
+def test_dynamic_mig_on_a_gb200_names_its_profiles_by_go_nvlibs_rule() -> None:
+    """The simulated GB200 (190464 MiB) carries the MIG user guide's GB200 profiles. go-nvlib
+    names each from its memory (getMigMemorySizeGB: eighths of the GPU, rounded up, times its
+    186 GiB, math.Round): 23808 MiB is 1/8 -> 23.25 -> 1g.23gb; 47616 MiB is 2/8 -> 46.5 ->
+    47 (Go rounds halves away from zero) -> 2g.47gb; 95232 -> 93; 190464 -> 186."""
+    pub = publication(simulate("gb200-nvl").snapshot, DYNAMIC)
+    assert pub.refusal == "" and all(d.complete for d in pub.devices)
+    per_gpu = {d.name.split("-", 2)[-1] for d in pub.devices if d.name.startswith("gpu-2-")}
+    assert per_gpu == {*(f"mig-1g23gb-19-{i}" for i in range(7)),
+                       *(f"mig-1g23gb-me-20-{i}" for i in range(7)),
+                       *(f"mig-1g47gb-15-{i}" for i in (0, 2, 4, 6)),
+                       *(f"mig-2g47gb-14-{i}" for i in (0, 2, 4)),
+                       "mig-3g93gb-9-0", "mig-3g93gb-9-4", "mig-4g93gb-5-0", "mig-7g186gb-0-0"}
+    assert len(pub.devices) == 4 * 26 and len(pub.counter_sets) == 4
+    full = next(d for d in pub.devices if d.name == "gpu-0")  # Blackwell toggles MIG
+    assert full.capacity_of("memory") == 190464 * 2**20 and full.attribute("architecture") == (
+        "Blackwell")
+    me = next(d for d in pub.devices if d.name == "gpu-0-mig-1g23gb-me-20-3")
+    assert me.attribute("profile") == "1g.23gb+me" and dict(me.capacity)["ofaEngines"] == 1
 
 
 

@@ -5,8 +5,9 @@ are normally shared, the sharing config their device plugin would use.
 
 nvmlDeviceGetAddressingMode: the machines on driver 580 answer (``HMM`` on x86 H100s with
 the open kernel modules, ``ATS`` on Grace-based GB200); those on 550/560 predate the call,
-so the fact is absent there. The A100 and H100 machines carry their full MIG profile tables
-with placements (``nvidia-smi mig -lgipp``), what the DRA driver's DynamicMIG gate reads.
+so the fact is absent there. The A100, H100 and GB200 machines carry their full MIG profile
+tables with placements (``nvidia-smi mig -lgipp``), what the DRA driver's DynamicMIG gate
+reads.
 
 Each machine's PCI bus (``Snapshot.pci``, what the driver's PassthroughSupport gate reads)
 holds its GPUs with their PCI device ids, the names the PCI IDs database gives them, and the
@@ -116,6 +117,28 @@ _H100_80_MORE = {
     "4g.40gb": _Profile("MIG 4g.40gb", 40192, 64, 4, 4, copy=4, dec=4, jpeg=4, profile_id=5,
                         size=4),
 }
+# GB200 (190464 MiB): the profiles of the MIG user guide's GB200 table
+# (docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html: 1g.23gb x7,
+# 1g.23gb+me, 1g.47gb x4, 2g.47gb x3, 3g.93gb x2, 4g.93gb, 7g.186gb; one NVDEC and one JPEG
+# per slice, the OFA on +me and 7g, 8 copy engines on 7g, as on Hopper). Memory, SMs and
+# placements as NVIDIA's nvml-mock gives them for GB200 (k8s-test-infra,
+# deployments/nvml-mock, its MIG golden table): 18 SMs a slice, 23808 MiB an eighth.
+_GB200 = {
+    "1g.23gb": _Profile("MIG 1g.23gb", 23808, 18, 1, 1, copy=1, dec=1, jpeg=1,
+                        profile_id=19),
+    "1g.23gb+me": _Profile("MIG 1g.23gb+me", 23808, 18, 1, 1, copy=1, dec=1, jpeg=1, ofa=1,
+                           profile_id=20),
+    "1g.47gb": _Profile("MIG 1g.47gb", 47616, 18, 1, 1, copy=1, dec=1, jpeg=1, profile_id=15,
+                        size=2),
+    "2g.47gb": _Profile("MIG 2g.47gb", 47616, 36, 2, 2, copy=2, dec=2, jpeg=2, profile_id=14,
+                        size=2),
+    "3g.93gb": _Profile("MIG 3g.93gb", 95232, 54, 3, 3, copy=3, dec=3, jpeg=3, profile_id=9,
+                        size=4),
+    "4g.93gb": _Profile("MIG 4g.93gb", 95232, 72, 4, 4, copy=4, dec=4, jpeg=4, profile_id=5,
+                        size=4),
+    "7g.186gb": _Profile("MIG 7g.186gb", 190464, 126, 7, 7, copy=8, dec=7, jpeg=7, ofa=1,
+                         profile_id=0, size=8),
+}
 _SEVEN = (0, 1, 2, 3, 4, 5, 6)
 _A100_40_GI = _gi_table([
     (0, "1g.5gb", 1, _SEVEN), (1, "2g.10gb", 2, (0, 2, 4)), (2, "3g.20gb", 4, (0, 4)),
@@ -127,6 +150,12 @@ _H100_80_GI = _gi_table([
     (3, "4g.40gb", 4, (0,)), (4, "7g.80gb", 8, (0,)), (7, "1g.10gb+me", 1, _SEVEN),
     (9, "1g.20gb", 2, (0, 2, 4, 6)),
 ], {**_H100_80, **_H100_80_MORE})
+
+_GB200_GI = _gi_table([
+    (0, "1g.23gb", 1, _SEVEN), (1, "2g.47gb", 2, (0, 2, 4)), (2, "3g.93gb", 4, (0, 4)),
+    (3, "4g.93gb", 4, (0,)), (4, "7g.186gb", 8, (0,)), (7, "1g.23gb+me", 1, _SEVEN),
+    (9, "1g.47gb", 2, (0, 2, 4, 6)),
+], _GB200)
 
 _H100_NAME = "NVIDIA H100 80GB HBM3"
 _H100_BYTES = 85520809984  # 81559 MiB
@@ -156,7 +185,7 @@ _BOARDS: dict[str, tuple[int, str, int]] = {
     "Tesla T4": (0x1EB8, "TU104GL [Tesla T4]", 512 * 2**20),  # BAR1 256 MiB
     "NVIDIA GeForce RTX 3060 Laptop GPU": (
         0x2520, "GA106M [GeForce RTX 3060 Mobile / Max-Q]", 512 * 2**20),  # BAR1 256 MiB
-    "NVIDIA GB200": (0x2941, "GB100 [HGX GB200]", 512 * 2**30),  # BAR1 256 GiB
+    "NVIDIA GB200": (0x2941, "GB100 [HGX GB200]", 2**40),  # BAR1 512 GiB (nvml-mock's)
 }
 
 
@@ -327,7 +356,7 @@ def _gb200_nvl() -> Simulation:
         _gpu(i, "NVIDIA GB200", 199715979264, (10, 0), "blackwell", "nvidia",
              mig_capable=True, mig_enabled=False, mig_pending_enabled=False,
              nvlink_active=True, fabric=fabric, power_limits_mw=_GB200_POWER,
-             addressing_mode="ATS")
+             addressing_mode="ATS", mig_profiles=_GB200_GI)
         for i in range(4)
     )
     return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,
