@@ -304,7 +304,8 @@ def test_an_edit_that_lands_while_gfd_finishes_its_write_is_not_taken_for_gfds_o
     monkeypatch.setattr(featurefile, "write_atomically", then_edited)
     sink.publish({"nvidia.com/gpu.count": "7"})
     monkeypatch.setattr(featurefile, "write_atomically", real)
-    assert [t.kind for t in fired.triggers] == ["changed"]
+    # told when gfd's write returned (an edit's later events, its close, may tell it again)
+    assert fired.triggers and {t.kind for t in fired.triggers} == {"changed"}
     fired.run_actions()
     assert sink.publish({"nvidia.com/gpu.count": "7"}).written
     assert parse(path.read_text())[0] == {"nvidia.com/gpu.count": "7"}
