@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fakes.apiserver import FakeApiServer
-from helpers.realserver import api_server, on_both
+from helpers.realserver import gfd_node_server, kube_for, on_both
 
 from gfd.errors import ApiError, PublishError, Refused
 from gfd.kube import Kube
@@ -41,17 +41,14 @@ class Sleeps(list[float]):
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[FakeApiServer]:
-    with api_server(request) as srv:
-        srv.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
-        srv.add_pod(NS, "gfd-abcde", owner_daemonset="gfd", node_name=NODE)
+    with gfd_node_server(request, NODE, NS, {"kubernetes.io/hostname": NODE}) as srv:
         yield srv
 
 
 @pytest.fixture
 def kube(server: FakeApiServer, tmp_path: Path) -> Iterator[Kube]:
-    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
-    yield api
-    api.close()
+    with kube_for(server, tmp_path) as api:
+        yield api
 
 
 def node_sink(kube: Kube, clock: Clock, sleeps: Sleeps | None = None) -> NodeSink:

@@ -7,18 +7,14 @@ the node name as uid, as it merges the kubelet's); 100 flaps of one GPU in a min
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fakes import profiles
-from fakes.fakenvml import subprocess_env
-from fakes.sysfs import gpu_tree
 from helpers.controlplane import ControlPlane, rbac_objects
-from helpers.process import ENV_PREFIXES, free_port, http, wait_for
+from helpers.process import free_port, gfd_command, http, wait_for
 
 from gfd.events import BURST, NodeEvents, Recorder, Sender
 from gfd.kube import Kube
@@ -49,12 +45,9 @@ def test_a_label_change_a_lost_gpu_and_an_outage_are_events_as_the_service_accou
     kubeconfig = sa_kubeconfig("node")
     profiles.hgx_h100().write(tmp_path / "profile.txt")
     port = free_port()
-    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
-    env = subprocess_env(fake_nvml_lib, tmp_path / "profile.txt", base) | {
-        "NODE_NAME": node_name, "KUBECONFIG": str(kubeconfig)}
-    argv = [sys.executable, "-m", "gfd", "run", "--sink", "node", "--sleep-interval", "100ms",
-            "--metrics-port", str(port), "--sysfs-root", str(gpu_tree(tmp_path / "sys", [])),
-            "--nvidia-smi", str(tmp_path / "none"), "--machine-type-file", str(tmp_path / "dmi")]
+    argv, env = gfd_command(
+        tmp_path, fake_nvml_lib, "run", "--sink", "node", "--sleep-interval", "100ms",
+        "--metrics-port", str(port), env={"NODE_NAME": node_name, "KUBECONFIG": str(kubeconfig)})
     log = (tmp_path / "agent.log").open("w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
