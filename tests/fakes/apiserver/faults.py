@@ -3,6 +3,7 @@ page, a huge or trickling body), latency, and the server being away."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import _REASONS, status_body
@@ -24,6 +25,33 @@ class _Fault:
     trickle: float = 0.0
     trickle_headers: bool = True
     path_is: str | None = None
+
+    def matches(self, req: _Request) -> bool:
+        """The request has the method and path the fault was injected for."""
+        return ((self.method is None or self.method == req.method)
+                and (self.path_contains is None or self.path_contains in req.path)
+                and (self.path_is is None or self.path_is == req.path))
+
+
+def take_fault(faults: list[_Fault], matches: Callable[[_Fault], bool]) -> _Fault | None:
+    """The first fault that ``matches``, counted down (and removed once spent); None if none
+    does. The caller holds the server's lock."""
+    for fault in faults:
+        if not matches(fault):
+            continue
+        if fault.remaining is not None:
+            fault.remaining -= 1
+            if fault.remaining <= 0:
+                faults.remove(fault)
+        return fault
+    return None
+
+
+def fault_status(status: int, details: JSON | None = None) -> JSON:
+    """The Status body the real server sends with ``status`` (its reason and message)."""
+    reason, message = _REASONS.get(
+        status, ("", f"the server responded with the status code {status}"))
+    return status_body(status, reason, message, details)
 
 
 class FaultsMixin:
@@ -102,33 +130,18 @@ class FaultsMixin:
 
     def _take_fault(self, req: _Request) -> _Response | None:
         with self._lock:
-            for fault in self._faults:
-                if fault.method is not None and fault.method != req.method:
-                    continue
-                if fault.path_contains is not None and fault.path_contains not in req.path:
-                    continue
-                if fault.path_is is not None and fault.path_is != req.path:
-                    continue
-                if fault.remaining is not None:
-                    fault.remaining -= 1
-                    if fault.remaining <= 0:
-                        self._faults.remove(fault)
-                break
-            else:
-                return None
+            fault = take_fault(self._faults, lambda f: f.matches(req))
+        if fault is None:
+            return None
         headers: dict[str, str] = {}
         if fault.retry_after is not None:
             headers["Retry-After"] = str(fault.retry_after)
         body = fault.body
         if body is None:
-            reason, message = _REASONS.get(
-                fault.status,
-                ("", f"the server responded with the status code {fault.status}"),
-            )
             details: JSON = {}
             if fault.retry_after is not None and fault.status in (429, 500, 503, 504):
                 details["retryAfterSeconds"] = fault.retry_after
-            body = status_body(fault.status, reason, message, details or None)
+            body = fault_status(fault.status, details or None)
         return _Response(fault.status, body, headers, fault.content_type, fault.size,
                          fault.chunked, fault.trickle, fault.trickle_headers)
 

@@ -77,12 +77,7 @@ class StoreMixin:
             return self._local(lambda: self._create(NODES, "", obj, manager, dry_run=False))
 
     def delete_node(self, name: str) -> None:
-        with self._lock:
-            stored = self._objects[NODES].pop(("", name), None)
-            if stored is None:
-                raise KeyError(name)
-            self._bump()
-            self._changed(NODES, self._render(NODES, stored), None)
+        self._delete(NODES, "", name)
 
     def node(self, name: str) -> JSON:
         """The Node as a GET would return it (KeyError if absent)."""
@@ -247,12 +242,7 @@ class StoreMixin:
 
     def delete_nodefeature(self, namespace: str, name: str) -> None:
         """Someone deletes the NodeFeature (kubectl delete); KeyError if absent."""
-        with self._lock:
-            stored = self._objects[NODEFEATURES].pop((namespace, name), None)
-            if stored is None:
-                raise KeyError(name)
-            self._bump()
-            self._changed(NODEFEATURES, self._render(NODEFEATURES, stored), None)
+        self._delete(NODEFEATURES, namespace, name)
 
     def add_resourceslice(self, node: str, driver: str, name: str | None = None) -> JSON:
         """A ResourceSlice of ``driver`` for ``node`` (one pool of one device), as a DRA
@@ -272,12 +262,17 @@ class StoreMixin:
 
     def delete_resourceslice(self, name: str) -> None:
         """The DRA kubelet plugin withdraws the slice; KeyError if absent."""
+        self._delete(RESOURCESLICES, "", name)
+
+    def _delete(self, res: Resource, namespace: str, name: str) -> None:
+        """Remove a stored object as a deletion by someone else (KeyError if absent): the
+        resourceVersion moves on and watches see it DELETED."""
         with self._lock:
-            stored = self._objects[RESOURCESLICES].pop(("", name), None)
+            stored = self._objects[res].pop((namespace, name), None)
             if stored is None:
                 raise KeyError(name)
             self._bump()
-            self._changed(RESOURCESLICES, self._render(RESOURCESLICES, stored), None)
+            self._changed(res, self._render(res, stored), None)
 
     def _get_plain(self, res: Resource, namespace: str, name: str) -> JSON | None:
         with self._lock:

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import _REASONS, ApiError, _bad_request, status_body
+from .errors import ApiError, _bad_request, status_body
 from .exchange import _flag, _Request, _Response
-from .faults import _Fault
+from .faults import _Fault, fault_status, take_fault
 from .objects import JSON, Resource, _Stored
 from .selectors import Requirement, _field_value, _parse_field_selector, parse_label_selector
 
@@ -257,21 +257,13 @@ class WatchMixin:
         self._watch_changed.notify_all()
 
     def _take_watch_fault(self) -> _Response | None:
-        for fault in self._watch_faults:
-            if fault.remaining is not None:
-                fault.remaining -= 1
-                if fault.remaining <= 0:
-                    self._watch_faults.remove(fault)
-            break
-        else:
+        fault = take_fault(self._watch_faults, lambda _: True)
+        if fault is None:
             return None
         headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
         body = fault.body
         if body is None:
-            reason, message = _REASONS.get(
-                fault.status, ("", f"the server responded with the status code {fault.status}")
-            )
-            body = status_body(fault.status, reason, message)
+            body = fault_status(fault.status)
         return _Response(fault.status, body, headers)
 
     def _watch(self, res: Resource, namespace: str | None, req: _Request) -> _Response:
