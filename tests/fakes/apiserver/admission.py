@@ -28,7 +28,8 @@ def _bearer_matches(header: str | None, token: str) -> bool:
 
 
 class AdmissionMixin:
-    """Authorisation (``forbid``) and admission (``deny_label``) of each request."""
+    """Authorisation (``forbid``) and admission (``deny_label``) of each request. Uses
+    ``_rules``, ``_denied`` and ``user``, made by ``FakeApiServer.__init__``."""
 
     # ------------------------------------------------------------------ authorisation
 

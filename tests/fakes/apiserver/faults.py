@@ -55,7 +55,8 @@ def fault_status(status: int, details: JSON | None = None) -> JSON:
 
 
 class FaultsMixin:
-    """Faults a test injects; ``_take_fault`` answers a request with the first that matches."""
+    """Faults a test injects; ``_take_fault`` answers a request with the first that matches.
+    Uses ``_faults``, ``_latency`` and ``_down``, made by ``FakeApiServer.__init__``."""
 
     # ------------------------------------------------------------------ faults
 

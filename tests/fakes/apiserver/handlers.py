@@ -35,7 +35,7 @@ from .validation import _check_event, _q
 
 
 class HandlersMixin:
-    """Routes a request to its handler."""
+    """Routes a request to its handler (``_routes``, built by ``FakeApiServer.__init__``)."""
 
     def _route(self, req: _Request) -> tuple[_Route, dict[str, str]]:
         path_matched = False

@@ -43,7 +43,9 @@ from .validation import _check_string_map, _metadata_errors, _nodefeature_schema
 
 
 class StoreMixin:
-    """The stored objects, the global resourceVersion and the writes that change them."""
+    """The stored objects, the global resourceVersion and the writes that change them. Uses
+    ``_objects``, ``_rv`` and ``_crd_installed``, made by ``FakeApiServer.__init__``, under
+    ``_lock``."""
 
     # ------------------------------------------------------------------ state helpers
 

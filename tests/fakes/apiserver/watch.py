@@ -172,7 +172,9 @@ def _watch_resource_version(res: Resource, value: str) -> int:
 
 
 class WatchMixin:
-    """The change history and the open watches."""
+    """The change history and the open watches. Uses ``_history``, ``_compacted``,
+    ``_watches``, ``_watch_changed`` and ``_watch_faults`` and the bookmark settings, made by
+    ``FakeApiServer.__init__``."""
 
     # ------------------------------------------------------------------ watches
 
