@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from fakes.apiserver import FakeApiServer
 from helpers.realserver import gfd_node_server, kube_for, on_both
+from helpers.timing import Clock, Sleeps
 
 from gfd.errors import ApiError, PublishError, Refused
 from gfd.kube import Kube
@@ -24,19 +25,6 @@ NODE = "gpu-node-1"
 NS = "gfd"
 LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
           "nvidia.com/cuda.driver.rev": ""}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Sleeps(list[float]):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
 
 
 @pytest.fixture

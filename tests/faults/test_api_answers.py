@@ -25,6 +25,7 @@ from fakes.apiserver import FakeApiServer
 from helpers.agent_parts import FixedSource, make_agent
 from helpers.paths import ROOT
 from helpers.process import Agent, free_port, http, metric, wait_for
+from helpers.realserver import kube_for
 from helpers.timing import Sleeps
 
 from gfd.kube import Kube
@@ -56,10 +57,8 @@ def server() -> Iterator[FakeApiServer]:
 def kube(server: FakeApiServer, tmp_path: Path) -> Iterator[Kube]:
     # Each request's deadline: 2 s, not less, so a sane answer on a loaded machine is in time;
     # a trickled Node (about 70 bytes at 50 ms each) takes 3.5 s or more.
-    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
-               timeout=2.0)
-    yield api
-    api.close()
+    with kube_for(server, tmp_path, timeout=2.0) as api:
+        yield api
 
 
 def published(kind: str, server: FakeApiServer) -> dict[str, str]:

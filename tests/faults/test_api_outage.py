@@ -25,8 +25,7 @@ import pytest
 from fakes.apiserver import FakeApiServer
 from helpers.agent_parts import FixedSource, make_agent
 from helpers.realserver import kube_for
-from helpers.timing import BusyTime, LoopTime
-from helpers.timing import Clock as LoopClock
+from helpers.timing import BusyTime, Clock, LoopTime, Sleeps
 
 from gfd.backoff import backoff
 from gfd.configfile import ConfigWatch
@@ -49,21 +48,6 @@ OPTIONS = LabelOptions(timestamp=1_700_000_000)
 H100 = simulate("hgx-h100").snapshot
 MIXED = simulate("mixed-a100-a10").snapshot
 OUTAGE_CYCLES = 25
-
-
-class Sleeps(list[float]):
-    """The retry sleep: records each delay instead of sleeping."""
-
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def labels_for(snapshot: Snapshot) -> dict[str, str]:
@@ -274,7 +258,7 @@ def outage_requests(kind: str, server: FakeApiServer, tmp_path: Path, *, seed: i
                     interval: float, minutes: int = 10) -> list[int]:
     """Requests per minute from one node's agent (the real loop, Agent.run) while the API
     server is down for ``minutes`` simulated minutes with a change to publish."""
-    clock = LoopClock(0.0)
+    clock = Clock(0.0)
     made: list[float] = []
     kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / f"kubeconfig-{seed}")),
                 qps=0, on_request=lambda verb, code: made.append(clock.now))
@@ -315,7 +299,7 @@ class BusyOutage(BusyTime):
     """Busy time around an outage: at every step a line is appended to a real log file beside
     the config file (watched by the real ConfigWatch)."""
 
-    def __init__(self, clock: LoopClock, signals: Signals, until: float, busy: Path) -> None:
+    def __init__(self, clock: Clock, signals: Signals, until: float, busy: Path) -> None:
         super().__init__(clock, signals, until)
         self.busy = busy
 
@@ -339,7 +323,7 @@ def test_a_busy_file_beside_the_config_watch_events_and_sighups_wait_for_the_bac
     config = tmp_path / "config" / "config.yaml"
     config.parent.mkdir()
     config.write_text("version: v1\n")
-    clock = LoopClock(0.0)
+    clock = Clock(0.0)
     made: list[float] = []
     kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
                 on_request=lambda verb, code: made.append(clock.now))

@@ -293,10 +293,12 @@ def gfd_node_server(request: pytest.FixtureRequest, node: str, namespace: str,
 
 
 @contextlib.contextmanager
-def kube_for(server: FakeApiServer | RealApiServer, directory: Path) -> Iterator[Kube]:
+def kube_for(server: FakeApiServer | RealApiServer, directory: Path,
+             **options: Any) -> Iterator[Kube]:
     """gfd's ``Kube`` client over ``server`` (its kubeconfig written into ``directory``),
-    unthrottled, closed afterwards."""
-    api = Kube(kubeconfig=str(server.write_kubeconfig(directory / "kubeconfig")), qps=0)
+    unthrottled (``options``: Kube's other keywords), closed afterwards."""
+    api = Kube(kubeconfig=str(server.write_kubeconfig(directory / "kubeconfig")), qps=0,
+               **options)
     try:
         yield api
     finally:

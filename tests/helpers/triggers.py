@@ -1,5 +1,5 @@
-"""``Fired``: a ``Fire`` callback that records every trigger a watcher fires, from any thread,
-and runs their actions as the agent's loop would."""
+"""``Fired`` and ``FiredList``: ``Fire`` callbacks that record every trigger a watcher fires,
+from any thread (``Fired`` also runs their actions as the agent's loop would)."""
 
 from __future__ import annotations
 
@@ -28,3 +28,16 @@ class Fired:
             if trigger.action:
                 trigger.action()
         return [t.kind for t in taken]
+
+
+class FiredList(list[Trigger]):
+    """The triggers fired so far, as a list (``fired == []``, ``fired[0].kind``), appended
+    under a lock: watchers fire from their own threads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+    def __call__(self, trigger: Trigger) -> None:
+        with self.lock:
+            self.append(trigger)

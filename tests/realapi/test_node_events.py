@@ -15,6 +15,7 @@ from typing import Any
 from fakes import profiles
 from helpers.controlplane import ControlPlane, rbac_objects
 from helpers.process import free_port, gfd_command, http, wait_for
+from helpers.timing import Clock
 
 from gfd.events import BURST, NodeEvents, Recorder, Sender
 from gfd.kube import Kube
@@ -93,14 +94,6 @@ def test_a_label_change_a_lost_gpu_and_an_outage_are_events_as_the_service_accou
     assert code == 0, (tmp_path / "agent.log").read_text()[-2000:]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_hundred_flaps_in_a_minute_leave_a_bounded_number_of_events(
         control_plane: ControlPlane, sa_kubeconfig: Callable[[str | None], Path],
         node_name: str) -> None:
@@ -108,7 +101,7 @@ def test_a_hundred_flaps_in_a_minute_leave_a_bounded_number_of_events(
     node as uid, where `kubectl describe node` looks too."""
     kube = Kube(kubeconfig=str(sa_kubeconfig("nodefeature")), qps=0)
     counted: list[tuple[str, str]] = []
-    clock = Clock()
+    clock = Clock(0.0)
     sender = Sender(kube, node_name, report=lambda r, result: counted.append((r, result)))
     events = NodeEvents(Recorder(node_name, clock=clock), sender,
                         report=lambda r, result: counted.append((r, result)))

@@ -18,6 +18,7 @@ from fakes.apiserver import FakeApiServer
 from fakes.memory_api import MemoryApi
 from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
+from helpers.triggers import FiredList
 
 from gfd.errors import ApiError, ApiSinkError, PublishError, Refused
 from gfd.features import DriverFeature, Features, GpuFeature
@@ -36,7 +37,6 @@ from gfd.sinks.nodefeature import (
     updated,
 )
 from gfd.sinks.retry import Retry
-from gfd.triggers import Trigger
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -639,19 +639,14 @@ def test_close_closes_the_api(api: MemoryApi) -> None:
 # ----------------------------------------------------------------------------- the watch
 
 
-class Fired(list[Trigger]):
-    def __call__(self, trigger: Trigger) -> None:
-        self.append(trigger)
-
-
 @pytest.fixture
-def watched(tmp_path: Any) -> Iterator[tuple[NodeFeatureSink, FakeApiServer, Fired]]:
+def watched(tmp_path: Any) -> Iterator[tuple[NodeFeatureSink, FakeApiServer, FiredList]]:
     with FakeApiServer() as server:
         server.add_node(NODE)
         server.add_pod(NS, POD, owner_daemonset="gfd", node_name=NODE)
         kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
         nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=kube)
-        fired = Fired()
+        fired = FiredList()
         nf_sink.publish(LABELS)
         nf_sink.watch(fired)
         wait_for(lambda: server.open_watches == 1)
@@ -688,7 +683,7 @@ def test_the_watchs_first_read_and_gfds_first_write_are_no_drift(tmp_path: Any) 
         kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
         held = HeldList(kube)
         nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=held)
-        fired = Fired()
+        fired = FiredList()
         try:
             nf_sink.watch(fired)
             held.listed.wait(0.5)
@@ -702,7 +697,7 @@ def test_the_watchs_first_read_and_gfds_first_write_are_no_drift(tmp_path: Any) 
 
 
 def test_gfds_own_writes_seen_by_the_watch_are_no_drift(
-        watched: tuple[NodeFeatureSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeFeatureSink, FakeApiServer, FiredList]) -> None:
     nf_sink, _, fired = watched
     nf_sink.publish(CHANGED)
     nf_sink.publish(LABELS)
@@ -711,7 +706,7 @@ def test_gfds_own_writes_seen_by_the_watch_are_no_drift(
 
 
 def test_a_deleted_object_fires_a_trigger_whose_cycle_creates_it_again(
-        watched: tuple[NodeFeatureSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeFeatureSink, FakeApiServer, FiredList]) -> None:
     nf_sink, server, fired = watched
     server.delete_nodefeature(NS, NF)
     wait_for(lambda: len(fired) == 1, timeout=5)
@@ -724,7 +719,7 @@ def test_a_deleted_object_fires_a_trigger_whose_cycle_creates_it_again(
 
 
 def test_a_pruned_object_is_no_drift(
-        watched: tuple[NodeFeatureSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeFeatureSink, FakeApiServer, FiredList]) -> None:
     nf_sink, server, fired = watched
     assert nf_sink.prune().written
     time.sleep(0.5)
@@ -814,7 +809,7 @@ def test_a_resync_heals_features_someone_changed(api: MemoryApi) -> None:
 
 
 def test_the_watch_reports_changed_features_as_drift(
-        watched: tuple[NodeFeatureSink, FakeApiServer, Fired], tmp_path: Any) -> None:
+        watched: tuple[NodeFeatureSink, FakeApiServer, FiredList], tmp_path: Any) -> None:
     nf_sink, server, fired = watched
     someone = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "other")), qps=0)
     nf_sink.publish(LABELS, features=GPU_FEATURES)
