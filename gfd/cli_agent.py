@@ -40,8 +40,9 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
              extra=fields(version=__version__, settings=render.settings_fields(settings)))
     for note in notes(settings, loaded) if notes else ():
         log.warning("%s", note)
-    from gfd.daemon import Agent, Signals
+    from gfd.daemon import Agent
     from gfd.metrics import Health, Metrics, MetricsServer
+    from gfd.signals import Signals
 
     metrics = Metrics(version=__version__)
     factory = Factory(started=started, write=lambda text: click.echo(text, nl=False),

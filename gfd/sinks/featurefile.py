@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 
 from gfd.errors import PublishError, Refused
 from gfd.features import Features
-from gfd.fswatch import DirWatch, start_watch
+from gfd.fswatch import Watch
 from gfd.hostfile import FileProblem, read_with_status, shown, size_text, what_is
 from gfd.sinks.base import PublishResult, diff
 from gfd.triggers import Fire, Trigger, died
@@ -259,7 +259,9 @@ class FeatureFileSink:
     """The identity of the file as gfd last wrote (or adopted) it; None when unknown."""
     _writing: bool = field(default=False, init=False)
     """gfd is writing the file: the directory events it causes are its own."""
-    _watch: DirWatch | None = field(default=None, init=False)
+    _watch: Watch = field(init=False, compare=False, repr=False, default_factory=lambda: Watch(
+        "output-watch", fallback="a changed feature file is healed at the next cycle",
+        say=log.info))
     _lock: int | None = field(default=None, init=False)
     """The open, flock-ed lock file while this sink writes; None before and after."""
     _unmarked: bool = field(default=False, init=False)
@@ -434,8 +436,6 @@ class FeatureFileSink:
         finds the file is no longer the one gfd wrote, rewrites it (nfd-worker re-reads the
         directory on every change: the labels are back within a second). Without inotify,
         the next cycle heals it as before."""
-        if self._watch is not None:
-            return
         directory, name = os.path.split(os.path.abspath(self.path))
 
         def changed(_directory: str, entry: str) -> None:
@@ -450,20 +450,12 @@ class FeatureFileSink:
             fire(Trigger(source="output", kind="deleted" if now is None else "changed",
                          at=time.monotonic(), detail=self.path))
 
-        started = start_watch(
-            changed, [directory], name="output-watch",
-            on_death=lambda why: fire(died("output", why, time.monotonic())),
-            fallback="a changed feature file is healed at the next cycle")
-        if isinstance(started, str):
-            log.info("%s", started)
-            return
-        self._watch = started
+        self._watch.start([directory], changed,
+                          on_death=lambda why: fire(died("output", why, time.monotonic())))
 
     def close(self) -> None:
         """Stop watching and release the lock (the feature file stays)."""
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
+        self._watch.close()
         self._release()
 
     def _adopt(self) -> tuple[dict[str, str], float | None] | None:

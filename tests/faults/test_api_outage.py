@@ -28,7 +28,7 @@ from helpers.realserver import kube_for
 from helpers.timing import BusyTime, Clock, LoopTime, Sleeps
 
 from gfd.backoff import backoff
-from gfd.configfile import ConfigWatch
+from gfd.configwatch import ConfigWatch
 from gfd.daemon import BACKOFF_CAP, Signals
 from gfd.errors import ApiError, PublishError
 from gfd.kube import Kube
