@@ -715,7 +715,7 @@ def test_a_read_after_an_expired_watch_taken_before_gfds_write_is_no_drift(
         kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
         held = HeldList(kube, free=1)
         nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=held)
-        fired = Fired()
+        fired = FiredList()
         try:
             nf_sink.watch(fired)
             nf_sink.publish(LABELS)
