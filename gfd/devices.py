@@ -15,7 +15,9 @@ A pure projection of the snapshot by the rules of the driver release ``dra.RELEA
   ``mig`` device without ``uuid`` or ``memorySlice<N>``, consuming counters from the shared
   counter set ``gpu-<minor>-counter-set``; the full GPU (not on Ampere with MIG on) carries
   the largest profile's capacities and consumes every counter.
-- ``PassthroughSupport``: each NVIDIA GPU without MIG devices is also ``gpu-vfio-<i>``.
+- ``PassthroughSupport``: every NVIDIA GPU on the PCI bus (``Snapshot.pci``, go-nvlib's scan)
+  is also ``gpu-vfio-<i>``, whatever its MIG mode or driver: a GPU bound to ``vfio-pci``,
+  which NVML cannot see, too; no IOMMU on the host, no start.
 - The driver's failure rules: where its enumeration fails (a lost GPU, a MIG device whose
   compute instance is smaller than its GPU instance, an NVML error on a fact it reads,
   refused gates), the plugin does not start and publishes nothing: ``refusal`` says why.
@@ -33,7 +35,7 @@ from gfd import dra
 from gfd.dra import DRIVER, quantity, semver
 from gfd.facts.cuda import cuda_text
 from gfd.facts.mig import profile_name
-from gfd.snapshot import GiProfile, Gpu, MigDevice, Snapshot
+from gfd.snapshot import GiProfile, Gpu, MigDevice, PciGpu, Snapshot
 
 _NOT_SUPPORTED = "Not Supported"
 """NVML's text for NVML_ERROR_NOT_SUPPORTED, as a degraded fact records it."""
@@ -173,7 +175,8 @@ def _check_gpu(gpu: Gpu, snapshot: Snapshot) -> None:
     memory_error = _fact_error(gpu, "memory")
     if memory_error is not None and not memory_error.endswith(_NOT_SUPPORTED):
         raise _Refused(f"error getting memory info for device {gpu.index}: {memory_error}")
-    _require(gpu, "architecture", "architecture", present=gpu.architecture in dra.ARCHITECTURES)
+    _require(gpu, "architecture", "architecture",
+             present=dra.architecture_name(gpu.architecture) is not None)
     if gpu.architecture in dra.RELEASE_LACKS:
         raise _Refused(f"error getting architecture for device {gpu.index}: error interpreting "
                        f"device architecture as string ({gpu.architecture}: go-nvlib of "
@@ -225,7 +228,7 @@ def _common(gpu: Gpu, snapshot: Snapshot, missing: list[str]) -> list[Attribute]
 
     add(dra.PRODUCT_NAME, "string", gpu.name, "nvmlDeviceGetName")
     add(dra.BRAND, "string", dra.BRANDS.get(gpu.brand or ""), "nvmlDeviceGetBrand")
-    add(dra.ARCHITECTURE, "string", dra.ARCHITECTURES.get(gpu.architecture or ""),
+    add(dra.ARCHITECTURE, "string", dra.architecture_name(gpu.architecture),
         "nvmlDeviceGetArchitecture")
     cc = gpu.compute_capability
     add(dra.CUDA_COMPUTE_CAPABILITY, "version", semver(f"{cc[0]}.{cc[1]}") if cc else None,
@@ -335,9 +338,8 @@ def _dynamic_capable(gpu: Gpu, snapshot: Snapshot) -> bool:
 
 
 def _toggles(gpu: Gpu) -> bool:
-    """supportsMIGModeToggle: architecture Hopper or later."""
-    order = list(dra.ARCHITECTURES)
-    return gpu.architecture in order and order.index(gpu.architecture) >= order.index("hopper")
+    """supportsMIGModeToggle: architecture Hopper or later (NVML's UNKNOWN counts as later)."""
+    return dra.toggles_mig(gpu.architecture)
 
 
 def _dynamic(gpu: Gpu, snapshot: Snapshot) -> tuple[list[Device], CounterSet | None]:
@@ -388,28 +390,83 @@ def _dynamic(gpu: Gpu, snapshot: Snapshot) -> tuple[list[Device], CounterSet | N
 # -- passthrough -----------------------------------------------------------------------------
 
 
-def _vfio_device(position: int, gpu: Gpu) -> Device:
-    """getVfioDeviceInfo for an NVIDIA GPU on the PCI bus: what the snapshot knows of it."""
+def _vfio_device(position: int, pci: PciGpu, *, iommufd: bool | None,
+                 gpu: Gpu | None) -> Device:
+    """getVfioDeviceInfo and VfioDeviceInfo.GetDevice (nvlib.go:663-703, deviceinfo.go:234-275)
+    for one NVIDIA GPU on the PCI bus, bound to whatever driver."""
     import uuid as uuidlib
 
-    bus = dra.bus_id(gpu.pci_bus_id) or ""
     attrs = [Attribute(name=dra.TYPE, kind="string", value="vfio"),
              Attribute(name=dra.UUID, kind="string",
-                       value=str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, bus))),
-             Attribute(name=dra.VENDOR_ID, kind="string", value="0x10de")]
-    if gpu.numa_node is not None:
-        attrs.append(Attribute(name=dra.NUMA, kind="int", value=gpu.numa_node))
-    attrs.append(Attribute(name=dra.PCI_BUS_ID, kind="string", value=bus))
-    if gpu.pcie_root:
-        attrs.append(Attribute(name=dra.PCIE_ROOT, kind="string", value=gpu.pcie_root))
-    missing = ["deviceID (the PCI device id from sysfs)",
-               "productName (the PCI IDs database's device name)",
-               "iommuFDEnabled (whether /dev/iommu exists)",
-               "addressableMemory (the GPU's BARs from sysfs resource)"]
-    if gpu.numa_node is None:
-        missing.append("numa (sysfs numa_node)")
-    return Device(name=dra.vfio_name(position), type="vfio", gpu=gpu.index,
-                  attributes=tuple(attrs), capacity=(), missing=tuple(missing))
+                       value=str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, pci.address))),
+             Attribute(name=dra.DEVICE_ID, kind="string", value=f"0x{pci.device_id:04x}"),
+             Attribute(name=dra.VENDOR_ID, kind="string", value=dra.VFIO_VENDOR_ID),
+             Attribute(name=dra.NUMA, kind="int", value=pci.numa_node),
+             Attribute(name=dra.PRODUCT_NAME, kind="string", value=pci.name)]
+    missing: list[str] = []
+    if iommufd is None:
+        missing.append("iommuFDEnabled (whether /dev/iommu exists: sysfs class/misc/iommu "
+                       "could not be looked at)")
+    else:
+        attrs.append(Attribute(name=dra.IOMMU_FD_ENABLED, kind="bool", value=iommufd))
+    attrs.append(Attribute(name=dra.PCI_BUS_ID, kind="string", value=pci.address))
+    if pci.pcie_root:
+        attrs.append(Attribute(name=dra.PCIE_ROOT, kind="string", value=pci.pcie_root))
+    return Device(name=dra.vfio_name(position), type="vfio",
+                  gpu=gpu.index if gpu is not None else -1, attributes=tuple(attrs),
+                  capacity=((dra.ADDRESSABLE_MEMORY, pci.addressable_memory),),
+                  missing=tuple(missing))
+
+
+def _passthrough(snapshot: Snapshot) -> list[Device]:
+    """enumerateGpuVfioDevices (nvlib.go:621-661): a ``gpu-vfio-<i>`` device for every NVIDIA
+    GPU go-nvlib finds on the PCI bus, i its place in that list. The skip it has for a GPU
+    whose full-GPU device is not vfio-enabled never applies in this release: that device
+    exists only for a GPU without MIG devices, which is always vfio-enabled (nvlib.go:296-299,
+    allocatable.go GetGPUDeviceByPCIBusID looks at full-GPU devices only) -- so a GPU with MIG
+    devices, one NVML cannot see (bound to vfio-pci) and a skipped DGX Display are listed too.
+    Then the vfio PCI manager's check (NewVfioPciManager, vfio-device.go:59-79): no IOMMU,
+    no start."""
+    pci = snapshot.pci
+    if pci is None:
+        return _passthrough_unscanned(snapshot)
+    if pci.error:
+        raise _Refused("error enumerating GPU PCI devices: error getting GPU PCI devices: "
+                       f"{pci.error}")
+    by_bus = {dra.bus_id(g.pci_bus_id): g for g in snapshot.gpus}
+    devices = []
+    for position, found in enumerate(pci.gpus):
+        if dra.bus_id(found.address) != found.address:
+            raise _Refused(f"error getting GPU info from PCI device: error getting PCI bus ID "
+                           f"for device {found.address}: not a PCI bus ID Kubernetes accepts")
+        devices.append(_vfio_device(position, found, iommufd=pci.iommufd,
+                                    gpu=by_bus.get(found.address)))
+    if pci.iommu_groups is False:
+        raise _Refused("unable to create vfio pci manager: IOMMU is not enabled in the kernel "
+                       "(sysfs kernel/iommu_groups is empty or missing)")
+    return devices
+
+
+def _passthrough_unscanned(snapshot: Snapshot) -> list[Device]:
+    """A snapshot recorded before gfd scanned the PCI bus: NVML's GPUs, in bus order, with
+    what only the scan can tell listed as missing (and GPUs NVML cannot see not at all)."""
+    import uuid as uuidlib
+
+    devices = []
+    on_bus = sorted(snapshot.gpus, key=lambda g: dra.bus_id(g.pci_bus_id) or "")
+    for position, gpu in enumerate(on_bus):
+        bus = dra.bus_id(gpu.pci_bus_id) or ""
+        attrs = [Attribute(name=dra.TYPE, kind="string", value="vfio"),
+                 Attribute(name=dra.UUID, kind="string",
+                           value=str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, bus))),
+                 Attribute(name=dra.VENDOR_ID, kind="string", value=dra.VFIO_VENDOR_ID),
+                 Attribute(name=dra.PCI_BUS_ID, kind="string", value=bus)]
+        devices.append(Device(
+            name=dra.vfio_name(position), type="vfio", gpu=gpu.index, attributes=tuple(attrs),
+            capacity=(), missing=("deviceID, numa, productName, iommuFDEnabled, "
+                                  "addressableMemory (the PCI bus scan: the snapshot predates "
+                                  "it, record it again with this gfd)",)))
+    return devices
 
 
 # -- the whole node --------------------------------------------------------------------------
@@ -440,7 +497,6 @@ def publication(snapshot: Snapshot, gates: dict[str, bool] | None = None) -> Pub
 def _enumerate(snapshot: Snapshot, on: dict[str, bool]) -> tuple[list[Device], list[CounterSet]]:
     devices: list[Device] = []
     sets: list[CounterSet] = []
-    vfio: list[Gpu] = []
     for gpu in sorted(snapshot.gpus, key=lambda g: g.index):
         if _skipped(gpu) and gpu.error is None:
             continue
@@ -460,8 +516,6 @@ def _enumerate(snapshot: Snapshot, on: dict[str, bool]) -> tuple[list[Device], l
         if gpu.mig_enabled and on[dra.DYNAMIC_MIG] and gpu.mig_devices:
             raise _Refused("PartGetDevice() called for MigStaticDeviceType: static MIG devices "
                            f"of GPU {gpu.index} (a vGPU guest) under DynamicMIG")
-        if not gpu.mig_devices:
-            vfio.append(gpu)
         if not gpu.mig_enabled:
             devices.append(_gpu_device(gpu, snapshot))
             continue
@@ -469,8 +523,7 @@ def _enumerate(snapshot: Snapshot, on: dict[str, bool]) -> tuple[list[Device], l
                                                       m.placement_start or 0, m.index))
         devices += [_mig_device(m, gpu, snapshot) for m in migs]
     if on[dra.PASSTHROUGH_SUPPORT]:
-        on_bus = sorted(snapshot.gpus, key=lambda g: dra.bus_id(g.pci_bus_id) or "")
-        devices += [_vfio_device(i, g) for i, g in enumerate(on_bus) if g in vfio]
+        devices += _passthrough(snapshot)
     return devices, sets
 
 

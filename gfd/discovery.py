@@ -13,7 +13,7 @@ from gfd.logs import Once
 from gfd.readers.gpuevents import EventSource, GpuEventWatch
 from gfd.readers.host import HostReader
 from gfd.readers.resourcemanager import ResourceManagerReader
-from gfd.snapshot import Snapshot, Vgpu, load_snapshot
+from gfd.snapshot import PciBus, Snapshot, Vgpu, load_snapshot
 from gfd.triggers import Fire
 
 log = logging.getLogger(__name__)
@@ -75,13 +75,15 @@ class Discovery:
     """Decides the snapshot's resource manager at each read (None: the snapshot's own)."""
     unusable: UnusableGpus = field(default_factory=UnusableGpus)
     _init_errors: Once = field(default_factory=lambda: Once(log), init=False)
-    _slow: tuple[dict[int, str] | None, Vgpu | None] | None = field(default=None, init=False)
+    _slow: tuple[dict[int, str] | None, Vgpu | None, PciBus | None] | None = field(
+        default=None, init=False)
     _slow_key: tuple[str, ...] = field(default=(), init=False)
     _events: GpuEventWatch | None = field(default=None, init=False)
 
     def refresh(self, *, gpus: bool = False) -> None:
         """Re-read the slow facts at the next read: the facts only an admin changes (the
-        compute timeslice policy via nvidia-smi, the vGPU scan of every PCI device). They are
+        compute timeslice policy via nvidia-smi, the vGPU scan of every PCI device, the
+        NVIDIA GPUs on the PCI bus with the driver each is bound to). They are
         read at start, when the set of GPUs changes, and when the loop's host-refresh duty
         (``--host-refresh-interval``) or a SIGHUP calls this -- not every cycle.
         ``gpus`` (SIGHUP): every GPU's static facts too (docs/nvml-reads.md)."""
@@ -143,16 +145,17 @@ class Discovery:
                     else g for g in snap.gpus))
         return self._with_host(snap)
 
-    def _slow_facts(self, snap: Snapshot) -> tuple[dict[int, str] | None, Vgpu | None]:
+    def _slow_facts(self, snap: Snapshot,
+                    ) -> tuple[dict[int, str] | None, Vgpu | None, PciBus | None]:
         key = tuple(f"{g.index}:{g.uuid}:{g.error is None}" for g in snap.gpus)
         if self._slow is None or key != self._slow_key:
             timeslices = self.smi.timeslices() if (self.smi and snap.gpus) else None
-            self._slow = (timeslices, self.host.vgpu())
+            self._slow = (timeslices, self.host.vgpu(), self.host.pci_bus())
             self._slow_key = key
         return self._slow
 
     def _with_host(self, snap: Snapshot) -> Snapshot:
-        timeslices, vgpu = self._slow_facts(snap)
+        timeslices, vgpu, pci = self._slow_facts(snap)
         gpus = tuple(
             replace(
                 g,
@@ -164,7 +167,7 @@ class Discovery:
             for g in snap.gpus
         )
         machine_type = self.host.machine_type() if snap.gpus else None
-        return replace(snap, gpus=gpus, machine_type=machine_type, vgpu=vgpu)
+        return replace(snap, gpus=gpus, machine_type=machine_type, vgpu=vgpu, pci=pci)
 
     def close(self) -> None:
         if self._events is not None:

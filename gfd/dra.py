@@ -63,6 +63,8 @@ DEVICE_ID = "deviceID"
 VENDOR_ID = "vendorID"
 NUMA = "numa"
 IOMMU_FD_ENABLED = "iommuFDEnabled"
+VFIO_VENDOR_ID = "0x10de"
+"""A passthrough device's ``vendorID`` (``fmt.Sprintf("0x%04x", device.Vendor)``)."""
 # Standard attributes, qualified.
 PCI_BUS_ID = f"{STANDARD}/pciBusID"
 PCIE_ROOT = f"{STANDARD}/pcieRoot"
@@ -87,7 +89,7 @@ MIG_CAPACITIES = (MULTIPROCESSORS, COPY_ENGINES, DECODERS, ENCODERS, JPEG_ENGINE
 DYNAMIC_MIG = "DynamicMIG"
 """Alpha, off by default: every MIG profile x placement is a partitionable device."""
 PASSTHROUGH_SUPPORT = "PassthroughSupport"
-"""Alpha, off by default: each GPU without MIG devices is also a ``gpu-vfio-<i>`` device."""
+"""Alpha, off by default: each NVIDIA GPU on the PCI bus is also a ``gpu-vfio-<i>`` device."""
 GATES: dict[str, bool] = {
     "TimeSlicingSettings": False, "MPSSupport": False, "IMEXDaemonsWithDNSNames": True,
     PASSTHROUGH_SUPPORT: False, DYNAMIC_MIG: False, "NVMLDeviceHealthCheck": False,
@@ -182,7 +184,7 @@ def counter_set_name(minor: int) -> str:
 
 def vfio_name(index: int) -> str:
     """A passthrough device's name: ``gpu-vfio-<i>``, i its place among the node's NVIDIA
-    GPUs on the PCI bus (go-nvpci GetGPUs order)."""
+    GPUs on the PCI bus (go-nvlib nvpci GetGPUs order)."""
     return f"gpu-vfio-{index}"
 
 
@@ -236,6 +238,27 @@ GetArchitectureAsString fails on them, and with it the plugin's start."""
 SKIPPED_NAMES = ("DGX Display", "NVIDIA DGX Display")
 """GPUs the driver never enumerates, by NVML name (go-nvlib's default WithSkippedDevices)."""
 ARCHITECTURE_NAMES: tuple[str, ...] = tuple(ARCHITECTURES.values())
+UNKNOWN_ARCHITECTURE = "unknown"
+"""The snapshot's name for NVML_DEVICE_ARCH_UNKNOWN (0xffffffff), which go-nvlib's
+GetArchitectureAsString names ``Unknown`` (device.go:96-97): the driver publishes that. Any
+other value it has no name for fails the plugin's start."""
+
+
+def architecture_name(architecture: str | None) -> str | None:
+    """The ``architecture`` attribute of a GPU of the snapshot's ``architecture``; None where
+    go-nvlib has no name for it."""
+    if architecture == UNKNOWN_ARCHITECTURE:
+        return "Unknown"
+    return ARCHITECTURES.get(architecture or "")
+
+
+def toggles_mig(architecture: str | None) -> bool:
+    """supportsMIGModeToggle (nvlib.go:1461-1470): ``arch >= DEVICE_ARCH_HOPPER`` on NVML's
+    number, so Hopper and later -- and UNKNOWN, 0xffffffff, too."""
+    if architecture == UNKNOWN_ARCHITECTURE:
+        return True
+    order = list(ARCHITECTURES)
+    return architecture in order and order.index(architecture) >= order.index("hopper")
 
 BRANDS: dict[str, str] = {
     "quadro": "Quadro", "tesla": "Tesla", "nvs": "NVS", "grid": "Grid", "geforce": "GeForce",

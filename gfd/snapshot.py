@@ -209,6 +209,51 @@ class Vgpu:
     host_driver_branch: str = ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PciGpu:
+    """An NVIDIA GPU on the PCI bus as go-nvlib's ``nvpci`` reads it from sysfs (what the DRA
+    driver's PassthroughSupport gate publishes as ``gpu-vfio-<i>``), whatever driver it is
+    bound to: a GPU handed to ``vfio-pci`` is here although NVML cannot see it."""
+
+    address: str
+    """The sysfs name, 4-digit domain, lower case: ``0000:3b:00.0``."""
+    device_id: int
+    """The PCI device id (``device``), e.g. ``0x20b0``."""
+    name: str
+    """The PCI IDs database's name of the device (``GA100 [A100 SXM4 40GB]``), or
+    ``UNKNOWN_DEVICE`` where the database does not list it."""
+    driver: str = ""
+    """The driver it is bound to (``nvidia``, ``vfio-pci``); "" when none."""
+    numa_node: int = -1
+    """sysfs ``numa_node`` as written (-1: no NUMA affinity)."""
+    iommu_group: int = -1
+    """The ``iommu_group`` link's number; -1 when the device has none."""
+    addressable_memory: int = 0
+    """go-nvlib's GetTotalAddressableMemory(roundUp), the 64-bit part: the 64-bit memory BARs
+    among the first six, summed and rounded up to a power of two (bytes)."""
+    pcie_root: str | None = None
+    """The PCIe root complex (``pci0000:00``); None when it cannot be told."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PciBus:
+    """The NVIDIA GPUs on the PCI bus and the host's IOMMU, as the DRA driver's passthrough
+    support reads them (go-nvlib ``nvpci.GetGPUs``, ``/dev/iommu``, the kernel's IOMMU
+    groups)."""
+
+    gpus: tuple[PciGpu, ...] = ()
+    """In go-nvlib's order (the address read as a hexadecimal number)."""
+    error: str = ""
+    """Why go-nvlib's scan fails on this host (an unreadable file of an NVIDIA device, a
+    ``resource`` line it cannot split): the driver then does not start. "" when it succeeds."""
+    iommufd: bool | None = None
+    """Whether the IOMMUFD device ``/dev/iommu`` exists (its misc device in sysfs); None when
+    that cannot be told."""
+    iommu_groups: bool | None = None
+    """Whether the kernel has IOMMU groups (``/sys/kernel/iommu_groups`` is not empty): the
+    IOMMU is on. None when that cannot be told."""
+
+
 RESOURCE_MANAGERS = ("device-plugin", "dra")
 """What hands out a node's GPUs to pods: the NVIDIA device plugin (extended resources
 ``nvidia.com/gpu``, ``nvidia.com/mig-<profile>``) or the NVIDIA DRA driver (ResourceSlices
@@ -252,6 +297,9 @@ class Snapshot:
     resource_manager: ResourceManager = ResourceManager()
     """What hands the GPUs to pods (``--resource-manager``, or what ``auto`` found on the
     node); the pipeline keeps the labels documented for it."""
+    pci: PciBus | None = None
+    """The NVIDIA GPUs on the PCI bus, NVML's or not (``gfd devices`` under the DRA driver's
+    PassthroughSupport gate); None when not read (a snapshot recorded before gfd read it)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict, with the schema version."""
@@ -357,6 +405,8 @@ _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (Snapshot, "gpus"): ("list", Gpu),
     (Snapshot, "vgpu"): ("obj?", Vgpu),
     (Snapshot, "resource_manager"): ("obj", ResourceManager),
+    (Snapshot, "pci"): ("obj?", PciBus),
+    (PciBus, "gpus"): ("list", PciGpu),
     (Gpu, "mig_devices"): ("list", MigDevice),
     (Gpu, "degraded"): ("list", Degraded),
     (Gpu, "mig_profiles"): ("list", GiProfile),
@@ -440,6 +490,8 @@ __all__ = [
     "GiProfile",
     "Gpu",
     "MigDevice",
+    "PciBus",
+    "PciGpu",
     "Placement",
     "ResourceManager",
     "Snapshot",

@@ -306,21 +306,171 @@ def test_dynamic_mig_needs_the_profile_tables_a_recorded_snapshot_may_lack() -> 
     old = replace(snap, gpus=tuple(replace(g, mig_profiles=()) for g in snap.gpus))
     devices = project(old, DYNAMIC)
     assert len(devices) == 8 and all("MIG profiles" in d.missing[0] for d in devices)
-    # the simulated GB200 has no MIG profile table (its figures are not known to gfd)
-    assert all(not d.complete for d in project(simulate("gb200-nvl").snapshot, DYNAMIC))
 
 
-def test_passthrough_adds_a_vfio_device_for_each_gpu_without_mig_devices() -> None:
+def test_dynamic_mig_on_a_gb200_names_its_profiles_by_go_nvlibs_rule() -> None:
+    """The simulated GB200 (190464 MiB) carries the MIG user guide's GB200 profiles. go-nvlib
+    names each from its memory (getMigMemorySizeGB: eighths of the GPU, rounded up, times its
+    186 GiB, math.Round): 23808 MiB is 1/8 -> 23.25 -> 1g.23gb; 47616 MiB is 2/8 -> 46.5 ->
+    47 (Go rounds halves away from zero) -> 2g.47gb; 95232 -> 93; 190464 -> 186."""
+    pub = publication(simulate("gb200-nvl").snapshot, DYNAMIC)
+    assert pub.refusal == "" and all(d.complete for d in pub.devices)
+    per_gpu = {d.name.split("-", 2)[-1] for d in pub.devices if d.name.startswith("gpu-2-")}
+    assert per_gpu == {*(f"mig-1g23gb-19-{i}" for i in range(7)),
+                       *(f"mig-1g23gb-me-20-{i}" for i in range(7)),
+                       *(f"mig-1g47gb-15-{i}" for i in (0, 2, 4, 6)),
+                       *(f"mig-2g47gb-14-{i}" for i in (0, 2, 4)),
+                       "mig-3g93gb-9-0", "mig-3g93gb-9-4", "mig-4g93gb-5-0", "mig-7g186gb-0-0"}
+    assert len(pub.devices) == 4 * 26 and len(pub.counter_sets) == 4
+    full = next(d for d in pub.devices if d.name == "gpu-0")  # Blackwell toggles MIG
+    assert full.capacity_of("memory") == 190464 * 2**20 and full.attribute("architecture") == (
+        "Blackwell")
+    me = next(d for d in pub.devices if d.name == "gpu-0-mig-1g23gb-me-20-3")
+    assert me.attribute("profile") == "1g.23gb+me" and dict(me.capacity)["ofaEngines"] == 1
+
+
+
+def test_passthrough_publishes_a_gpu_bound_to_vfio_pci_as_the_driver_does() -> None:
+    """mixed-a100-a10's fourth GPU, an A10 (10de:2236) at 0000:48:00.0 bound to vfio-pci:
+    NVML cannot see it, go-nvlib's PCI scan can. Each value from the driver's rules."""
+    pub = publication(simulate("mixed-a100-a10").snapshot, PASSTHROUGH)
+    assert pub.refusal == ""
+    devices = {d.name: d for d in pub.devices}
+    # the three NVML GPUs as full GPUs, and every GPU on the bus as a passthrough device
+    # (nvlib.go:621-661 enumerateGpuVfioDevices), i its place in nvpci's GetGPUs
+    assert sorted(devices) == ["gpu-0", "gpu-1", "gpu-2", "gpu-vfio-0", "gpu-vfio-1",
+                               "gpu-vfio-2", "gpu-vfio-3"]
+    passed = devices["gpu-vfio-3"]
+    assert passed.device_class == "vfio.gpu.nvidia.com" and passed.complete
+    assert passed.to_api() == {
+        "name": "gpu-vfio-3",  # deviceinfo.go:141-143, index 3 (nvlib.go:630)
+        "attributes": {
+            "type": {"string": "vfio"},  # deviceinfo.go:238
+            # uuid.NewSHA1(uuid.NameSpaceDNS, address) (nvlib.go:687): RFC 4122 version 5
+            "uuid": {"string": "9c646a79-8658-5680-ad31-f59ce1138fa9"},
+            "deviceID": {"string": "0x2236"},  # fmt.Sprintf("0x%04x", device) nvlib.go:695
+            "vendorID": {"string": "0x10de"},  # nvlib.go:696
+            "numa": {"int": 0},  # sysfs numa_node as read (nvlib.go:697, nvpci.go:317-325)
+            # the device line of pci.ids (nvlib.go:691, nvpci.go:357-363): go-nvlib's
+            # embedded copy, the driver's image (distroless) having no other
+            "productName": {"string": "GA102GL [A10]"},
+            "iommuFDEnabled": {"bool": True},  # /dev/iommu exists (vfio-device.go:346-356)
+            "resource.kubernetes.io/pciBusID": {"string": "0000:48:00.0"},
+            "resource.kubernetes.io/pcieRoot": {"string": "pci0000:30"},
+        },
+        # GetTotalAddressableMemory(true) (nvlib.go:683, resources.go:89): the A10's BAR1
+        # of 32 GiB and BAR3 of 32 MiB, rounded up to the next power of two
+        "capacity": {"addressableMemory": {"value": "64Gi"}},
+    }
+    assert passed.gpu == -1  # no NVML GPU
+    # a GPU NVML sees has a passthrough device too, numbered on the bus
+    assert devices["gpu-vfio-2"].attribute("deviceID") == "0x2236"
+    assert devices["gpu-vfio-2"].attribute("resource.kubernetes.io/pciBusID") == "0000:38:00.0"
+    assert devices["gpu-vfio-0"].attribute("productName") == "GA100 [A100 PCIe 80GB]"
+    assert devices["gpu-vfio-0"].capacity_of("addressableMemory") == 256 * 2**30
+    # the default gates: nothing of it
+    assert all(d.type != "vfio" for d in project(simulate("mixed-a100-a10").snapshot))
+
+
+def test_a_gpu_with_mig_devices_is_a_passthrough_device_too() -> None:
+    """The driver skips a GPU whose full-GPU device is not vfio-enabled (nvlib.go:634), but
+    looks for it among full-GPU devices only (allocatable.go:224-235), and a MIG-enabled GPU
+    has none: so every GPU on the bus is listed, the four with MIG devices included."""
     devices = by_name("dgx-a100-mig-mixed", PASSTHROUGH)
     vfio = sorted(n for n in devices if n.startswith("gpu-vfio-"))
-    assert vfio == ["gpu-vfio-4", "gpu-vfio-5", "gpu-vfio-6", "gpu-vfio-7"]
+    assert vfio == [f"gpu-vfio-{i}" for i in range(8)]
     d = devices["gpu-vfio-4"]
-    assert d.device_class == "vfio.gpu.nvidia.com"
     assert d.attribute("uuid") == str(uuid.uuid5(uuid.NAMESPACE_DNS, "0000:58:00.0"))
-    assert d.attribute("numa") == 1 and d.attribute("vendorID") == "0x10de"
-    assert any(m.startswith("addressableMemory") for m in d.missing)
-    assert all(not n.startswith("gpu-vfio") for n in
-               (x.name for x in published(simulate("dgx-a100-mig-mixed").snapshot, PASSTHROUGH)))
+    assert d.attribute("numa") == 1 and d.attribute("productName") == "GA100 [A100 SXM4 40GB]"
+    assert d.capacity_of("addressableMemory") == 128 * 2**30 and d.complete
+    assert "gpu-0-mig-1g5gb-19-0" in devices
+    names = {x.name for x in published(simulate("dgx-a100-mig-mixed").snapshot, PASSTHROUGH)}
+    assert "gpu-vfio-0" in names
+
+
+def test_passthrough_failure_rules() -> None:
+    snap = simulate("hgx-h100").snapshot
+    assert snap.pci is not None
+    # go-nvlib's scan fails: enumerateAllPossibleDevices fails (nvlib.go:180-186)
+    broken = replace(snap, pci=replace(snap.pci, gpus=(), error=(
+        "error getting all NVIDIA devices: error constructing NVIDIA PCI device 0000:18:00.0: "
+        "unable to read PCI NUMA node for 0000:18:00.0: no such file")))
+    why = would_not_start(broken, PASSTHROUGH)
+    assert why.startswith("error enumerating GPU PCI devices: error getting GPU PCI devices: "
+                          "error getting all NVIDIA devices: ")
+    assert project(broken, PASSTHROUGH) == ()
+    assert would_not_start(broken) == ""  # the scan is made under the gate only
+    # no IOMMU: NewVfioPciManager refuses (vfio-device.go:70-77)
+    off = replace(snap, pci=replace(snap.pci, iommu_groups=False))
+    assert would_not_start(off, PASSTHROUGH) == (
+        "unable to create vfio pci manager: IOMMU is not enabled in the kernel "
+        "(sysfs kernel/iommu_groups is empty or missing)")
+    # no /dev/iommu: iommuFDEnabled false, still published
+    legacy = project(replace(snap, pci=replace(snap.pci, iommufd=False)), PASSTHROUGH)
+    assert {d.attribute("iommuFDEnabled") for d in legacy if d.type == "vfio"} == {False}
+
+
+def test_a_snapshot_without_the_pci_scan_lists_what_it_lacks() -> None:
+    old = replace(simulate("hgx-h100").snapshot, pci=None)
+    vfio = [d for d in project(old, PASSTHROUGH) if d.type == "vfio"]
+    assert [d.name for d in vfio] == [f"gpu-vfio-{i}" for i in range(8)]
+    assert all(not d.complete and "the PCI bus scan" in d.missing[0] for d in vfio)
+    assert all(not d.name.startswith("gpu-vfio") for d in published(old, PASSTHROUGH))
+
+
+def test_passthrough_from_a_real_sysfs_scan_beside_nvml(tmp_path: Path) -> None:
+    """The host reader's scan of a sysfs tree: one GPU NVML sees (bound to nvidia) and one
+    bound to vfio-pci that it cannot see."""
+    from fakes import sysfs
+
+    from gfd.readers.host import HostReader
+
+    sysfs.linked_device(tmp_path, "0000:18:00.0", pcie_root="pci0000:10", device="0x20b0",
+                        driver=sysfs.NVIDIA, resource=sysfs.a100_sxm4_40gb_bars(0),
+                        numa_node=0, iommu_group=40)
+    sysfs.linked_device(tmp_path, "0000:86:00.0", pcie_root="pci0000:85", device="0x20b0",
+                        driver=sysfs.VFIO, resource=sysfs.a100_sxm4_40gb_bars(1),
+                        numa_node=1, iommu_group=41)
+    sysfs.iommu(tmp_path, iommufd=False)
+    bus = HostReader(machine_type_file="", sysfs_root=str(tmp_path)).pci_bus()
+    nvml_gpu = replace(gpu(0), minor=0, architecture="ampere", brand="nvidia",
+                       pci_bus_id="00000000:18:00.0")
+    snap = replace(snapshot(nvml_gpu), pci=bus)
+    devices = {d.name: d for d in project(snap, PASSTHROUGH)}
+    assert sorted(devices) == ["gpu-0", "gpu-vfio-0", "gpu-vfio-1"]
+    assert devices["gpu-vfio-0"].gpu == 0 and devices["gpu-vfio-1"].gpu == -1
+    assert devices["gpu-vfio-1"].to_api()["attributes"] == {
+        "type": {"string": "vfio"},
+        "uuid": {"string": str(uuid.uuid5(uuid.NAMESPACE_DNS, "0000:86:00.0"))},
+        "deviceID": {"string": "0x20b0"}, "vendorID": {"string": "0x10de"},
+        "numa": {"int": 1}, "productName": {"string": "GA100 [A100 SXM4 40GB]"},
+        "iommuFDEnabled": {"bool": False},
+        "resource.kubernetes.io/pciBusID": {"string": "0000:86:00.0"},
+        "resource.kubernetes.io/pcieRoot": {"string": "pci0000:85"},
+    }
+    assert devices["gpu-vfio-1"].to_api()["capacity"] == {
+        "addressableMemory": {"value": "128Gi"}}  # 64 GiB + 32 MiB, rounded up
+
+
+# -- architectures go-nvlib names ----------------------------------------------------------
+
+
+def test_an_unknown_architecture_is_published_as_unknown(nvml_machine: Any) -> None:
+    """go-nvlib's GetArchitectureAsString names NVML_DEVICE_ARCH_UNKNOWN "Unknown"
+    (vendor/github.com/NVIDIA/go-nvlib/pkg/nvlib/device/device.go:96-97 in the driver's
+    tree): the driver publishes it; a value it has no case for still stops the plugin."""
+    machine = profiles.hgx_h100()
+    machine.gpus[1] = replace(machine.gpus[1], architecture="unknown")
+    snap = read(nvml_machine, machine)
+    assert would_not_start(snap) == ""
+    devices = {d.name: d for d in project(snap)}
+    assert devices["gpu-1"].attribute("architecture") == "Unknown" and devices["gpu-1"].complete
+    assert devices["gpu-0"].attribute("architecture") == "Hopper"
+    # supportsMIGModeToggle is arch >= HOPPER on NVML's number: 0xffffffff is (nvlib.go:1469)
+    assert "gpu-1" in {d.name for d in project(snap, DYNAMIC)}
+    good = replace(gpu(0), minor=0, brand="nvidia")
+    assert "go-nvlib of v0.4.0 has no name" in would_not_start(
+        snapshot(replace(good, architecture="rubin")))
 
 
 # -- ResourceSlices ------------------------------------------------------------------------
@@ -369,3 +519,46 @@ def test_an_unplaced_mig_device_is_listed_with_what_is_missing() -> None:
     assert a.name == "" and any("placement" in m for m in a.missing) and not a.complete
     entry = document(snapshot(replace(parent, mig_devices=(unplaced,))))["devices"][0]
     assert entry["gpu"] == 0 and entry["missing"]
+
+
+def test_gfd_devices_lists_a_gpu_nvml_cannot_see_from_the_hosts_sysfs(
+        nvml_machine: Any, tmp_path: Path) -> None:
+    """``gfd devices --feature-gates PassthroughSupport=true`` on a node: the real binding
+    over the fake libnvidia-ml (2 x A100 80GB PCIe, 1 x A10) and a sysfs tree holding those
+    three bound to nvidia and a fourth GPU, an A10, bound to vfio-pci."""
+    from click.testing import CliRunner
+    from fakes import sysfs
+
+    from gfd.cli import cli
+
+    nvml_machine(profiles.a100_a10())
+    root = tmp_path / "sys"
+    for n, (bus, device, driver) in enumerate([
+            ("0000:17:00.0", "0x20b5", sysfs.NVIDIA), ("0000:65:00.0", "0x20b5", sysfs.NVIDIA),
+            ("0000:ca:00.0", "0x2236", sysfs.NVIDIA), ("0000:e3:00.0", "0x2236", sysfs.VFIO)]):
+        sysfs.linked_device(root, bus, pcie_root=f"pci0000:{bus[5:7]}", device=device,
+                            driver=driver, resource=sysfs.a100_sxm4_40gb_bars(n),
+                            numa_node=n // 2, iommu_group=50 + n)
+    sysfs.iommu(root)
+    result = CliRunner().invoke(cli, ["devices", "--sysfs-root", str(root), "-o", "json",
+                                      "--feature-gates", "PassthroughSupport=true"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["featureGates"] == {"PassthroughSupport": True}
+    assert [d["name"] for d in doc["devices"]] == [
+        "gpu-0", "gpu-1", "gpu-2", "gpu-vfio-0", "gpu-vfio-1", "gpu-vfio-2", "gpu-vfio-3"]
+    hidden = doc["devices"][6]
+    assert hidden == {
+        "name": "gpu-vfio-3",
+        "attributes": {
+            "type": {"string": "vfio"},
+            "uuid": {"string": str(uuid.uuid5(uuid.NAMESPACE_DNS, "0000:e3:00.0"))},
+            "deviceID": {"string": "0x2236"}, "vendorID": {"string": "0x10de"},
+            "numa": {"int": 1}, "productName": {"string": "GA102GL [A10]"},
+            "iommuFDEnabled": {"bool": True},
+            "resource.kubernetes.io/pciBusID": {"string": "0000:e3:00.0"},
+            "resource.kubernetes.io/pcieRoot": {"string": "pci0000:e3"},
+        },
+        "capacity": {"addressableMemory": {"value": "128Gi"}},  # the fake's BARs: 64G+32M
+    }
+    assert doc["devices"][3]["attributes"]["productName"] == {"string": "GA100 [A100 PCIe 80GB]"}

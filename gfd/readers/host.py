@@ -1,4 +1,5 @@
-"""Host files: the machine type (DMI), each GPU's PCI class, and the vGPU scan of PCI config space.
+"""Host files: the machine type (DMI), each GPU's PCI class, NUMA node and PCIe root, the vGPU
+scan of PCI config space, and the NVIDIA GPUs on the PCI bus (``gfd.readers.pcibus``).
 
 Paths are parameters (``--machine-type-file``, ``--sysfs-root``), so tests point them
 at recorded trees laid out like the host's.
@@ -10,9 +11,12 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from gfd.errors import GfdError
 from gfd.hostfile import FileProblem, read_bytes
 from gfd.logs import Once
-from gfd.snapshot import Vgpu
+from gfd.pcidb import PciIds, load_bundled
+from gfd.readers import pcibus
+from gfd.snapshot import PciBus, Vgpu
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,7 @@ class HostReader:
     scan_vgpu: bool = True
     """False (``--no-vgpu-labels``): PCI config space is never read, no vgpu fact."""
     _once: Once = field(default_factory=lambda: Once(log), init=False, repr=False)
+    _pci_ids: PciIds | None = field(default=None, init=False, repr=False)
 
     def machine_type(self) -> str | None:
         """The machine-type file's content; None when unset or unreadable (GFD: 'unknown')."""
@@ -125,6 +130,18 @@ class HostReader:
                                link, target, bus_id)
             return None
         return parts[1]
+
+    def pci_bus(self) -> PciBus | None:
+        """The NVIDIA GPUs on the PCI bus, NVML's or not, and the IOMMU facts, as the DRA
+        driver's passthrough support reads them (``gfd.readers.pcibus``); None when gfd's
+        PCI IDs database cannot be read (a damaged install, logged once)."""
+        if self._pci_ids is None:
+            try:
+                self._pci_ids = load_bundled()
+            except GfdError as exc:
+                self._once.warning("pci bus: %s", exc)
+                return None
+        return pcibus.scan(self.sysfs_root, self._pci_ids, pcie_root=self.pcie_root)
 
     def vgpu(self) -> Vgpu | None:
         """Scan NVIDIA PCI devices for the vGPU signature; None when the scan fails or is

@@ -106,6 +106,7 @@ _ARCH_NAMES = (
     ("HOPPER", "hopper"),
     ("BLACKWELL", "blackwell"),
     ("RUBIN", "rubin"),
+    ("UNKNOWN", "unknown"),  # 0xffffffff: what NVML says of a GPU it cannot place
 )
 _ARCHITECTURES: MappingProxyType[int, str] = MappingProxyType(
     {

@@ -5,8 +5,16 @@ are normally shared, the sharing config their device plugin would use.
 
 nvmlDeviceGetAddressingMode: the machines on driver 580 answer (``HMM`` on x86 H100s with
 the open kernel modules, ``ATS`` on Grace-based GB200); those on 550/560 predate the call,
-so the fact is absent there. The A100 and H100 machines carry their full MIG profile tables
-with placements (``nvidia-smi mig -lgipp``), what the DRA driver's DynamicMIG gate reads.
+so the fact is absent there. The A100, H100 and GB200 machines carry their full MIG profile
+tables with placements (``nvidia-smi mig -lgipp``), what the DRA driver's DynamicMIG gate
+reads.
+
+Each machine's PCI bus (``Snapshot.pci``, what the driver's PassthroughSupport gate reads)
+holds its GPUs with their PCI device ids, the names the PCI IDs database gives them, and the
+64-bit BAR apertures of each board (BAR1 plus the 32 MiB BAR3, rounded up to a power of two
+as go-nvlib does); every GPU bound to ``nvidia`` but on ``mixed-a100-a10``, whose fourth
+GPU, a second A10, is bound to ``vfio-pci`` for a virtual machine: NVML cannot see it, so it
+has no labels, only a passthrough device.
 """
 
 from __future__ import annotations
@@ -17,7 +25,17 @@ from types import MappingProxyType
 
 from gfd.errors import ConfigError, show
 from gfd.sharing import SharedResource, Sharing
-from gfd.snapshot import Fabric, GiProfile, Gpu, MigDevice, Placement, Snapshot, Vgpu
+from gfd.snapshot import (
+    Fabric,
+    GiProfile,
+    Gpu,
+    MigDevice,
+    PciBus,
+    PciGpu,
+    Placement,
+    Snapshot,
+    Vgpu,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +117,28 @@ _H100_80_MORE = {
     "4g.40gb": _Profile("MIG 4g.40gb", 40192, 64, 4, 4, copy=4, dec=4, jpeg=4, profile_id=5,
                         size=4),
 }
+# GB200 (190464 MiB): the profiles of the MIG user guide's GB200 table
+# (docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html: 1g.23gb x7,
+# 1g.23gb+me, 1g.47gb x4, 2g.47gb x3, 3g.93gb x2, 4g.93gb, 7g.186gb; one NVDEC and one JPEG
+# per slice, the OFA on +me and 7g, 8 copy engines on 7g, as on Hopper). Memory, SMs and
+# placements as NVIDIA's nvml-mock gives them for GB200 (k8s-test-infra,
+# deployments/nvml-mock, its MIG golden table): 18 SMs a slice, 23808 MiB an eighth.
+_GB200 = {
+    "1g.23gb": _Profile("MIG 1g.23gb", 23808, 18, 1, 1, copy=1, dec=1, jpeg=1,
+                        profile_id=19),
+    "1g.23gb+me": _Profile("MIG 1g.23gb+me", 23808, 18, 1, 1, copy=1, dec=1, jpeg=1, ofa=1,
+                           profile_id=20),
+    "1g.47gb": _Profile("MIG 1g.47gb", 47616, 18, 1, 1, copy=1, dec=1, jpeg=1, profile_id=15,
+                        size=2),
+    "2g.47gb": _Profile("MIG 2g.47gb", 47616, 36, 2, 2, copy=2, dec=2, jpeg=2, profile_id=14,
+                        size=2),
+    "3g.93gb": _Profile("MIG 3g.93gb", 95232, 54, 3, 3, copy=3, dec=3, jpeg=3, profile_id=9,
+                        size=4),
+    "4g.93gb": _Profile("MIG 4g.93gb", 95232, 72, 4, 4, copy=4, dec=4, jpeg=4, profile_id=5,
+                        size=4),
+    "7g.186gb": _Profile("MIG 7g.186gb", 190464, 126, 7, 7, copy=8, dec=7, jpeg=7, ofa=1,
+                         profile_id=0, size=8),
+}
 _SEVEN = (0, 1, 2, 3, 4, 5, 6)
 _A100_40_GI = _gi_table([
     (0, "1g.5gb", 1, _SEVEN), (1, "2g.10gb", 2, (0, 2, 4)), (2, "3g.20gb", 4, (0, 4)),
@@ -110,6 +150,12 @@ _H100_80_GI = _gi_table([
     (3, "4g.40gb", 4, (0,)), (4, "7g.80gb", 8, (0,)), (7, "1g.10gb+me", 1, _SEVEN),
     (9, "1g.20gb", 2, (0, 2, 4, 6)),
 ], {**_H100_80, **_H100_80_MORE})
+
+_GB200_GI = _gi_table([
+    (0, "1g.23gb", 1, _SEVEN), (1, "2g.47gb", 2, (0, 2, 4)), (2, "3g.93gb", 4, (0, 4)),
+    (3, "4g.93gb", 4, (0,)), (4, "7g.186gb", 8, (0,)), (7, "1g.23gb+me", 1, _SEVEN),
+    (9, "1g.47gb", 2, (0, 2, 4, 6)),
+], _GB200)
 
 _H100_NAME = "NVIDIA H100 80GB HBM3"
 _H100_BYTES = 85520809984  # 81559 MiB
@@ -127,6 +173,36 @@ _GB200_POWER = (200000, 1200000)
 
 def _bus(i: int) -> str:
     return f"00000000:{0x18 + 0x10 * i:02X}:00.0"
+
+
+# Each board's PCI device id, its name in the PCI IDs database (10de section) and the total
+# of its 64-bit BARs as go-nvlib rounds it: BAR1 + 32 MiB, to the next power of two.
+_BOARDS: dict[str, tuple[int, str, int]] = {
+    _H100_NAME: (0x2330, "GH100 [H100 SXM5 80GB]", 256 * 2**30),  # BAR1 128 GiB
+    _A100_NAME: (0x20B0, "GA100 [A100 SXM4 40GB]", 128 * 2**30),  # BAR1 64 GiB
+    "NVIDIA A100 80GB PCIe": (0x20B5, "GA100 [A100 PCIe 80GB]", 256 * 2**30),  # 128 GiB
+    "NVIDIA A10": (0x2236, "GA102GL [A10]", 64 * 2**30),  # BAR1 32 GiB
+    "Tesla T4": (0x1EB8, "TU104GL [Tesla T4]", 512 * 2**20),  # BAR1 256 MiB
+    "NVIDIA GeForce RTX 3060 Laptop GPU": (
+        0x2520, "GA106M [GeForce RTX 3060 Mobile / Max-Q]", 512 * 2**20),  # BAR1 256 MiB
+    "NVIDIA GB200": (0x2941, "GB100 [HGX GB200]", 2**40),  # BAR1 512 GiB (nvml-mock's)
+}
+
+
+def _pci_gpu(gpu: Gpu, *, driver: str = "nvidia") -> PciGpu:
+    device, name, memory = _BOARDS[gpu.name]
+    domain, _, rest = gpu.pci_bus_id.lower().partition(":")
+    return PciGpu(address=f"{domain[-4:]}:{rest}", device_id=device, name=name, driver=driver,
+                  numa_node=gpu.numa_node if gpu.numa_node is not None else -1,
+                  iommu_group=0x20 + gpu.index, addressable_memory=memory,
+                  pcie_root=gpu.pcie_root)
+
+
+def _pci_bus(gpus: tuple[Gpu, ...], *vfio: Gpu) -> PciBus:
+    """The PCI bus of these GPUs (bound to nvidia) and those bound to vfio-pci, IOMMU on."""
+    found = [_pci_gpu(g) for g in gpus] + [_pci_gpu(g, driver="vfio-pci") for g in vfio]
+    return PciBus(gpus=tuple(sorted(found, key=lambda p: p.address)), iommufd=True,
+                  iommu_groups=True)
 
 
 def _uuid(prefix: str, i: int, j: int | None = None) -> str:
@@ -210,9 +286,11 @@ def _mixed_a100_a10() -> Simulation:
     )
     a10 = _gpu(2, "NVIDIA A10", 24146608128, (8, 6), "ampere", "nvidia", nvlink_active=None,
                power_limits_mw=_A10_POWER)
+    # the fourth slot: an A10 handed to a virtual machine (bound to vfio-pci, no NVML GPU)
+    passed = _gpu(3, "NVIDIA A10", 24146608128, (8, 6), "ampere", "nvidia")
     return Simulation(Snapshot(driver_version="550.54.15", cuda_driver_version=12040,
                                machine_type="PowerEdge R750xa\n", vgpu=Vgpu(present=False),
-                               gpus=(*a100, a10)))
+                               gpus=(*a100, a10), pci=_pci_bus((*a100, a10), passed)))
 
 
 def _geforce_laptop() -> Simulation:
@@ -278,7 +356,7 @@ def _gb200_nvl() -> Simulation:
         _gpu(i, "NVIDIA GB200", 199715979264, (10, 0), "blackwell", "nvidia",
              mig_capable=True, mig_enabled=False, mig_pending_enabled=False,
              nvlink_active=True, fabric=fabric, power_limits_mw=_GB200_POWER,
-             addressing_mode="ATS")
+             addressing_mode="ATS", mig_profiles=_GB200_GI)
         for i in range(4)
     )
     return Simulation(Snapshot(driver_version="580.159.04", cuda_driver_version=13000,
@@ -309,4 +387,6 @@ def simulate(name: str) -> Simulation:
             f"{', '.join(sorted(SIMULATIONS))}"
         ) from None
     sim = build()
-    return Simulation(replace(sim.snapshot, source=f"simulate:{name}"), sim.sharing)
+    snap = sim.snapshot
+    pci = snap.pci if snap.pci is not None else _pci_bus(snap.gpus)
+    return Simulation(replace(snap, source=f"simulate:{name}", pci=pci), sim.sharing)

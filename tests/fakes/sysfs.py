@@ -1,5 +1,6 @@
 """Builds sysfs trees laid out like a host's: PCI class, vendor and config space per device;
-for the vfio back end also the device id, the ``driver`` link and the BARs (``resource``)."""
+for the vfio back end and the DRA driver's passthrough scan also the device id, the ``driver``
+and ``iommu_group`` links, ``numa_node``, the BARs (``resource``) and the host's IOMMU."""
 
 from __future__ import annotations
 
@@ -87,12 +88,14 @@ def sysfs_name(bus_id: str) -> str:
 def pci_device(root: Path, bus_id: str, *, pci_class: str = COMPUTE, vendor: str = "0x10de",
                config: bytes | None = None, device: str | None = None,
                driver: str | None = None, resource: str | None = None,
-               physfn: str | None = None) -> Path:
+               physfn: str | None = None, numa_node: int | None = None,
+               iommu_group: int | None = None) -> Path:
     """One device under ``<root>/bus/pci/devices/<bus id>`` (sysfs: 4-digit domain).
 
     ``driver`` links ``driver`` to ``<root>/bus/pci/drivers/<driver>`` as the kernel does
     for a bound device; ``physfn`` (a bus id) makes it an SR-IOV virtual function of that
-    device. ``device`` (the device id file) and ``resource`` are written when given."""
+    device. ``device`` (the device id file), ``resource`` and ``numa_node`` are written when
+    given; ``iommu_group`` links ``iommu_group`` to ``<root>/kernel/iommu_groups/<n>``."""
     path = root / "bus" / "pci" / "devices" / sysfs_name(bus_id)
     path.mkdir(parents=True, exist_ok=True)
     (path / "class").write_text(pci_class + "\n")
@@ -104,10 +107,39 @@ def pci_device(root: Path, bus_id: str, *, pci_class: str = COMPUTE, vendor: str
         (path / "resource").write_text(resource)
     if driver is not None:
         (root / "bus" / "pci" / "drivers" / driver).mkdir(parents=True, exist_ok=True)
-        os.symlink(os.path.join("..", "..", "drivers", driver), path / "driver")
+        os.symlink(root / "bus" / "pci" / "drivers" / driver, path / "driver")
     if physfn is not None:
         os.symlink(os.path.join("..", sysfs_name(physfn)), path / "physfn")
+    if numa_node is not None:
+        (path / "numa_node").write_text(f"{numa_node}\n")
+    if iommu_group is not None:
+        group = root / "kernel" / "iommu_groups" / str(iommu_group)
+        group.mkdir(parents=True, exist_ok=True)
+        os.symlink(group, path / "iommu_group")
     return path
+
+
+def passthrough_gpu(root: Path, bus_id: str, n: int = 0, *, driver: str | None = VFIO,
+                    numa_node: int = 0, iommu_group: int | None = None,
+                    device: str = A100_SXM4_40GB, **kwargs: object) -> Path:
+    """An NVIDIA GPU (an A100-SXM4-40GB unless ``device`` says) with every file go-nvlib's
+    nvpci reads of it: ids, driver link, IOMMU group, NUMA node, BARs (``kwargs`` go to
+    ``pci_device``)."""
+    return pci_device(root, bus_id, device=device, driver=driver,
+                      resource=a100_sxm4_40gb_bars(n), numa_node=numa_node,
+                      iommu_group=30 + n if iommu_group is None else iommu_group,
+                      **kwargs)  # type: ignore[arg-type]
+
+
+def iommu(root: Path, *, iommufd: bool = True, groups: bool = True) -> None:
+    """The host's IOMMU in sysfs: the iommufd misc device (``/dev/iommu``) and the kernel's
+    IOMMU groups directory (one group, or empty)."""
+    if iommufd:
+        (root / "class" / "misc" / "iommu").mkdir(parents=True, exist_ok=True)
+    groups_dir = root / "kernel" / "iommu_groups"
+    groups_dir.mkdir(parents=True, exist_ok=True)
+    if groups:
+        (groups_dir / "0").mkdir(exist_ok=True)
 
 
 def linked_device(root: Path, bus_id: str, *, pcie_root: str, bridges: tuple[str, ...] = (),

@@ -2,7 +2,8 @@
 prints for the filters below (the template, the example Pod) passes a server-side dry run
 (the server compiles its CEL and checks its cost),
 and the ResourceSlice written from `gfd devices`' projection of each simulated machine, with
-the driver chart's DeviceClasses, is a valid object."""
+the driver chart's DeviceClasses, is a valid object -- under PassthroughSupport too, its
+passthrough devices (a GPU bound to vfio-pci among them) included."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import itertools
 import pytest
 from helpers.controlplane import ControlPlane
 
-from gfd.devices import resource_slice
-from gfd.dra import DEVICE_CLASSES
+from gfd.devices import resource_slice, resource_slices
+from gfd.dra import DEVICE_CLASSES, PASSTHROUGH_SUPPORT
 from gfd.readers.simulate import SIMULATIONS, simulate
 from gfd.selector import Options, render
 
@@ -103,5 +104,28 @@ def test_each_machines_resource_slice_and_the_device_classes_are_valid(
         assert [d["name"] for d in devices] == [d["name"] for d in rs["spec"]["devices"]]
         assert devices and all(d["attributes"]["type"]["string"] in ("gpu", "mig")
                                for d in devices)
+    finally:
+        control_plane.delete(created, wait=False)
+
+
+@pytest.mark.parametrize("machine", ["mixed-a100-a10", "dgx-a100-mig-mixed"])
+def test_a_passthrough_resource_slice_is_valid_and_stored_as_written(
+        control_plane: ControlPlane, machine: str) -> None:
+    """The slice under PassthroughSupport: the API server validates the passthrough devices'
+    attributes (a bool, an int, the PCI IDs name with its brackets) and their capacity."""
+    (rs,) = resource_slices(simulate(machine).snapshot, node=f"{machine}-{next(_serial)}",
+                            gates={PASSTHROUGH_SUPPORT: True})
+    created = control_plane.create(rs)
+    try:
+        stored = {d["name"]: d for d in created["spec"]["devices"]}
+        written = {d["name"]: d for d in rs["spec"]["devices"]}
+        assert set(stored) == set(written)
+        vfio = sorted(n for n in stored if n.startswith("gpu-vfio-"))
+        assert vfio and all(stored[n]["attributes"] == written[n]["attributes"] for n in vfio)
+        assert all(stored[n]["capacity"] == written[n]["capacity"] for n in vfio)
+        if machine == "mixed-a100-a10":  # the A10 bound to vfio-pci: no NVML GPU, one device
+            assert stored["gpu-vfio-3"]["attributes"]["productName"] == {
+                "string": "GA102GL [A10]"}
+            assert stored["gpu-vfio-3"]["attributes"]["iommuFDEnabled"] == {"bool": True}
     finally:
         control_plane.delete(created, wait=False)
