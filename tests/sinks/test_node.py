@@ -8,7 +8,6 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from fakes.memory_api import MemoryApi
 from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
 from helpers.triggers import FiredList
+from helpers.watchapi import HeldList
 
 from gfd.errors import ApiError, Refused
 from gfd.kube import Kube
@@ -539,30 +539,6 @@ def watched(tmp_path: Any) -> Iterator[tuple[NodeSink, FakeApiServer, FiredList]
         wait_for(lambda: server.open_watches == 1)
         yield node_sink, server, fired
         node_sink.close()
-
-
-class HeldList:
-    """The sink's watch API, whose LIST is answered at once but handed to the watch only when
-    the test says: a read taken before gfd's write and delivered after it. The first
-    ``free`` reads are handed on at once."""
-
-    def __init__(self, kube: Kube, free: int = 0) -> None:
-        self.kube = kube
-        self.free = free
-        self.listed = threading.Event()
-        self.release = threading.Event()
-
-    def list_object(self, *args: Any, **kwargs: Any) -> Any:
-        answer = self.kube.list_object(*args, **kwargs)
-        if self.free > 0:
-            self.free -= 1
-            return answer
-        self.listed.set()
-        self.release.wait(5)
-        return answer
-
-    def watch(self, *args: Any, **kwargs: Any) -> Any:
-        return self.kube.watch(*args, **kwargs)
 
 
 def _no_drift_until_the_node_changes(server: FakeApiServer, fired: FiredList) -> None:

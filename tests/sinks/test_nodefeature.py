@@ -8,7 +8,6 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from fakes.memory_api import MemoryApi
 from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
 from helpers.triggers import FiredList
+from helpers.watchapi import HeldList
 
 from gfd.errors import ApiError, ApiSinkError, PublishError, Refused
 from gfd.features import DriverFeature, Features, GpuFeature
@@ -652,33 +652,6 @@ def watched(tmp_path: Any) -> Iterator[tuple[NodeFeatureSink, FakeApiServer, Fir
         wait_for(lambda: server.open_watches == 1)
         yield nf_sink, server, fired
         nf_sink.close()
-
-
-class HeldList:
-    """The sink's watch API, whose LIST is answered at once but handed to the watch only when
-    the test says: a read taken before gfd's write and delivered after it. The first
-    ``free`` reads are handed on at once. ``watches`` counts the watch requests: the watch
-    opens one only after it has reported the state its read found."""
-
-    def __init__(self, kube: Kube, free: int = 0) -> None:
-        self.kube = kube
-        self.free = free
-        self.listed = threading.Event()
-        self.release = threading.Event()
-        self.watches = 0
-
-    def list_object(self, *args: Any, **kwargs: Any) -> Any:
-        answer = self.kube.list_object(*args, **kwargs)
-        if self.free > 0:
-            self.free -= 1
-            return answer
-        self.listed.set()
-        self.release.wait(5)
-        return answer
-
-    def watch(self, *args: Any, **kwargs: Any) -> Any:
-        self.watches += 1
-        return self.kube.watch(*args, **kwargs)
 
 
 def test_the_watchs_first_read_and_gfds_first_write_are_no_drift(tmp_path: Any) -> None:
