@@ -1,6 +1,6 @@
 """API load at fleet scale: gfd's API sinks side by side with a GFD-style baseline.
 
-One local fake API server (tests/fakes/apiserver.py, real HTTP, real ``kubernetes``
+One local fake API server (tests/fakes/apiserver/, real HTTP, real ``kubernetes``
 client through gfd's ``Kube``) serves N simulated GPU nodes for each of:
 
 * ``node``: gfd's NodeSink (server-side apply on the Node, cached, resync hourly),

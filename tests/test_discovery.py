@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fakes.sysfs import COMPUTE, GRAPHICS, gpu_tree
+from helpers.timing import Clock
 
 from gfd.discovery import SNAPSHOT_MAX_BYTES, Discovery, read_snapshot_file
 from gfd.errors import DiscoveryError, NvmlInitError
@@ -56,20 +57,13 @@ class Smi:
         return {i: "default" for i in range(8)}
 
 
-class Clock:
-    now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def discovery(tmp: Path, gpus: Gpus, smi: Smi, clock: Clock) -> Discovery:
     host = HostReader(machine_type_file=str(tmp / "dmi"), sysfs_root=str(gpu_tree(tmp, [])))
     return Discovery(gpus, host, smi=smi)
 
 
 def test_nvidia_smi_runs_at_start_not_every_cycle(tmp_path: Path) -> None:
-    smi, clock = Smi(), Clock()
+    smi, clock = Smi(), Clock(0.0)
     d = discovery(tmp_path, Gpus(H100), smi, clock)
     for _ in range(20):
         snap = d.read()
@@ -80,7 +74,7 @@ def test_nvidia_smi_runs_at_start_not_every_cycle(tmp_path: Path) -> None:
 
 def test_slow_facts_are_reread_on_refresh_on_a_new_gpu_set_and_periodically(
         tmp_path: Path) -> None:
-    smi, clock = Smi(), Clock()
+    smi, clock = Smi(), Clock(0.0)
     lost = replace(H100, gpus=(*H100.gpus[:3], replace(H100.gpus[3], error="GPU is lost"),
                                *H100.gpus[4:]))
     d = discovery(tmp_path, Gpus(H100, H100, lost, lost, lost), smi, clock)
@@ -103,7 +97,7 @@ def test_only_sighups_refresh_asks_the_gpu_back_end_to_read_every_static_fact(
     """The host-refresh duty (every 5 minutes) re-reads the host's slow facts only; SIGHUP
     (``refresh(gpus=True)``) also has the GPU back end read each GPU's fixed properties."""
     gpus = Gpus(H100)
-    d = discovery(tmp_path, gpus, Smi(), Clock())
+    d = discovery(tmp_path, gpus, Smi(), Clock(0.0))
     d.refresh()
     assert gpus.refreshed == 0
     d.refresh(gpus=True)
@@ -234,7 +228,7 @@ def test_a_bad_snapshot_file_is_one_discovery_error_naming_it(tmp_path: Path, co
 
 
 def test_a_gpu_marked_unusable_is_unhealthy_from_the_next_read_on(tmp_path: Path) -> None:
-    found = discovery(tmp_path, Gpus(H100), Smi(), Clock())
+    found = discovery(tmp_path, Gpus(H100), Smi(), Clock(0.0))
     uuid = H100.gpus[2].uuid
     found.mark_unusable(uuid, "Xid 79 (GPU has fallen off the bus)")
     found.mark_unusable(uuid, "Xid 48 (double-bit ECC error)")  # the first reason stays
@@ -247,7 +241,7 @@ def test_a_gpu_marked_unusable_is_unhealthy_from_the_next_read_on(tmp_path: Path
 
 
 def test_marking_a_gpu_without_a_uuid_marks_nothing(tmp_path: Path) -> None:
-    found = discovery(tmp_path, Gpus(H100), Smi(), Clock())
+    found = discovery(tmp_path, Gpus(H100), Smi(), Clock(0.0))
     found.mark_unusable("", "GPU unavailable (NVML event)")
     assert all(g.error is None for g in found.read().gpus)
 
@@ -273,7 +267,7 @@ class Events:
 def test_watch_starts_the_back_ends_event_watch_once(tmp_path: Path) -> None:
     gpus = Gpus(H100)
     gpus.event_source = Events()
-    found = discovery(tmp_path, gpus, Smi(), Clock())
+    found = discovery(tmp_path, gpus, Smi(), Clock(0.0))
     found.watch(lambda trigger: None)
     found.watch(lambda trigger: None)
     assert found._events is not None and found._events.join(5)
@@ -281,7 +275,7 @@ def test_watch_starts_the_back_ends_event_watch_once(tmp_path: Path) -> None:
 
 
 def test_watch_without_a_back_end_or_its_events_does_nothing(tmp_path: Path) -> None:
-    found = discovery(tmp_path, Gpus(H100), Smi(), Clock())
+    found = discovery(tmp_path, Gpus(H100), Smi(), Clock(0.0))
     found.watch(lambda trigger: None)
     assert found._events is None
     fixed = Discovery(None, HostReader(machine_type_file="", sysfs_root=str(tmp_path)),

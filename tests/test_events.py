@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.timing import Clock
 
 from gfd.errors import ApiError
 from gfd.events import (
@@ -32,14 +33,6 @@ from gfd.sinks.base import Change, diff
 from tests.fakes.apiserver import FakeApiServer
 from tests.helpers.builders import A100_1G5, A100_3G20, gpu, mig_gpu, migs, snapshot
 from tests.helpers.process import wait_for
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _reasons(events: list[NodeEvent]) -> list[tuple[str, str]]:

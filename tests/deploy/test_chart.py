@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 import pytest
 import yaml
+from helpers.cli_flags import option_envvars, option_names
 from helpers.helm import install_pinned_helm
 from helpers.paths import ROOT as REPO_ROOT
 
@@ -689,18 +689,6 @@ def test_the_resource_manager_value_sets_the_agents_variable(chart: Chart) -> No
 
 
 # --------------------------------------------------------------------------- the CLI
-
-
-def option_names(command: click.Command) -> set[str]:
-    return {o for p in command.params if isinstance(p, click.Option)
-            for o in (*p.opts, *p.secondary_opts)}
-
-
-def option_envvars(command: click.Command) -> set[str]:
-    names: set[str] = set()
-    for p in command.params:
-        names.update([p.envvar] if isinstance(p.envvar, str) else p.envvar or [])
-    return names
 
 
 def test_every_gfd_container_uses_real_flags_and_env(chart: Chart) -> None:

@@ -34,10 +34,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import yaml
+from helpers.cli_flags import option_envvars, option_names
 from helpers.controlplane import shared_dir
+from helpers.dockerfile import DOCKERFILE, final_stage
+from helpers.dockerfile import instructions as dockerfile_instructions
 from helpers.paths import ROOT
 
 from gfd.cli import cli
@@ -45,7 +47,6 @@ from gfd.cli import cli
 MANIFESTS = ROOT / "manifests"
 PLUGINS_REGISTRY = "/var/lib/kubelet/plugins_registry"
 """The kubelet's plugin registry, mounted read-only for --resource-manager auto."""
-DOCKERFILE = ROOT / "Dockerfile"
 IMAGE = "ghcr.io/gfd-project/gfd"
 
 # The oldest Kubernetes the manifests target (ValidatingAdmissionPolicy v1 is GA there)
@@ -432,21 +433,6 @@ def entrypoint() -> list[str]:
     return list(json.loads(entries[-1][1]))
 
 
-def option_names(command: click.Command) -> set[str]:
-    return {o for p in command.params if isinstance(p, click.Option)
-            for o in (*p.opts, *p.secondary_opts)}
-
-
-def option_envvars(command: click.Command) -> set[str]:
-    names: set[str] = set()
-    for p in command.params:
-        if isinstance(p.envvar, str):
-            names.add(p.envvar)
-        elif p.envvar:
-            names.update(p.envvar)
-    return names
-
-
 def check_cli_usage(what: str, c: dict[str, Any]) -> None:
     argv = [*(c.get("command") or entrypoint()), *(c.get("args") or [])]
     assert argv[0] == "gfd", f"{what}: runs {argv[0]!r}, not gfd"
@@ -733,30 +719,6 @@ def test_one_image_reference_everywhere() -> None:
 
 
 # --------------------------------------------------------------------------- Dockerfile
-
-
-@cache
-def dockerfile_instructions() -> tuple[tuple[str, str], ...]:
-    """(INSTRUCTION, arguments) with continuations joined and comments dropped."""
-    out: list[tuple[str, str]] = []
-    pending = ""
-    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        line, pending = pending + line, ""
-        keyword, _, rest = line.partition(" ")
-        out.append((keyword.upper(), rest.strip()))
-    return tuple(out)
-
-
-def final_stage() -> list[tuple[str, str]]:
-    instructions = list(dockerfile_instructions())
-    last_from = max(i for i, (k, _) in enumerate(instructions) if k == "FROM")
-    return instructions[last_from:]
 
 
 def test_dockerfile_runs_gfd_run_as_root_for_pod_specs_that_set_no_user() -> None:

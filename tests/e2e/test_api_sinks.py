@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from fakes.apiserver import FakeApiServer
-from helpers.realserver import api_server, on_both
+from helpers.realserver import gfd_node_server, kube_for, on_both
+from helpers.timing import Clock, Sleeps
 
 from gfd.errors import ApiError, PublishError, Refused
 from gfd.kube import Kube
@@ -26,32 +27,16 @@ LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.product": "NVIDIA-H100-80
           "nvidia.com/cuda.driver.rev": ""}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Sleeps(list[float]):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[FakeApiServer]:
-    with api_server(request) as srv:
-        srv.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
-        srv.add_pod(NS, "gfd-abcde", owner_daemonset="gfd", node_name=NODE)
+    with gfd_node_server(request, NODE, NS, {"kubernetes.io/hostname": NODE}) as srv:
         yield srv
 
 
 @pytest.fixture
 def kube(server: FakeApiServer, tmp_path: Path) -> Iterator[Kube]:
-    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
-    yield api
-    api.close()
+    with kube_for(server, tmp_path) as api:
+        yield api
 
 
 def node_sink(kube: Kube, clock: Clock, sleeps: Sleeps | None = None) -> NodeSink:

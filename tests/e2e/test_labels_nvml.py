@@ -15,6 +15,7 @@ import pytest
 from fakes import profiles
 from fakes.fakenvml import subprocess_env
 from fakes.sysfs import gpu_tree
+from helpers.golden import golden
 from helpers.machines import node
 from helpers.paths import DATA, FAKES
 
@@ -50,10 +51,6 @@ def _smi_shape() -> tuple[str, str, str]:
     lines = SMI_DEFAULT.read_text().splitlines(keepends=True)
     rows = [i for i, line in enumerate(lines) if "Timeslice" in line]
     return "".join(lines[:rows[0]]), lines[rows[0]], "".join(lines[rows[-1] + 1:])
-
-
-def golden(path: Path) -> list[str]:
-    return [line for line in path.read_text().splitlines() if not line.startswith("#")]
 
 
 CASES = sorted(p.name for p in GOLDEN.glob("*.labels"))

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from fakes.fakecuda import CudaMachine, jetson_agx_orin, jetson_orin_nano, subprocess_env
 from fakes.sysfs import config_space, pci_device
+from helpers.golden import golden
 from helpers.paths import DATA
 
 GOLDEN = DATA / "golden" / "tegra"
@@ -60,10 +61,6 @@ def node(tmp: Path, machine: CudaMachine | None) -> tuple[Path | None, list[str]
     # No DMI on the board: the default machine-type file does not exist there.
     return profile, ["--sysfs-root", str(sysfs), "--machine-type-file", str(tmp / "product_name"),
                      "--nvidia-smi", str(tmp / "no-nvidia-smi")]
-
-
-def golden(path: Path) -> list[str]:
-    return [line for line in path.read_text().splitlines() if not line.startswith("#")]
 
 
 CASES = sorted(p.name for p in GOLDEN.glob("*.labels"))

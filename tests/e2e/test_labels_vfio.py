@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakes.sysfs import NVIDIA, NVSWITCH, VFIO, MiB, a100, pci_device, resource_text
+from helpers.golden import golden
 from helpers.paths import DATA
 
 GOLDEN = DATA / "golden" / "vfio"
@@ -57,10 +58,6 @@ def gfd(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
     return subprocess.run([sys.executable, "-m", "gfd", *args], capture_output=True, text=True,
                           env=env, timeout=60, check=False)
-
-
-def golden(path: Path) -> list[str]:
-    return [line for line in path.read_text().splitlines() if not line.startswith("#")]
 
 
 CASES = sorted(p.name for p in GOLDEN.glob("*.labels"))

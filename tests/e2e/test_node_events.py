@@ -5,9 +5,7 @@ publishing outage."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +13,7 @@ from typing import Any
 import pytest
 from fakes import profiles
 from fakes.apiserver import FakeApiServer
-from fakes.fakenvml import subprocess_env
-from fakes.sysfs import gpu_tree
-from helpers.process import ENV_PREFIXES, free_port, http, metric, wait_for
+from helpers.process import free_port, gfd_command, http, metric, wait_for
 
 NODE = "gpu-node-1"
 
@@ -45,12 +41,8 @@ def test_label_changes_a_lost_gpu_and_an_outage_are_events_on_the_node(
         tmp_path: Path, server: FakeApiServer, fake_nvml_lib: Path) -> None:
     profiles.hgx_h100().write(tmp_path / "profile.txt")
     port = free_port()
-    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
-    env = subprocess_env(fake_nvml_lib, tmp_path / "profile.txt", base) | {
-        "NODE_NAME": NODE, "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))}
-    argv = [sys.executable, "-m", "gfd", "run", "--sink", "node", "--sleep-interval", "50ms",
-            "--metrics-port", str(port), "--sysfs-root", str(gpu_tree(tmp_path / "sys", [])),
-            "--nvidia-smi", str(tmp_path / "none"), "--machine-type-file", str(tmp_path / "dmi")]
+    argv, env = agent_command(tmp_path, server, "--sleep-interval", "50ms",
+                              "--metrics-port", str(port), lib=fake_nvml_lib)
     log = (tmp_path / "agent.log").open("w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
@@ -86,15 +78,12 @@ def test_label_changes_a_lost_gpu_and_an_outage_are_events_on_the_node(
     assert code == 0, (tmp_path / "agent.log").read_text()[-2000:]
 
 
-def agent_command(tmp_path: Path, server: FakeApiServer, *args: str,
-                  lib: Path) -> tuple[list[str], dict[str, str]]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
-    env = subprocess_env(lib, tmp_path / "profile.txt", base) | {
-        "NODE_NAME": NODE, "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))}
-    argv = [sys.executable, "-m", "gfd", "run", "--sink", "node", *args,
-            "--sysfs-root", str(gpu_tree(tmp_path / "sys", [])),
-            "--nvidia-smi", str(tmp_path / "none"), "--machine-type-file", str(tmp_path / "dmi")]
-    return argv, env
+def agent_command(tmp_path: Path, server: FakeApiServer, *args: str, lib: Path,
+                  env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """``gfd run --sink node ARGS`` for the Node on ``server`` (``env`` added)."""
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    return gfd_command(tmp_path, lib, "run", "--sink", "node", *args,
+                       env={"NODE_NAME": NODE, "KUBECONFIG": kubeconfig, **(env or {})})
 
 
 def test_a_one_shot_sends_its_events_before_it_exits_and_the_first_shows_old_values(
@@ -174,13 +163,8 @@ def test_an_api_outage_costs_at_most_one_event_request_events_follow_the_sinks_b
 def test_events_false_records_none(tmp_path: Path, server: FakeApiServer,
                                    fake_nvml_lib: Path) -> None:
     profiles.hgx_h100().write(tmp_path / "profile.txt")
-    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
-    env = subprocess_env(fake_nvml_lib, tmp_path / "profile.txt", base) | {
-        "NODE_NAME": NODE, "GFD_EVENTS": "false",
-        "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))}
-    argv = [sys.executable, "-m", "gfd", "run", "--sink", "node", "--oneshot",
-            "--sysfs-root", str(gpu_tree(tmp_path / "sys", [])),
-            "--nvidia-smi", str(tmp_path / "none"), "--machine-type-file", str(tmp_path / "dmi")]
+    argv, env = agent_command(tmp_path, server, "--oneshot", lib=fake_nvml_lib,
+                              env={"GFD_EVENTS": "false"})
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert server.labels(NODE)["nvidia.com/gpu.count"] == "8"

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 from fakes import profiles
+from fakes.fakenvml import Machine
 from helpers.process import Agent, free_port, http, metric, wait_for
 
 from gfd.sinks.featurefile import parse
@@ -23,15 +25,24 @@ def write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def start(tmp_path: Path, lib: Path, agents: list[Agent], machine: Machine, config: str,
+          *args: str, **kwargs: Any) -> tuple[Agent, Path]:
+    """``gfd run --config-file tmp_path/config.yaml`` (holding ``config``) on ``machine``,
+    with ``args`` and ``Agent``'s keywords: the agent and its config file."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(config)
+    agent = Agent(tmp_path, lib, machine, "--config-file", str(cfg), *args, **kwargs)
+    agents.append(agent)
+    return agent, cfg
+
+
 # ----------------------------------------------------------------------------- processes
 
 
 def test_labels_class_mig_strategy_applies_at_the_next_cycle(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("flags: {migStrategy: none, gfd: {sleepInterval: 200ms}}")
-    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--config-file", str(cfg))
-    agents.append(agent)
+    agent, cfg = start(tmp_path, fake_nvml_lib, agents, profiles.dgx_a100_layout(),
+                       "flags: {migStrategy: none, gfd: {sleepInterval: 200ms}}")
     wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
     assert "nvidia.com/mig.strategy" not in agent.labels()
     write(cfg, "flags: {migStrategy: mixed, gfd: {sleepInterval: 200ms}}")
@@ -43,10 +54,8 @@ def test_labels_class_mig_strategy_applies_at_the_next_cycle(
 
 def test_labels_class_sharing_section_applies_at_the_next_cycle(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("flags: {gfd: {sleepInterval: 200ms}}")
-    agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--config-file", str(cfg))
-    agents.append(agent)
+    agent, cfg = start(tmp_path, fake_nvml_lib, agents, profiles.t4x4(),
+                       "flags: {gfd: {sleepInterval: 200ms}}")
     wait_for(lambda: agent.labels().get("nvidia.com/gpu.replicas") == "1")
     write(cfg, "flags: {gfd: {sleepInterval: 200ms}}\n"
                "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}")
@@ -59,11 +68,10 @@ def test_discovery_class_machine_type_file_applies_at_the_next_cycle(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
     (tmp_path / "dmi-a").write_text("DGX A100\n")
     (tmp_path / "dmi-b").write_text("PowerEdge XE9680\n")
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"flags: {{gfd: {{sleepInterval: 200ms, machineTypeFile: {tmp_path}/dmi-a}}}}")
-    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--config-file", str(cfg),
-                  machine_type_flag=False)
-    agents.append(agent)
+    agent, cfg = start(
+        tmp_path, fake_nvml_lib, agents, profiles.hgx_h100(),
+        f"flags: {{gfd: {{sleepInterval: 200ms, machineTypeFile: {tmp_path}/dmi-a}}}}",
+        machine_type_flag=False)
     wait_for(lambda: agent.labels().get("nvidia.com/gpu.machine") == "DGX-A100")
     write(cfg, f"flags: {{gfd: {{sleepInterval: 200ms, machineTypeFile: {tmp_path}/dmi-b}}}}")
     wait_for(lambda: agent.labels().get("nvidia.com/gpu.machine") == "PowerEdge-XE9680",
@@ -73,10 +81,8 @@ def test_discovery_class_machine_type_file_applies_at_the_next_cycle(
 
 def test_schedule_class_sleep_interval_applies_at_once(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("flags: {gfd: {sleepInterval: 1h}}")
-    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--config-file", str(cfg))
-    agents.append(agent)
+    agent, cfg = start(tmp_path, fake_nvml_lib, agents, profiles.hgx_h100(),
+                       "flags: {gfd: {sleepInterval: 1h}}")
     wait_for(lambda: agent.labels().get("nvidia.com/gpu.count") == "8")
     write(cfg, "flags: {gfd: {sleepInterval: 200ms}}")
     agent.proc.send_signal(signal.SIGHUP)  # with a 1 h interval, no cycle would notice soon
@@ -89,11 +95,9 @@ def test_schedule_class_sleep_interval_applies_at_once(
 def test_sink_class_output_file_moves_the_labels(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
     first, second = tmp_path / "features.d" / "gfd", tmp_path / "features.d" / "gfd-moved"
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"flags: {{gfd: {{sleepInterval: 200ms, outputFile: {first}}}}}")
-    agent = Agent(tmp_path, fake_nvml_lib, profiles.hgx_h100(), "--config-file", str(cfg),
-                  output_flag=False)
-    agents.append(agent)
+    agent, cfg = start(tmp_path, fake_nvml_lib, agents, profiles.hgx_h100(),
+                       f"flags: {{gfd: {{sleepInterval: 200ms, outputFile: {first}}}}}",
+                       output_flag=False)
     wait_for(lambda: first.exists())
     labels = parse(first.read_text())[0]
     write(cfg, f"flags: {{gfd: {{sleepInterval: 200ms, outputFile: {second}}}}}")
@@ -105,10 +109,8 @@ def test_sink_class_output_file_moves_the_labels(
 
 def test_restart_class_oneshot_is_refused_and_the_old_config_kept(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("flags: {migStrategy: none, gfd: {sleepInterval: 200ms}}")
-    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--config-file", str(cfg))
-    agents.append(agent)
+    agent, cfg = start(tmp_path, fake_nvml_lib, agents, profiles.dgx_a100_layout(),
+                       "flags: {migStrategy: none, gfd: {sleepInterval: 200ms}}")
     wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
     write(cfg, "flags: {migStrategy: mixed, gfd: {sleepInterval: 200ms, oneshot: true}}")
     wait_for(lambda: "keeping the last good config" in agent.logs(), timeout=5)
@@ -123,11 +125,9 @@ def test_restart_class_oneshot_is_refused_and_the_old_config_kept(
 
 def test_a_change_overridden_by_a_flag_is_not_reported_as_reloaded(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("flags: {migStrategy: none}")
-    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--config-file", str(cfg),
-                  "--mig-strategy", "none", "--sleep-interval", "200ms")
-    agents.append(agent)
+    agent, cfg = start(tmp_path, fake_nvml_lib, agents, profiles.dgx_a100_layout(),
+                       "flags: {migStrategy: none}", "--mig-strategy", "none",
+                       "--sleep-interval", "200ms")
     wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
     write(cfg, "flags: {migStrategy: mixed}")
     wait_for(lambda: "no setting changed" in agent.logs(), timeout=5)
@@ -139,12 +139,10 @@ def test_a_change_overridden_by_a_flag_is_not_reported_as_reloaded(
 def test_a_config_change_is_seen_at_once_without_a_cycle_or_a_signal(
         tmp_path: Path, fake_nvml_lib: Path, agents: list[Agent]) -> None:
     # an hour between cycles: only the watch on the file's directory can notice the change
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("flags: {migStrategy: none, gfd: {sleepInterval: 1h}}")
     port = free_port()
-    agent = Agent(tmp_path, fake_nvml_lib, profiles.dgx_a100_layout(), "--config-file", str(cfg),
-                  "--metrics-port", str(port))
-    agents.append(agent)
+    agent, cfg = start(tmp_path, fake_nvml_lib, agents, profiles.dgx_a100_layout(),
+                       "flags: {migStrategy: none, gfd: {sleepInterval: 1h}}",
+                       "--metrics-port", str(port))
     wait_for(lambda: "nvidia.com/gpu.count" in agent.labels())
     write(cfg, "flags: {migStrategy: mixed, gfd: {sleepInterval: 1h}}")
     # "at once": long before the hour; the bound is generous for a loaded machine

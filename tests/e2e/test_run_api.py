@@ -7,9 +7,7 @@ the ServiceAccount with the RBAC of manifests/overlays/<sink>."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,10 +17,8 @@ import pytest
 import yaml
 from fakes import profiles
 from fakes.apiserver import FakeApiServer
-from fakes.fakenvml import subprocess_env
-from fakes.sysfs import gpu_tree
-from helpers.process import ENV_PREFIXES, free_port, http, metric, wait_for
-from helpers.realserver import api_server, on_both
+from helpers.process import free_port, gfd_command, http, metric, wait_for
+from helpers.realserver import gfd_node_server, on_both
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -33,21 +29,15 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[FakeApiServer]:
-    with api_server(request) as srv:
-        srv.add_node(NODE, labels={"team": "ml"})
-        srv.add_pod(NS, "gfd-abcde", owner_daemonset="gfd", node_name=NODE)
+    with gfd_node_server(request, NODE, NS, {"team": "ml"}) as srv:
         yield srv
 
 
 def command(tmp: Path, server: FakeApiServer, lib: Path, *args: str) -> tuple[list[str],
                                                                                dict[str, str]]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
-    env = subprocess_env(lib, tmp / "profile.txt", base) | {
+    return gfd_command(tmp, lib, *args, env={
         "NODE_NAME": NODE, "NAMESPACE": NS, "POD_NAME": "gfd-abcde",
-        "KUBECONFIG": str(server.write_kubeconfig(tmp / "kubeconfig"))}
-    argv = [sys.executable, "-m", "gfd", *args, "--sysfs-root", str(gpu_tree(tmp / "sys", [])),
-            "--nvidia-smi", str(tmp / "none"), "--machine-type-file", str(tmp / "dmi")]
-    return argv, env
+        "KUBECONFIG": str(server.write_kubeconfig(tmp / "kubeconfig"))})
 
 
 def runner(tmp: Path, server: FakeApiServer, lib: Path

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from helpers.dockerfile import final_stage
 
-REPO = Path(__file__).resolve().parents[2]
 POD_INIT = Path(__file__).with_name("pod_init.py")
 DEBIAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -111,35 +111,16 @@ def init_containers_of_image(doc: dict[str, Any], name: str) -> list[str]:
             if c.get("image") == image]
 
 
-def dockerfile_final_stage() -> list[tuple[str, str]]:
-    """(INSTRUCTION, rest) of the Dockerfile's last stage, continuation lines joined."""
-    out: list[tuple[str, str]] = []
-    pending = ""
-    for raw in (REPO / "Dockerfile").read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        line, pending = pending + line, ""
-        keyword, _, rest = line.partition(" ")
-        if keyword.upper() == "FROM":
-            out = []
-        out.append((keyword.upper(), rest.strip()))
-    return out
-
-
 def image_env() -> dict[str, str]:
     env = {}
-    for keyword, rest in dockerfile_final_stage():
+    for keyword, rest in final_stage():
         if keyword == "ENV":
             env.update(tok.split("=", 1) for tok in shlex.split(rest) if "=" in tok)
     return env
 
 
 def image_entrypoint() -> list[str]:
-    entries = [rest for keyword, rest in dockerfile_final_stage() if keyword == "ENTRYPOINT"]
+    entries = [rest for keyword, rest in final_stage() if keyword == "ENTRYPOINT"]
     return list(json.loads(entries[-1]))
 
 

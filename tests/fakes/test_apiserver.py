@@ -1343,7 +1343,7 @@ def test_a_watch_client_on_a_descriptor_past_1024_is_not_taken_for_gone() -> Non
     import os
     import socket
 
-    from .apiserver import _client_gone
+    from .apiserver.watch import _client_gone
 
     filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     try:

@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 from fakes import profiles
 from fakes.apiserver import FakeApiServer
-from helpers.agent_parts import make_agent
+from helpers.agent_parts import FixedSource, make_agent
 from helpers.paths import ROOT
 from helpers.process import Agent, free_port, http, metric, wait_for
+from helpers.realserver import kube_for
 from helpers.timing import Sleeps
 
 from gfd.kube import Kube
@@ -34,7 +35,6 @@ from gfd.readers.simulate import simulate
 from gfd.sinks.node import NodeSink
 from gfd.sinks.nodefeature import NodeFeatureSink, object_name
 from gfd.sinks.retry import Retry
-from gfd.snapshot import Snapshot
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -43,19 +43,6 @@ OPTIONS = LabelOptions(timestamp=1_700_000_000)
 H100 = simulate("hgx-h100").snapshot
 MIXED = simulate("mixed-a100-a10").snapshot
 NODE_OBJECT = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": NODE}}
-
-
-class Source:
-    fail_on_init_error = True
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
-
-    def read(self) -> Snapshot:
-        return self.snapshot
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture
@@ -70,10 +57,8 @@ def server() -> Iterator[FakeApiServer]:
 def kube(server: FakeApiServer, tmp_path: Path) -> Iterator[Kube]:
     # Each request's deadline: 2 s, not less, so a sane answer on a loaded machine is in time;
     # a trickled Node (about 70 bytes at 50 ms each) takes 3.5 s or more.
-    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
-               timeout=2.0)
-    yield api
-    api.close()
+    with kube_for(server, tmp_path, timeout=2.0) as api:
+        yield api
 
 
 def published(kind: str, server: FakeApiServer) -> dict[str, str]:
@@ -105,7 +90,7 @@ def test_an_answer_gfd_cannot_trust_fails_the_cycle_in_one_line_and_loses_nothin
     retry = Retry(sleep=Sleeps(), rand=random.Random(3).random)
     sink = (NodeSink(kube, NODE, retry=retry) if kind == "node"
             else NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, retry=retry))
-    source = Source(H100)
+    source = FixedSource(H100)
     agent = make_agent(source, sink, OPTIONS)
     assert agent.cycle()
     before = published(kind, server)

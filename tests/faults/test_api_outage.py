@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 from fakes.apiserver import FakeApiServer
-from helpers.agent_parts import make_agent
-from helpers.timing import BusyTime, LoopTime
-from helpers.timing import Clock as LoopClock
+from helpers.agent_parts import FixedSource, make_agent
+from helpers.realserver import kube_for
+from helpers.timing import BusyTime, Clock, LoopTime, Sleeps
 
 from gfd.backoff import backoff
 from gfd.configwatch import ConfigWatch
@@ -50,42 +50,6 @@ MIXED = simulate("mixed-a100-a10").snapshot
 OUTAGE_CYCLES = 25
 
 
-class Sleeps(list[float]):
-    """The retry sleep: records each delay instead of sleeping."""
-
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Source:
-    fail_on_init_error = True
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
-        self.reads = 0
-
-    def read(self) -> Snapshot:
-        self.reads += 1
-        return self.snapshot
-
-    def refresh(self, *, gpus: bool = False) -> None:
-        pass
-
-    def watch(self, fire: object) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def labels_for(snapshot: Snapshot) -> dict[str, str]:
     return compute_labels(snapshot, OPTIONS).labels
 
@@ -101,9 +65,8 @@ def server() -> Iterator[FakeApiServer]:
 
 @pytest.fixture
 def kube(server: FakeApiServer, tmp_path: Path) -> Iterator[Kube]:
-    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
-    yield api
-    api.close()
+    with kube_for(server, tmp_path) as api:
+        yield api
 
 
 def make_sink(kind: str, kube: Kube, sleeps: Sleeps, clock: Clock) -> NodeSink | NodeFeatureSink:
@@ -132,7 +95,7 @@ def test_api_server_down_for_many_cycles_loses_no_label_and_converges_in_one_cyc
     every cycle fails cleanly (False, no exception), the published labels stay exactly the last
     published ones, other writers' labels stay; the first cycle after it is back converges."""
     sleeps, clock = Sleeps(), Clock()
-    source = Source(H100)
+    source = FixedSource(H100)
     agent = make_agent(source, make_sink(kind, kube, sleeps, clock), OPTIONS)
     assert agent.cycle()
     before = published_on_server(kind, server)
@@ -169,7 +132,7 @@ def test_api_server_5xx_storm_loses_no_label(kind: str, server: FakeApiServer,
     """Every request answered 503 for many cycles -- cycles fail, nothing
     published is removed or changed, and the labels converge once the storm ends."""
     sleeps, clock = Sleeps(), Clock()
-    source = Source(H100)
+    source = FixedSource(H100)
     agent = make_agent(source, make_sink(kind, kube, sleeps, clock), OPTIONS)
     assert agent.cycle()
     before = published_on_server(kind, server)
@@ -188,7 +151,7 @@ def test_nodefeature_409_storm_ends_in_convergence(server: FakeApiServer, kube: 
     """The NodeFeature is conflict-safe (409 retried): a burst of conflicts on PUT that the
     sink's bounded re-read-and-retry absorbs ends with the new labels, in one cycle."""
     sleeps, clock = Sleeps(), Clock()
-    source = Source(H100)
+    source = FixedSource(H100)
     agent = make_agent(source, make_sink("nodefeature", kube, sleeps, clock), OPTIONS)
     assert agent.cycle()
     source.snapshot = MIXED
@@ -214,7 +177,7 @@ def test_nodefeature_endless_409_is_a_clear_error_never_label_loss(server: FakeA
     assert server.count() <= 2 * CONFLICT_RETRIES, "bounded retries"
     assert published_on_server("nodefeature", server) == before
 
-    source = Source(MIXED)
+    source = FixedSource(MIXED)
     agent = make_agent(source, sink, OPTIONS)
     assert [agent.cycle() for _ in range(5)] == [False] * 5
     assert published_on_server("nodefeature", server) == before
@@ -229,7 +192,7 @@ def test_429_retry_after_is_honoured_exactly(kind: str, method: str, server: Fak
     """429 backs off as told: a 429 with Retry-After: 7 makes the retry sleep exactly 7 s
     (not the jittered backoff), then the write goes through in the same cycle."""
     sleeps, clock = Sleeps(), Clock()
-    source = Source(H100)
+    source = FixedSource(H100)
     agent = make_agent(source, make_sink(kind, kube, sleeps, clock), OPTIONS)
     assert agent.cycle()
     sleeps.clear()
@@ -280,7 +243,7 @@ def test_nodefeature_gets_its_daemonset_owner_even_if_the_api_was_down_at_startu
     API server that is unreachable when gfd starts must not leave the NodeFeature ownerless
     (it would then outlive an uninstall)."""
     sleeps, clock = Sleeps(), Clock()
-    agent = make_agent(Source(H100), make_sink("nodefeature", kube, sleeps, clock), OPTIONS)
+    agent = make_agent(FixedSource(H100), make_sink("nodefeature", kube, sleeps, clock), OPTIONS)
     server.set_down(True)
     assert agent.cycle() is False
     server.set_down(False)
@@ -295,7 +258,7 @@ def outage_requests(kind: str, server: FakeApiServer, tmp_path: Path, *, seed: i
                     interval: float, minutes: int = 10) -> list[int]:
     """Requests per minute from one node's agent (the real loop, Agent.run) while the API
     server is down for ``minutes`` simulated minutes with a change to publish."""
-    clock = LoopClock(0.0)
+    clock = Clock(0.0)
     made: list[float] = []
     kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / f"kubeconfig-{seed}")),
                 qps=0, on_request=lambda verb, code: made.append(clock.now))
@@ -304,7 +267,7 @@ def outage_requests(kind: str, server: FakeApiServer, tmp_path: Path, *, seed: i
     retry = Retry(sleep=loop.sleep, rand=random.Random(seed).random)
     sink = (NodeSink(kube, NODE, retry=retry) if kind == "node"
             else NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, retry=retry))
-    source = Source(H100)
+    source = FixedSource(H100)
     agent = make_agent(source, sink, OPTIONS, interval=interval, clock=clock,
                        rand=random.Random(seed + 100).random)
     assert agent.cycle()
@@ -336,7 +299,7 @@ class BusyOutage(BusyTime):
     """Busy time around an outage: at every step a line is appended to a real log file beside
     the config file (watched by the real ConfigWatch)."""
 
-    def __init__(self, clock: LoopClock, signals: Signals, until: float, busy: Path) -> None:
+    def __init__(self, clock: Clock, signals: Signals, until: float, busy: Path) -> None:
         super().__init__(clock, signals, until)
         self.busy = busy
 
@@ -360,14 +323,14 @@ def test_a_busy_file_beside_the_config_watch_events_and_sighups_wait_for_the_bac
     config = tmp_path / "config" / "config.yaml"
     config.parent.mkdir()
     config.write_text("version: v1\n")
-    clock = LoopClock(0.0)
+    clock = Clock(0.0)
     made: list[float] = []
     kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0,
                 on_request=lambda verb, code: made.append(clock.now))
     signals = Signals()
     loop = BusyOutage(clock, signals, until=60.0, busy=config.parent / "gfd.log")
     sink = NodeSink(kube, NODE, retry=Retry(sleep=loop.sleep, rand=lambda: 1.0))
-    source = Source(H100)
+    source = FixedSource(H100)
     agent = make_agent(source, sink, OPTIONS, interval=10.0, clock=clock, rand=lambda: 1.0,
                        reloader=UnchangedConfig(), config_watched=True)
     assert agent.cycle()

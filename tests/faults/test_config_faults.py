@@ -94,6 +94,19 @@ def slow_rewrite(path: Path, text: str) -> None:
             time.sleep(0.02)
 
 
+def _start_on_node(tmp_path: Path, lib: Path, agents: list[Agent], server: FakeApiServer,
+                   cfg: Path) -> Agent:
+    """``gfd run --sink node`` on the T4 machine with config file ``cfg`` (4 replicas),
+    once the Node shows them."""
+    agent = Agent(tmp_path, lib, profiles.t4x4(), "--sink", "node",
+                  "--config-file", str(cfg), "--no-timestamp", output_flag=False,
+                  env={"NODE_NAME": NODE,
+                       "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))})
+    agents.append(agent)
+    wait_for(lambda: server.labels(NODE).get(REPLICAS) == "4")
+    return agent
+
+
 def applied_labels(server: FakeApiServer) -> list[dict[str, str]]:
     """The labels of every PATCH the API server answered 200, in order."""
     return [(r.json() or {}).get("metadata", {}).get("labels", {})
@@ -110,12 +123,7 @@ def test_a_hundred_in_place_rewrites_never_publish_a_config_the_writer_had_not_f
         server.add_node(NODE, labels={"team": "ml"})
         cfg = tmp_path / "config.yaml"
         cfg.write_text(TS.format(4))
-        agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--sink", "node",
-                      "--config-file", str(cfg), "--no-timestamp", output_flag=False,
-                      env={"NODE_NAME": NODE,
-                           "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))})
-        agents.append(agent)
-        wait_for(lambda: server.labels(NODE).get(REPLICAS) == "4")
+        agent = _start_on_node(tmp_path, fake_nvml_lib, agents, server, cfg)
         for _ in range(100):
             slow_rewrite(cfg, TS.format(4))
         slow_rewrite(cfg, TS.format(8))  # a real change is still taken, once settled
@@ -143,12 +151,7 @@ def test_a_busy_log_beside_the_config_during_an_api_outage_costs_only_the_backof
         cfg = tmp_path / "config" / "config.yaml"
         cfg.parent.mkdir()
         cfg.write_text(TS.format(4).replace("100ms", "1s"))
-        agent = Agent(tmp_path, fake_nvml_lib, profiles.t4x4(), "--sink", "node",
-                      "--config-file", str(cfg), "--no-timestamp", output_flag=False,
-                      env={"NODE_NAME": NODE,
-                           "KUBECONFIG": str(server.write_kubeconfig(tmp_path / "kubeconfig"))})
-        agents.append(agent)
-        wait_for(lambda: server.labels(NODE).get(REPLICAS) == "4")
+        agent = _start_on_node(tmp_path, fake_nvml_lib, agents, server, cfg)
         server.set_down(True)
         server.clear_log()
         agent.set_machine(profiles.one_gpu_lost())  # a change to publish: every cycle tries

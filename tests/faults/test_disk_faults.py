@@ -17,13 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers.agent_parts import make_agent
+from helpers.agent_parts import FixedSource, make_agent
 
 from gfd.errors import PublishError
 from gfd.labelers.options import LabelOptions
 from gfd.readers.simulate import simulate
 from gfd.sinks.featurefile import FeatureFileSink, parse, write_atomically
-from gfd.snapshot import Snapshot
 
 OLD = "# +expiry-time=2026-01-01T00:00:00Z\nnvidia.com/gpu.count=8\nnvidia.com/gpu.present=true\n"
 NEW = "nvidia.com/gpu.count=7\n"
@@ -94,19 +93,6 @@ def test_sink_on_a_broken_disk_keeps_the_old_labels_then_publishes_when_it_is_ba
     assert parse(path.read_text())[0] == {"nvidia.com/gpu.count": "7"}
 
 
-class _Source:
-    fail_on_init_error = True
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
-
-    def read(self) -> Snapshot:
-        return self.snapshot
-
-    def close(self) -> None:
-        pass
-
-
 def test_agent_cycle_fails_on_a_full_disk_and_the_next_succeeds_once_it_is_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cycle publishes everything or nothing, transient errors are retried without a crash,
@@ -115,7 +101,7 @@ def test_agent_cycle_fails_on_a_full_disk_and_the_next_succeeds_once_it_is_back(
     the full disk does the same; the first cycle after space is freed publishes the change."""
     path = tmp_path / "features.d" / "gfd"
     path.parent.mkdir()
-    source = _Source(simulate("hgx-h100").snapshot)
+    source = FixedSource(simulate("hgx-h100").snapshot)
     sink = FeatureFileSink(str(path), clock=lambda: NOW, expiry=3600)
     agent = make_agent(source, sink, LabelOptions())
     assert agent.cycle()

@@ -1,6 +1,7 @@
 """`gfd run` as a real process over the fake NVML, and the small waits and probes its
 tests share: ``Agent`` (start, relabel the machine, read labels and logs, stop), ``wait_for``,
-``free_port``, ``http`` and ``metric``. The ``agents`` fixture (tests/conftest.py) reaps every
+``free_port``, ``http`` and ``metric``; ``gfd_command``, the argv and environment of any gfd
+command run as a process over the fake NVML. The ``agents`` fixture (tests/conftest.py) reaps every
 Agent a test starts."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fakes.fakenvml import Machine, subprocess_env
@@ -23,6 +24,17 @@ from gfd.sinks.featurefile import parse
 
 ENV_PREFIXES = ("GFD_", "MIG_STRATEGY", "FAIL_ON_INIT_ERROR", "CONFIG_FILE", "NODE_NAME",
                 "NAMESPACE", "KUBECONFIG", "USE_NODE_FEATURE_API")
+
+
+def gfd_command(tmp: Path, lib: Path, *args: str, env: Mapping[str, str] | None = None
+                ) -> tuple[list[str], dict[str, str]]:
+    """``python -m gfd ARGS`` over the fake NVML in ``lib`` reading the machine written to
+    ``tmp/profile.txt``, with no sysfs GPU, no nvidia-smi and no DMI file of this host: the
+    argv, and this process's environment without gfd's variables plus ``env``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    argv = [sys.executable, "-m", "gfd", *args, "--sysfs-root", str(gpu_tree(tmp / "sys", [])),
+            "--nvidia-smi", str(tmp / "none"), "--machine-type-file", str(tmp / "dmi")]
+    return argv, subprocess_env(lib, tmp / "profile.txt", base) | dict(env or {})
 
 
 def free_port() -> int:

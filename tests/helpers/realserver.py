@@ -8,7 +8,10 @@ itself: it binds the ServiceAccount gfd/gfd to exactly one mode's RBAC from mani
 DaemonSet and NodeFeature the test made. Its request log is the API server's audit log of
 that ServiceAccount: what gfd (and the test, through gfd's ``Kube``) asked, as the real
 server answered it. The admin's own calls here, like the fake's state helpers, are not
-logged."""
+logged.
+
+``gfd_node_server`` seeds either server with a Node and gfd's DaemonSet Pod on it;
+``kube_for`` is gfd's own ``Kube`` client over either, unthrottled."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import pytest
 import yaml
 from fakes.apiserver import FakeApiServer
 
+from gfd.kube import Kube
 from helpers.controlplane import JSON, ControlPlane
 
 NFD_PATH = "/apis/nfd.k8s-sigs.io/v1alpha1"
@@ -275,3 +279,27 @@ def api_server(request: pytest.FixtureRequest) -> Iterator[FakeApiServer | RealA
     mode = kind.removeprefix("real:")
     with RealApiServer(request.getfixturevalue("control_plane"), mode or None) as real:
         yield real
+
+
+@contextlib.contextmanager
+def gfd_node_server(request: pytest.FixtureRequest, node: str, namespace: str,
+                    labels: Mapping[str, str]) -> Iterator[FakeApiServer | RealApiServer]:
+    """``api_server(request)`` holding Node ``node`` with ``labels`` and gfd's DaemonSet Pod
+    ``gfd-abcde`` in ``namespace`` running on it (what the sinks look up at start)."""
+    with api_server(request) as srv:
+        srv.add_node(node, labels=dict(labels))
+        srv.add_pod(namespace, "gfd-abcde", owner_daemonset="gfd", node_name=node)
+        yield srv
+
+
+@contextlib.contextmanager
+def kube_for(server: FakeApiServer | RealApiServer, directory: Path,
+             **options: Any) -> Iterator[Kube]:
+    """gfd's ``Kube`` client over ``server`` (its kubeconfig written into ``directory``),
+    unthrottled (``options``: Kube's other keywords), closed afterwards."""
+    api = Kube(kubeconfig=str(server.write_kubeconfig(directory / "kubeconfig")), qps=0,
+               **options)
+    try:
+        yield api
+    finally:
+        api.close()

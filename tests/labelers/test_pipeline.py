@@ -386,17 +386,21 @@ def tegra_gpu() -> Gpu:
                compute_capability=(8, 7))
 
 
+TEGRA_DRIVER = {
+    "cuda.driver.major": "unknown",
+    "cuda.driver.minor": "unknown",
+    "cuda.driver.rev": "unknown",
+    "cuda.driver-version.major": "unknown",
+    "cuda.driver-version.minor": "unknown",
+    "cuda.driver-version.revision": "unknown",
+    "cuda.driver-version.full": "unknown.unknown.unknown",
+}
+"""Tegra has no NVML to ask: every part of the driver version is unknown."""
+
+
 def test_tegra_driver_version_is_unknown_in_every_part() -> None:
     got = labels(snapshot(tegra_gpu(), driver=None, cuda=12020, backend="tegra"))
-    assert {k: v for k, v in got.items() if k.startswith("cuda.driver")} == {
-        "cuda.driver.major": "unknown",
-        "cuda.driver.minor": "unknown",
-        "cuda.driver.rev": "unknown",
-        "cuda.driver-version.major": "unknown",
-        "cuda.driver-version.minor": "unknown",
-        "cuda.driver-version.revision": "unknown",
-        "cuda.driver-version.full": "unknown.unknown.unknown",
-    }
+    assert {k: v for k, v in got.items() if k.startswith("cuda.driver")} == TEGRA_DRIVER
 
 
 def test_nvml_snapshot_without_a_driver_version_gets_no_driver_labels() -> None:
@@ -451,13 +455,7 @@ def test_tegra_gpu_mode_is_unknown_even_with_a_pci_class() -> None:
 def test_tegra_compat_labels_follow_gfd_rules() -> None:
     got = labels(snapshot(tegra_gpu(), driver=None, cuda=12020, machine=None, backend="tegra"))
     assert got == {
-        "cuda.driver.major": "unknown",
-        "cuda.driver.minor": "unknown",
-        "cuda.driver.rev": "unknown",
-        "cuda.driver-version.major": "unknown",
-        "cuda.driver-version.minor": "unknown",
-        "cuda.driver-version.revision": "unknown",
-        "cuda.driver-version.full": "unknown.unknown.unknown",
+        **TEGRA_DRIVER,
         "cuda.runtime.major": "12",
         "cuda.runtime.minor": "2",
         "cuda.runtime-version.major": "12",

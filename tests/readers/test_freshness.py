@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from fakes import profiles
 from fakes.fakenvml import EventPipe, Fabric, GpuSpec, Machine, mig
+from helpers.timing import Clock
 
 from gfd.errors import DiscoveryError
 from gfd.labelers.options import LabelOptions
@@ -35,14 +36,6 @@ MIB = 1024 * 1024
 OPTIONS = LabelOptions(mig_strategy="mixed")
 CHANGED = 2
 """The GPU whose facts change."""
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def plain(snapshot: Snapshot) -> tuple[Gpu, ...]:

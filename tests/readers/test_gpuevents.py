@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 from dataclasses import dataclass
 
 import pytest
 from helpers.process import wait_for
+from helpers.triggers import Fired
 
 from gfd.errors import DiscoveryError, NvmlInitError
 from gfd.readers import gpuevents
 from gfd.readers.gpuevents import CRITICAL_XIDS, GpuEventWatch, trigger_for
-from gfd.triggers import Trigger
 
 
 @dataclass(frozen=True)
@@ -58,16 +57,6 @@ class Source:
 
 
 ALL = {"GPU-3": frozenset({"xid", "mig-config-change", "gpu-unavailable"})}
-
-
-class Fired:
-    def __init__(self) -> None:
-        self.triggers: list[Trigger] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, trigger: Trigger) -> None:
-        with self.lock:
-            self.triggers.append(trigger)
 
 
 def marks() -> tuple[list[tuple[str, str]], object]:

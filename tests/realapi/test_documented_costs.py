@@ -17,7 +17,7 @@ from fakes import profiles
 from fakes.apiserver import FakeApiServer
 from helpers.paths import ROOT
 from helpers.process import free_port, http, wait_for
-from helpers.realserver import AuditedRequest, api_server
+from helpers.realserver import AuditedRequest, gfd_node_server
 
 BEGIN, END = "<!-- start-cost:begin -->", "<!-- start-cost:end -->"
 SINKS = {"node": "Node sink", "nodefeature": "NodeFeature sink"}
@@ -25,9 +25,7 @@ SINKS = {"node": "Node sink", "nodefeature": "NodeFeature sink"}
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[FakeApiServer]:
-    with api_server(request) as srv:
-        srv.add_node(NODE, labels={"team": "ml"})
-        srv.add_pod(NS, "gfd-abcde", owner_daemonset="gfd", node_name=NODE)
+    with gfd_node_server(request, NODE, NS, {"team": "ml"}) as srv:
         yield srv
 
 

@@ -7,18 +7,15 @@ the node name as uid, as it merges the kubelet's); 100 flaps of one GPU in a min
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fakes import profiles
-from fakes.fakenvml import subprocess_env
-from fakes.sysfs import gpu_tree
 from helpers.controlplane import ControlPlane, rbac_objects
-from helpers.process import ENV_PREFIXES, free_port, http, wait_for
+from helpers.process import free_port, gfd_command, http, wait_for
+from helpers.timing import Clock
 
 from gfd.events import BURST, NodeEvents, Recorder, Sender
 from gfd.kube import Kube
@@ -49,12 +46,9 @@ def test_a_label_change_a_lost_gpu_and_an_outage_are_events_as_the_service_accou
     kubeconfig = sa_kubeconfig("node")
     profiles.hgx_h100().write(tmp_path / "profile.txt")
     port = free_port()
-    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
-    env = subprocess_env(fake_nvml_lib, tmp_path / "profile.txt", base) | {
-        "NODE_NAME": node_name, "KUBECONFIG": str(kubeconfig)}
-    argv = [sys.executable, "-m", "gfd", "run", "--sink", "node", "--sleep-interval", "100ms",
-            "--metrics-port", str(port), "--sysfs-root", str(gpu_tree(tmp_path / "sys", [])),
-            "--nvidia-smi", str(tmp_path / "none"), "--machine-type-file", str(tmp_path / "dmi")]
+    argv, env = gfd_command(
+        tmp_path, fake_nvml_lib, "run", "--sink", "node", "--sleep-interval", "100ms",
+        "--metrics-port", str(port), env={"NODE_NAME": node_name, "KUBECONFIG": str(kubeconfig)})
     log = (tmp_path / "agent.log").open("w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
@@ -100,14 +94,6 @@ def test_a_label_change_a_lost_gpu_and_an_outage_are_events_as_the_service_accou
     assert code == 0, (tmp_path / "agent.log").read_text()[-2000:]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_hundred_flaps_in_a_minute_leave_a_bounded_number_of_events(
         control_plane: ControlPlane, sa_kubeconfig: Callable[[str | None], Path],
         node_name: str) -> None:
@@ -115,7 +101,7 @@ def test_a_hundred_flaps_in_a_minute_leave_a_bounded_number_of_events(
     node as uid, where `kubectl describe node` looks too."""
     kube = Kube(kubeconfig=str(sa_kubeconfig("nodefeature")), qps=0)
     counted: list[tuple[str, str]] = []
-    clock = Clock()
+    clock = Clock(0.0)
     sender = Sender(kube, node_name, report=lambda r, result: counted.append((r, result)))
     events = NodeEvents(Recorder(node_name, clock=clock), sender,
                         report=lambda r, result: counted.append((r, result)))

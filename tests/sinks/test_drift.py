@@ -8,28 +8,11 @@ import threading
 
 import pytest
 from helpers.process import wait_for
+from helpers.timing import Clock
+from helpers.triggers import FiredList
 
 from gfd.sinks import drift
 from gfd.sinks.drift import FIGHT_WINDOW, FREE_REPAIRS, Drift
-from gfd.triggers import Trigger
-
-
-class Fired(list[Trigger]):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lock = threading.Lock()
-
-    def __call__(self, trigger: Trigger) -> None:
-        with self.lock:
-            self.append(trigger)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def repaired() -> None:
@@ -37,7 +20,7 @@ def repaired() -> None:
 
 
 def test_a_drift_fires_an_api_trigger_at_once_with_the_sinks_action() -> None:
-    fired, clock = Fired(), Clock()
+    fired, clock = FiredList(), Clock()
     Drift(fired, "Node n", repaired, clock=clock).report("changed", "Node n: x changed")
     [trigger] = fired
     assert (trigger.source, trigger.kind, trigger.at) == ("api", "changed", 1000.0)
@@ -45,7 +28,7 @@ def test_a_drift_fires_an_api_trigger_at_once_with_the_sinks_action() -> None:
 
 
 def test_drifts_far_apart_are_each_repaired_at_once() -> None:
-    fired, clock = Fired(), Clock()
+    fired, clock = FiredList(), Clock()
     watch = Drift(fired, "Node n", repaired, clock=clock)
     for _ in range(5):
         watch.report("changed", "")
@@ -57,7 +40,7 @@ def test_a_writer_fighting_gfd_is_repaired_after_a_growing_pause_said_once(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     pauses: list[float] = []
     monkeypatch.setattr(drift, "backoff", lambda n, cap, rand: pauses.append(n) or 0.05)
-    fired, clock = Fired(), Clock()
+    fired, clock = FiredList(), Clock()
     watch = Drift(fired, "Node n", repaired, clock=clock)
     with caplog.at_level(logging.WARNING, logger="gfd.sinks.drift"):
         for _ in range(FREE_REPAIRS):
@@ -76,7 +59,7 @@ def test_a_writer_fighting_gfd_is_repaired_after_a_growing_pause_said_once(
 def test_close_cancels_a_pending_repair_and_ignores_later_reports(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(drift, "backoff", lambda n, cap, rand: 0.2)
-    fired, clock = Fired(), Clock()
+    fired, clock = FiredList(), Clock()
     watch = Drift(fired, "Node n", repaired, clock=clock)
     for _ in range(FREE_REPAIRS + 1):
         watch.report("changed", "")

@@ -8,12 +8,12 @@ import shutil
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 from helpers.process import wait_for
+from helpers.triggers import Fired
 
 from gfd.errors import PublishError, Refused
 from gfd.sinks.featurefile import (
@@ -26,7 +26,6 @@ from gfd.sinks.featurefile import (
     refusal,
     render,
 )
-from gfd.triggers import Trigger
 
 LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/cuda.driver.rev": "",
           "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -220,25 +219,6 @@ def test_refresh_writes_nothing_without_expiry_or_without_a_file(tmp_path) -> No
 
 
 # ----------------------------------------------------------------------------- watch
-
-
-class Fired:
-    def __init__(self) -> None:
-        self.triggers: list[Trigger] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, trigger: Trigger) -> None:
-        with self.lock:
-            self.triggers.append(trigger)
-
-    def run_actions(self) -> list[str]:
-        """What the loop does with them: run each action; the kinds seen."""
-        with self.lock:
-            taken, self.triggers = self.triggers, []
-        for trigger in taken:
-            if trigger.action:
-                trigger.action()
-        return [t.kind for t in taken]
 
 
 @pytest.fixture

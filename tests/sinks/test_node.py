@@ -8,7 +8,6 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +17,8 @@ from fakes.apiserver import FakeApiServer
 from fakes.memory_api import MemoryApi
 from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
+from helpers.triggers import FiredList
+from helpers.watchapi import HeldList
 
 from gfd.errors import ApiError, Refused
 from gfd.kube import Kube
@@ -33,7 +34,6 @@ from gfd.sinks.node import (
 )
 from gfd.sinks.objectwatch import WATCHED_RESYNC
 from gfd.sinks.retry import Retry
-from gfd.triggers import Trigger
 
 NODE = "gpu-node-1"
 LABELS = {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
@@ -527,18 +527,13 @@ def test_offending_keys_are_the_labels_a_422_quotes(message: str, causes: tuple[
 # ----------------------------------------------------------------------------- the watch
 
 
-class Fired(list[Trigger]):
-    def __call__(self, trigger: Trigger) -> None:
-        self.append(trigger)
-
-
 @pytest.fixture
-def watched(tmp_path: Any) -> Iterator[tuple[NodeSink, FakeApiServer, Fired]]:
+def watched(tmp_path: Any) -> Iterator[tuple[NodeSink, FakeApiServer, FiredList]]:
     with FakeApiServer() as server:
         server.add_node(NODE, labels={"kubernetes.io/hostname": NODE})
         kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
         node_sink = NodeSink(kube, NODE, watch_api=kube)
-        fired = Fired()
+        fired = FiredList()
         node_sink.publish({"nvidia.com/gpu.count": "8"})
         node_sink.watch(fired)
         wait_for(lambda: server.open_watches == 1)
@@ -546,28 +541,14 @@ def watched(tmp_path: Any) -> Iterator[tuple[NodeSink, FakeApiServer, Fired]]:
         node_sink.close()
 
 
-class HeldList:
-    """The sink's watch API, whose LIST is answered at once but handed to the watch only when
-    the test says: a read taken before gfd's write and delivered after it. The first
-    ``free`` reads are handed on at once."""
-
-    def __init__(self, kube: Kube, free: int = 0) -> None:
-        self.kube = kube
-        self.free = free
-        self.listed = threading.Event()
-        self.release = threading.Event()
-
-    def list_object(self, *args: Any, **kwargs: Any) -> Any:
-        answer = self.kube.list_object(*args, **kwargs)
-        if self.free > 0:
-            self.free -= 1
-            return answer
-        self.listed.set()
-        self.release.wait(5)
-        return answer
-
-    def watch(self, *args: Any, **kwargs: Any) -> Any:
-        return self.kube.watch(*args, **kwargs)
+def _no_drift_until_the_node_changes(server: FakeApiServer, fired: FiredList) -> None:
+    """Once the watch runs again, the held read fired nothing; a real change of gfd's label
+    on the Node still fires once."""
+    wait_for(lambda: server.open_watches == 1)
+    time.sleep(0.3)
+    assert fired == [], [t.detail for t in fired]
+    server.set_label(NODE, "nvidia.com/gpu.count", "99")  # real drift is still seen
+    wait_for(lambda: len(fired) == 1, timeout=5)
 
 
 def test_the_watchs_first_read_and_gfds_first_apply_are_no_drift(tmp_path: Any) -> None:
@@ -579,17 +560,13 @@ def test_the_watchs_first_read_and_gfds_first_apply_are_no_drift(tmp_path: Any) 
         kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
         held = HeldList(kube)
         node_sink = NodeSink(kube, NODE, watch_api=held)
-        fired = Fired()
+        fired = FiredList()
         try:
             node_sink.watch(fired)  # as the loop does, before its first cycle
             held.listed.wait(0.5)  # a LIST sent now would be answered by now
             node_sink.publish({"nvidia.com/gpu.count": "8"})
             held.release.set()
-            wait_for(lambda: server.open_watches == 1)
-            time.sleep(0.3)
-            assert fired == [], [t.detail for t in fired]
-            server.set_label(NODE, "nvidia.com/gpu.count", "99")  # real drift is still seen
-            wait_for(lambda: len(fired) == 1, timeout=5)
+            _no_drift_until_the_node_changes(server, fired)
         finally:
             node_sink.close()
 
@@ -603,7 +580,7 @@ def test_a_read_after_an_expired_watch_taken_before_gfds_apply_is_no_drift(
         kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
         held = HeldList(kube, free=1)
         node_sink = NodeSink(kube, NODE, watch_api=held)
-        fired = Fired()
+        fired = FiredList()
         try:
             node_sink.watch(fired)
             node_sink.publish({"nvidia.com/gpu.count": "8"})
@@ -613,17 +590,13 @@ def test_a_read_after_an_expired_watch_taken_before_gfds_apply_is_no_drift(
             assert held.listed.wait(5)
             node_sink.publish({"nvidia.com/gpu.count": "7"})
             held.release.set()
-            wait_for(lambda: server.open_watches == 1)
-            time.sleep(0.3)
-            assert fired == [], [t.detail for t in fired]
-            server.set_label(NODE, "nvidia.com/gpu.count", "99")  # real drift is still seen
-            wait_for(lambda: len(fired) == 1, timeout=5)
+            _no_drift_until_the_node_changes(server, fired)
         finally:
             node_sink.close()
 
 
 def test_gfds_own_apply_seen_by_the_watch_is_no_drift(
-        watched: tuple[NodeSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeSink, FakeApiServer, FiredList]) -> None:
     node_sink, server, fired = watched
     node_sink.publish({"nvidia.com/gpu.count": "7"})
     node_sink.publish({"nvidia.com/gpu.count": "6"})
@@ -633,7 +606,7 @@ def test_gfds_own_apply_seen_by_the_watch_is_no_drift(
 
 
 def test_an_overwritten_label_fires_a_trigger_whose_cycle_applies_it_again(
-        watched: tuple[NodeSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeSink, FakeApiServer, FiredList]) -> None:
     node_sink, server, fired = watched
     server.set_label(NODE, "nvidia.com/gpu.count", "99")
     wait_for(lambda: len(fired) == 1, timeout=5)
@@ -646,7 +619,7 @@ def test_an_overwritten_label_fires_a_trigger_whose_cycle_applies_it_again(
 
 
 def test_a_deleted_node_fires_nothing_and_a_new_one_is_replaced(
-        watched: tuple[NodeSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeSink, FakeApiServer, FiredList]) -> None:
     _, server, fired = watched
     server.delete_node(NODE)
     time.sleep(0.3)
@@ -657,7 +630,7 @@ def test_a_deleted_node_fires_nothing_and_a_new_one_is_replaced(
 
 
 def test_with_a_healthy_watch_the_resync_waits_a_day(
-        watched: tuple[NodeSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeSink, FakeApiServer, FiredList]) -> None:
     node_sink, server, _ = watched
     # The server counts the watch open when it answers; the sink calls it healthy once the
     # answer has reached its thread, a moment later on a busy machine.

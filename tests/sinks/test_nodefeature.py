@@ -8,7 +8,6 @@ tests/e2e/test_api_sinks.py.)"""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +17,8 @@ from fakes.apiserver import FakeApiServer
 from fakes.memory_api import MemoryApi
 from helpers.process import wait_for
 from helpers.timing import Clock, Sleeps
+from helpers.triggers import FiredList
+from helpers.watchapi import HeldList
 
 from gfd.errors import ApiError, ApiSinkError, PublishError, Refused
 from gfd.features import DriverFeature, Features, GpuFeature
@@ -36,7 +37,6 @@ from gfd.sinks.nodefeature import (
     updated,
 )
 from gfd.sinks.retry import Retry
-from gfd.triggers import Trigger
 
 NODE = "gpu-node-1"
 NS = "gfd"
@@ -639,51 +639,19 @@ def test_close_closes_the_api(api: MemoryApi) -> None:
 # ----------------------------------------------------------------------------- the watch
 
 
-class Fired(list[Trigger]):
-    def __call__(self, trigger: Trigger) -> None:
-        self.append(trigger)
-
-
 @pytest.fixture
-def watched(tmp_path: Any) -> Iterator[tuple[NodeFeatureSink, FakeApiServer, Fired]]:
+def watched(tmp_path: Any) -> Iterator[tuple[NodeFeatureSink, FakeApiServer, FiredList]]:
     with FakeApiServer() as server:
         server.add_node(NODE)
         server.add_pod(NS, POD, owner_daemonset="gfd", node_name=NODE)
         kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
         nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=kube)
-        fired = Fired()
+        fired = FiredList()
         nf_sink.publish(LABELS)
         nf_sink.watch(fired)
         wait_for(lambda: server.open_watches == 1)
         yield nf_sink, server, fired
         nf_sink.close()
-
-
-class HeldList:
-    """The sink's watch API, whose LIST is answered at once but handed to the watch only when
-    the test says: a read taken before gfd's write and delivered after it. The first
-    ``free`` reads are handed on at once. ``watches`` counts the watch requests: the watch
-    opens one only after it has reported the state its read found."""
-
-    def __init__(self, kube: Kube, free: int = 0) -> None:
-        self.kube = kube
-        self.free = free
-        self.listed = threading.Event()
-        self.release = threading.Event()
-        self.watches = 0
-
-    def list_object(self, *args: Any, **kwargs: Any) -> Any:
-        answer = self.kube.list_object(*args, **kwargs)
-        if self.free > 0:
-            self.free -= 1
-            return answer
-        self.listed.set()
-        self.release.wait(5)
-        return answer
-
-    def watch(self, *args: Any, **kwargs: Any) -> Any:
-        self.watches += 1
-        return self.kube.watch(*args, **kwargs)
 
 
 def test_the_watchs_first_read_and_gfds_first_write_are_no_drift(tmp_path: Any) -> None:
@@ -696,7 +664,7 @@ def test_the_watchs_first_read_and_gfds_first_write_are_no_drift(tmp_path: Any) 
         kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
         held = HeldList(kube)
         nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=held)
-        fired = Fired()
+        fired = FiredList()
         try:
             nf_sink.watch(fired)
             held.listed.wait(0.5)
@@ -720,7 +688,7 @@ def test_a_read_after_an_expired_watch_taken_before_gfds_write_is_no_drift(
         kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
         held = HeldList(kube, free=1)
         nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=held)
-        fired = Fired()
+        fired = FiredList()
         try:
             nf_sink.watch(fired)
             nf_sink.publish(LABELS)
@@ -740,7 +708,7 @@ def test_a_read_after_an_expired_watch_taken_before_gfds_write_is_no_drift(
 
 
 def test_gfds_own_writes_seen_by_the_watch_are_no_drift(
-        watched: tuple[NodeFeatureSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeFeatureSink, FakeApiServer, FiredList]) -> None:
     nf_sink, _, fired = watched
     nf_sink.publish(CHANGED)
     nf_sink.publish(LABELS)
@@ -749,7 +717,7 @@ def test_gfds_own_writes_seen_by_the_watch_are_no_drift(
 
 
 def test_a_deleted_object_fires_a_trigger_whose_cycle_creates_it_again(
-        watched: tuple[NodeFeatureSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeFeatureSink, FakeApiServer, FiredList]) -> None:
     nf_sink, server, fired = watched
     server.delete_nodefeature(NS, NF)
     wait_for(lambda: len(fired) == 1, timeout=5)
@@ -762,7 +730,7 @@ def test_a_deleted_object_fires_a_trigger_whose_cycle_creates_it_again(
 
 
 def test_a_pruned_object_is_no_drift(
-        watched: tuple[NodeFeatureSink, FakeApiServer, Fired]) -> None:
+        watched: tuple[NodeFeatureSink, FakeApiServer, FiredList]) -> None:
     nf_sink, server, fired = watched
     assert nf_sink.prune().written
     time.sleep(0.5)
@@ -852,7 +820,7 @@ def test_a_resync_heals_features_someone_changed(api: MemoryApi) -> None:
 
 
 def test_the_watch_reports_changed_features_as_drift(
-        watched: tuple[NodeFeatureSink, FakeApiServer, Fired], tmp_path: Any) -> None:
+        watched: tuple[NodeFeatureSink, FakeApiServer, FiredList], tmp_path: Any) -> None:
     nf_sink, server, fired = watched
     someone = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "other")), qps=0)
     nf_sink.publish(LABELS, features=GPU_FEATURES)

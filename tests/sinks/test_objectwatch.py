@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fakes.apiserver import FakeApiServer
 from helpers.process import wait_for
+from helpers.realserver import kube_for
 
 from gfd.kube import Kube
 from gfd.sinks.nodefeature import build, object_name
@@ -67,9 +68,8 @@ def server() -> Iterator[FakeApiServer]:
 
 @pytest.fixture
 def kube(server: FakeApiServer, tmp_path: Path) -> Iterator[Kube]:
-    api = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
-    yield api
-    api.close()
+    with kube_for(server, tmp_path) as api:
+        yield api
 
 
 @pytest.fixture
