@@ -78,8 +78,8 @@ def labels_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
 @output_option("snapshot")
 @click.pass_context
 def snapshot_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
-    """Print the raw GPU snapshot (attach it to bug reports; replay the JSON with
-    --snapshot)."""
+    """Print the raw GPU snapshot (attach it to bug reports; replay it, JSON or YAML, with
+    --snapshot FILE)."""
     import json
 
     from gfd.app import read_once
