@@ -3,8 +3,10 @@ help grouped by section, shell completion of values, one-line errors and exit co
 
 from __future__ import annotations
 
+import copy
 import enum
 import os
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -18,12 +20,14 @@ from gfd.config import (
     Choice,
     Entry,
     OutputPath,
+    Part,
     PathKind,
     Section,
     Settings,
     ValueProblem,
 )
 from gfd.errors import ConfigError, GfdError
+from gfd.labelers.options import LABEL_SETS
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
@@ -73,9 +77,31 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
 }
 """``-o/--output`` of each command that prints data; the first is the default."""
 
-ACCEPTS = {"prune": "run"}
-"""A command that also takes another's settings, unlisted in its help: ``prune`` takes
-``run``'s, so an uninstall Job can reuse the agent's arguments."""
+ACCEPTS = {"prune": "run", "diff": "run"}
+"""A command that also takes another's settings, unlisted in its help: ``prune`` and
+``diff`` take ``run``'s, so an uninstall Job or a look from inside the agent's pod can reuse
+the agent's arguments."""
+
+SHORT: dict[str, tuple[str, ...]] = {
+    "labels": ("mig_strategy", "label_set", "no_timestamp", "accelerator_label", "config_file",
+               "resource_manager", "simulate", "snapshot"),
+    "explain": ("mig_strategy", "label_set", "config_file", "resource_manager", "simulate",
+                "snapshot"),
+    "snapshot": ("device_discovery_strategy", "resource_manager", "config_file", "simulate",
+                 "snapshot"),
+    "devices": ("device_discovery_strategy", "config_file", "simulate", "snapshot"),
+    "features": ("device_discovery_strategy", "config_file", "simulate", "snapshot"),
+    "diff": ("mig_strategy", "label_set", "config_file", "output_file", "sink", "kubeconfig",
+             "node_name"),
+    "prune": ("output_file", "sink", "kubeconfig", "namespace", "node_name"),
+    "run": ("mig_strategy", "label_set", "config_file", "output_file", "sink", "node_name",
+            "oneshot", "sleep_interval", "metrics_port"),
+}
+"""The settings a command's ``--help`` shows with their help: those that most change what it
+prints or does. Its other settings are listed by group, flags only; ``--help-all`` shows
+every one in full."""
+
+HELP_ALL = "--help-all"
 
 GFD_OUTPUT_FLAGS = ("--output", "-o")
 """GFD's spellings of ``--output-file``; ``-o/--output`` is the output format wherever a
@@ -137,7 +163,23 @@ class SettingType(click.ParamType[Any]):
         return [CompletionItem(v) for v in values if v.startswith(incomplete)]
 
 
-class SettingOption(click.Option):
+class BriefOption(click.Option):
+    """An option with two helps: ``brief`` for the short ``--help``, ``help`` in full for
+    ``--help-all``."""
+
+    def __init__(self, *args: Any, brief: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.brief = brief or self.help or ""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        if ctx.meta.get(HELP_ALL) or self.brief == self.help:
+            return super().get_help_record(ctx)
+        short = copy.copy(self)  # (the option is shared by every call: change a copy)
+        short.help = self.brief
+        return click.Option.get_help_record(short, ctx)
+
+
+class SettingOption(BriefOption):
     """An option whose default lives in the settings table: click sees None (so an option
     not given lets the config file decide), help shows the table's default under the
     setting's section (its environment variables are in ``gfd docs settings``, so the help
@@ -169,7 +211,9 @@ class SettingOption(click.Option):
 
 
 def _help(entry: Entry, command: str) -> str:
-    text = entry.spec.brief or entry.spec.help
+    """The setting's help in ``--help-all``: the table's help in full, and where ``-o`` means
+    what."""
+    text = entry.spec.help
     if entry.name == "output_file" and command in OUTPUTS:
         text += f" (gfd {command}'s -o/--output is the output format.)"
     elif entry.name == "output_file":
@@ -187,9 +231,9 @@ def _option(entry: Entry, command: str, *, hidden: bool) -> Callable[[F], F]:
     if isinstance(spec.kind, Bool):
         extra = {"is_flag": False, "flag_value": True}  # --x, --x=true|false, as GFD
     return click.option(*flags, entry.name, cls=SettingOption, entry=entry,
-                        type=SettingType(entry), default=None, envvar=list(spec.env),
-                        show_envvar=bool(spec.env), help=_help(entry, command), hidden=hidden,
-                        **extra)
+                        brief=spec.brief or spec.help, type=SettingType(entry), default=None,
+                        envvar=list(spec.env), show_envvar=bool(spec.env),
+                        help=_help(entry, command), hidden=hidden, **extra)
 
 
 def settings_options(command: str) -> Callable[[F], F]:
@@ -199,13 +243,73 @@ def settings_options(command: str) -> Callable[[F], F]:
 
     def apply(func: F) -> F:
         for entry in reversed(TABLE):
-            if command in entry.spec.commands:
-                func = _option(entry, command, hidden=False)(func)
+            if command in entry.spec.commands:  # (GFD's flags that do nothing: accepted)
+                func = _option(entry, command, hidden=entry.spec.part is Part.NONE)(func)
             elif also and also in entry.spec.commands:
                 func = _option(entry, command, hidden=True)(func)
         return func
 
     return apply
+
+
+SELECTOR_MISSES = (
+    "Missed on purpose, where the labels cannot tell (each kind in docs/selector.md): nodes "
+    "with GPUs of several models when a filter needs the model; MIG slices under "
+    "--mig-strategy single when --mig-profile is given (request them as nvidia.com/gpu); "
+    "--shared/--dedicated where gpu.replicas is 0 or absent (DRA nodes); MPS with MIG enabled "
+    "(no labels); shared units for --count above 1; models gfd's list names differently from "
+    "NVML (a warning says so).")
+"""``gfd selector``'s notes (``--help-all``)."""
+
+
+def _brief(*flags: str, brief: str = "", **kwargs: Any) -> Callable[[F], F]:
+    return click.option(*flags, cls=BriefOption, brief=brief, **kwargs)
+
+
+_SELECTOR: tuple[Callable[[F], F], ...] = (
+    _brief("--product", default="", brief="GPU model words (H100, A100-80GB), or a gpu.product.",
+           help="GPU model words, in any order (H100, A100-80GB), or an exact gpu.product value "
+                "(with or without -SHARED)."),
+    _brief("--min-memory", type=int, default=None, brief="At least this much MiB per unit.",
+           help="At least this much memory per unit the pod can get, MiB (a MIG slice's, an "
+                "MPS replica's share)."),
+    _brief("--mig-profile", default="", brief="A MIG slice, e.g. 1g.10gb (mixed strategy).",
+           help="A MIG slice, e.g. 1g.10gb: requests nvidia.com/mig-<profile> (mixed "
+                "strategy)."),
+    _brief("--shared", is_flag=True, default=False, help="A time-sliced or MPS replica."),
+    _brief("--dedicated", is_flag=True, default=False, help="A unit no other pod shares."),
+    _brief("--renamed", is_flag=True, default=False,
+           brief="Request <name>.shared (implies --shared).",
+           help="The device plugin renames shared resources (renameByDefault): request "
+                "<name>.shared (implies --shared)."),
+    _brief("--family", default="", help="Architecture, e.g. hopper."),
+    _brief("--min-compute", default="", help="Minimum compute capability, e.g. 8.0."),
+    _brief("--count", type=int, default=1, help="How many units (devices with --dra)."),
+    _brief("--label-set", type=click.Choice(LABEL_SETS), default="extended",
+           brief="compat: only GFD's labels.",
+           help="compat: use only GFD's labels (for clusters labelled by GFD)."),
+    _brief("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
+           brief="auto: a nodeSelector if it suffices.",
+           help="auto: a nodeSelector when exact values suffice, else node affinity."),
+    _brief("--dra", is_flag=True, default=False,
+           brief="A DRA ResourceClaimTemplate and a Pod.",
+           help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
+                "attributes) and an example Pod using it, placed by node affinity over the "
+                "labels of --resource-manager dra."),
+    _brief("--name", default=None, help="--dra: the ResourceClaimTemplate's name."),
+    _brief("--feature-gates", default="", brief="--dra: the driver's gates (DynamicMIG=true).",
+           help="--dra: the DRA driver's gates, e.g. DynamicMIG=true (what its devices publish "
+                "changes)."),
+    _brief("--uuid", default="", brief="--dra: one GPU-... or MIG-... device.",
+           help="--dra: one GPU (GPU-...) or MIG device (MIG-...)."),
+)
+
+
+def selector_options(func: F) -> F:
+    """``gfd selector``'s own options (it takes no settings)."""
+    for option in reversed(_SELECTOR):
+        func = option(func)
+    return func
 
 
 def explicit(params: dict[str, Any]) -> dict[str, Any]:
@@ -216,14 +320,15 @@ def explicit(params: dict[str, Any]) -> dict[str, Any]:
 
 def prepare(params: dict[str, Any], *, level: str = "", quiet: bool = False) -> Settings:
     """A one-shot command's settings (its options, the environment, the config file), with
-    logging configured: at ``level``, else the settings' own (``quiet``: warnings unless a
-    level other than the default info was asked for)."""
+    logging configured: at the ``--log-level`` given, else at the command's own ``level``
+    (``quiet``: warnings), else the default."""
     from gfd.app import load_settings
     from gfd.logs import configure
 
-    settings, _ = load_settings(explicit(params))
-    chosen = level or settings.log_level
-    if quiet and not level and settings.log_level == "info":
+    given = explicit(params)
+    settings, _ = load_settings(given)
+    chosen = settings.log_level if "log_level" in given else level or settings.log_level
+    if quiet and not level and "log_level" not in given:
         chosen = "warning"
     configure(level=chosen, fmt=settings.log_format)
     return settings
@@ -299,9 +404,30 @@ def output_file_alias(ctx: click.Context, params: dict[str, Any]) -> dict[str, A
 
 
 class Command(click.Command):
-    """A command whose help lists its options by section and ends with its exit codes."""
+    """A command whose ``--help`` fits a screen: its own options and the settings that most
+    change its output with their help, its other settings by group (flags only), its exit
+    codes, and last the way to see everything: ``--help-all`` (each setting under its
+    section, in full, and the command's notes)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(click.Option(
+            [HELP_ALL], is_flag=True, expose_value=False, is_eager=True, callback=_help_all,
+            help="Show every option in full and exit."))
+
+    def _grouped(self, ctx: click.Context) -> list[SettingOption]:
+        """The settings the short help lists by group only (none: it shows everything)."""
+        short = SHORT.get(self.name or "", ())
+        return [p for p in self.get_params(ctx) if isinstance(p, SettingOption)
+                and not p.hidden and p.entry.name not in short]
+
+    def _short(self, ctx: click.Context) -> bool:
+        return not ctx.meta.get(HELP_ALL) and bool(self._grouped(ctx) or self.epilog)
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if self._short(ctx):
+            self._format_short(ctx, formatter)
+            return
         sections: dict[str, list[tuple[str, str]]] = {"Options": []}
         for title in _SECTION_TITLES.values():
             sections[title] = []
@@ -316,16 +442,66 @@ class Command(click.Command):
                 with formatter.section(title):
                     formatter.write_dl(records)
 
+    def _format_short(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        grouped = self._grouped(ctx)
+        own = [p for p in self.get_params(ctx) if not isinstance(p, SettingOption)]
+        shown = [p for p in self.get_params(ctx)
+                 if isinstance(p, SettingOption) and p not in grouped]
+        help_option = self.get_help_option(ctx)
+        last = [p for p in own if p is help_option] + [p for p in own if HELP_ALL in p.opts]
+        first = [p for p in own if p not in last]
+        records = [r for p in [*first, *shown, *last] if (r := p.get_help_record(ctx))]
+        with formatter.section("Options"):
+            formatter.write_dl(records)
+        if not grouped:
+            return
+        by_section: dict[Section, list[str]] = {}
+        for param in grouped:
+            by_section.setdefault(param.section, []).append(param.entry.flag)
+        with formatter.section(f"More options, by group (each in full: {ctx.command_path} "
+                               f"{HELP_ALL})"):
+            width = max(len(s.value) for s in by_section) + 2
+            for section in Section:
+                flags = by_section.get(section)
+                if not flags:
+                    continue
+                lines = textwrap.wrap(", ".join(flags), formatter.width - formatter.current_indent
+                                      - width, break_on_hyphens=False, break_long_words=False)
+                for i, line in enumerate(lines):
+                    head = section.value if i == 0 else ""
+                    formatter.write(f"{'':>{formatter.current_indent}}{head:<{width}}{line}\n")
+
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        super().format_epilog(ctx, formatter)
-        if any(isinstance(p, SettingOption) for p in self.params):
-            formatter.write_paragraph()
-            formatter.write_text("Each setting in full, with its environment variables and "
-                                 "config-file field: gfd docs settings")
+        short = self._short(ctx)
+        if not short:
+            super().format_epilog(ctx, formatter)
+            ignored = [o for p in self.params if isinstance(p, SettingOption)
+                       and p.entry.spec.part is Part.NONE and p.hidden
+                       and self.name in p.entry.spec.commands for o in p.opts]
+            if ignored:
+                formatter.write_paragraph()
+                formatter.write_text(f"Accepted for GFD compatibility and ignored: "
+                                     f"{', '.join(ignored)}.")
+            if any(isinstance(p, SettingOption) for p in self.params):
+                formatter.write_paragraph()
+                formatter.write_text("Each setting in full, with its environment variables "
+                                     "and config-file field: gfd docs settings")
         codes = EXIT_CODES.get(self.name or "")
         if codes:
             with formatter.section("Exit codes"):
                 formatter.write_dl([(str(k), v) for k, v in codes.items()])
+        if short:
+            formatter.write_paragraph()
+            notes = " and notes" if self.epilog else ""
+            formatter.write_text(f"Every option{notes} in full: {ctx.command_path} {HELP_ALL}")
+
+
+def _help_all(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    ctx.meta[HELP_ALL] = True
+    click.echo(ctx.get_help(), color=ctx.color)
+    ctx.exit()
 
 
 def usage_line(prog: str, exc: click.ClickException) -> str:
