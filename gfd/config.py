@@ -507,8 +507,8 @@ class Settings:
         "", kind=PathKind(), flags=("--snapshot",), env=("GFD_SNAPSHOT",), part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING,
         brief="Label a recorded snapshot (JSON or YAML).",
-        help="Label a recorded snapshot (gfd snapshot output, JSON or YAML) instead of this "
-             "machine.")
+        help="Label a recorded snapshot (gfd snapshot output, JSON or YAML; standard input "
+             "for -) instead of this machine.")
     log_format: str = setting(
         "text", kind=Choice(LOG_FORMATS), flags=("--log-format",), env=("GFD_LOG_FORMAT",),
         part=Part.RESTART, section=Section.LOGGING, commands=_LOGGING, help="Log line format.")

@@ -294,7 +294,7 @@ class Snapshot:
         if body.startswith(("{", "[")):
             return cls.from_json(body)
         if not body:
-            raise DiscoveryError("snapshot: the file is empty (write one with "
+            raise DiscoveryError("snapshot: empty, so not a snapshot (write one with "
                                  "`gfd snapshot > FILE`)")
         return cls.from_dict(_load_yaml(body))
 

@@ -240,6 +240,30 @@ def test_a_snapshot_replays_to_the_same_labels_from_json_and_from_yaml(
     assert loaded[0] == loaded[1]
 
 
+def test_snapshot_dash_reads_standard_input_as_kubectl_f_dash_does() -> None:
+    """`gfd snapshot -o yaml | gfd labels --snapshot -`: the labels of the machine itself."""
+    printed = invoke("snapshot", "--simulate", "h100-mig", "-o", "yaml")
+    piped = CliRunner().invoke(cli, ["labels", "--snapshot", "-", "--no-timestamp"],
+                               input=printed.stdout, env=dict.fromkeys(ENV_NAMES))
+    simulated = invoke("labels", "--simulate", "h100-mig", "--no-timestamp")
+    assert piped.exit_code == 0, piped.stderr
+    assert piped.stdout == simulated.stdout and "nvidia.com/gpu.count=" in piped.stdout
+    empty = CliRunner().invoke(cli, ["labels", "--snapshot", "-"], input="",
+                               env=dict.fromkeys(ENV_NAMES))
+    assert empty.exit_code == 2
+    assert empty.stderr.splitlines() == [
+        "gfd: error: snapshot on standard input: snapshot: empty, so not a snapshot (write one "
+        "with `gfd snapshot > FILE`)"]
+
+
+def test_a_missing_snapshot_file_says_where_it_was_asked_for(tmp_path: Path) -> None:
+    result = invoke("labels", "--snapshot", str(tmp_path / "none.yaml"))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        "(check --snapshot / GFD_SNAPSHOT; write one with `gfd snapshot > FILE`, or give - for "
+        "standard input)")
+
+
 def test_a_yaml_snapshot_that_is_wrong_is_one_line_naming_the_field_exit_2(
         tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"

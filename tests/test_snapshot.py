@@ -203,8 +203,8 @@ def test_a_snapshot_with_every_field_set_round_trips_through_yaml() -> None:
 
 
 YAML_REFUSALS = [
-    ("empty", "", "snapshot: the file is empty"),
-    ("blank", " \n\n", "snapshot: the file is empty"),
+    ("empty", "", "snapshot: empty, so not a snapshot"),
+    ("blank", " \n\n", "snapshot: empty, so not a snapshot"),
     ("words", "not a snapshot\n", "at the top level, got a string"),
     ("null", "~\n", "at the top level, got nothing (null)"),
     ("list", "- gpus: []\n", "at the top level, got a list"),
