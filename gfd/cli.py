@@ -52,7 +52,8 @@ def cli() -> None:
     """gfd: GPU feature discovery for Kubernetes (NVIDIA GPU node labels).
 
     Commands that print data take -o/--output (text, json, yaml...); `run` and
-    `gpu-feature-discovery` keep GFD's -o FILE (the feature file)."""
+    `gpu-feature-discovery` keep GFD's -o FILE (the feature file). Each command's --help
+    shows its main options; --help-all, every option in full."""
 
 
 # --------------------------------------------------------------------------- one-shot commands

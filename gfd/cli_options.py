@@ -103,6 +103,21 @@ every one in full."""
 
 HELP_ALL = "--help-all"
 
+SUMMARIES = {
+    "run": "Run the agent: label this node and keep its labels current.",
+    "labels": "Print the labels this node would get.",
+    "features": "Print the features this node's NodeFeature would carry.",
+    "diff": "Show what `gfd run` would change at the chosen sink.",
+    "prune": "Remove what gfd published at the chosen sink.",
+    "snapshot": "Print the raw GPU snapshot (replay it with --snapshot).",
+    "explain": "Explain why a label has its value on this machine.",
+    "selector": "Print where a GPU pod may run and what it must request.",
+    "devices": "Print the GPUs as the NVIDIA DRA driver publishes them.",
+    "docs": "Print the label or settings reference (Markdown).",
+    "completion": "Print the shell completion script (bash, zsh, fish).",
+}
+"""Each command's line in ``gfd --help``, whole (click would cut its help's first sentence)."""
+
 GFD_OUTPUT_FLAGS = ("--output", "-o")
 """GFD's spellings of ``--output-file``; ``-o/--output`` is the output format wherever a
 command prints data."""
@@ -414,6 +429,9 @@ class Command(click.Command):
         self.params.append(click.Option(
             [HELP_ALL], is_flag=True, expose_value=False, is_eager=True, callback=_help_all,
             help="Show every option in full and exit."))
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return SUMMARIES.get(self.name or "") or super().get_short_help_str(limit)
 
     def _grouped(self, ctx: click.Context) -> list[SettingOption]:
         """The settings the short help lists by group only (none: it shows everything)."""

@@ -17,7 +17,15 @@ from click.shell_completion import ShellComplete
 from click.testing import CliRunner, Result
 
 from gfd.cli import cli
-from gfd.cli_options import ACCEPTS, EXIT_CODES, HELP_ALL, OUTPUTS, SHORT, SettingOption
+from gfd.cli_options import (
+    ACCEPTS,
+    EXIT_CODES,
+    HELP_ALL,
+    OUTPUTS,
+    SHORT,
+    SUMMARIES,
+    SettingOption,
+)
 from gfd.config import BY_NAME, COMMANDS, TABLE, Bool, Part, Section
 from gfd.readers.simulate import SIMULATIONS
 
@@ -103,6 +111,15 @@ def test_every_commands_help_fits_one_screen_and_its_last_line_says_how_to_see_a
         assert re.fullmatch(rf"Every option( and notes)? in full: gfd {command} {HELP_ALL}",
                             lines[-1]), lines[-1]
         assert len(full.splitlines()) > len(lines)
+
+
+def test_gfd_help_gives_each_command_a_whole_line_and_names_help_all() -> None:
+    result = CliRunner().invoke(cli, ["--help"], terminal_width=80)
+    lines = result.stdout.splitlines()
+    listed = lines[lines.index("Commands:") + 1:]
+    assert sorted(SUMMARIES) == sorted(cli.commands)
+    assert listed == [f"  {name:<10}  {SUMMARIES[name]}" for name in sorted(cli.commands)]
+    assert "..." not in "\n".join(listed) and HELP_ALL in " ".join(result.stdout.split())
 
 
 def sample(option: SettingOption) -> tuple[list[str], object]:
