@@ -352,7 +352,19 @@ def usage_line(prog: str, exc: click.ClickException) -> str:
         if isinstance(hint, str):
             message = f"{hint}: {exc.message}"
     where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else prog
+    if isinstance(exc, click.NoSuchOption) and exc.ctx is not None:
+        message = _elsewhere(exc.option_name, exc.ctx.info_name or "") or message
     return f"{prog}: error: {message.rstrip('.')}; see {where} --help"
+
+
+def _elsewhere(flag: str, command: str) -> str:
+    """For a setting's flag a command does not take: that it changes nothing there, and
+    which commands it changes ("": not a setting's flag)."""
+    entry = next((e for e in TABLE if flag in e.spec.flags), None)
+    if entry is None or not command:
+        return ""
+    return (f"gfd {command} does not take {flag}: it changes nothing there (a setting of "
+            f"gfd {', '.join(entry.spec.commands)})")
 
 
 def exit_code(prog: str, exc: GfdError, *, failure: Exit = Exit.FAILURE) -> Exit:

@@ -169,6 +169,21 @@ def test_click_usage_errors_are_one_line_in_gfds_form_with_the_help_hint(
     assert result.stderr.endswith(f"; see {command} --help\n")
 
 
+@pytest.mark.parametrize("args, line", [
+    (["devices", "--resource-manager", "dra"], "gfd: error: gfd devices does not take "
+     "--resource-manager: it changes nothing there (a setting of gfd labels, explain, snapshot, "
+     "diff, run); see gfd devices --help"),
+    (["labels", "--sleep-interval", "5s"], "gfd: error: gfd labels does not take "
+     "--sleep-interval: it changes nothing there (a setting of gfd run); see gfd labels --help"),
+    (["selector", "--sink=node"], "gfd: error: gfd selector does not take --sink: it changes "
+     "nothing there (a setting of gfd diff, prune, run); see gfd selector --help"),
+])
+def test_a_setting_given_to_a_command_it_does_nothing_for_says_so_and_where_it_belongs(
+        args: list[str], line: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2 and result.stderr.splitlines() == [line]
+
+
 def test_diff_against_standard_output_is_a_usage_error_not_a_diff() -> None:
     """Regression: `gfd diff -o -` compared with nothing and printed `+37 ~0 -0 at stdout`."""
     result = invoke("diff", "--simulate", "hgx-h100", "--output-file", "-")
