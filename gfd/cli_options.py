@@ -54,10 +54,16 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
 }
 """``-o/--output`` of each command that prints data; the first is the default."""
 
-ACCEPTS = {"prune": "run", "diff": "run"}
-"""A command that also takes another's settings, unlisted in its help: ``prune`` and
-``diff`` take ``run``'s, so an uninstall Job or a look from inside the agent's pod can reuse
-the agent's arguments."""
+_RUNS = tuple(e.name for e in TABLE if "run" in e.spec.commands)
+_HOST = ("machine_type_file", "nvidia_smi", "resource_manager", "plugins_registry",
+         "no_vgpu_labels")
+ACCEPTS: dict[str, tuple[str, ...]] = {"prune": _RUNS, "diff": _RUNS, "devices": _HOST,
+                                       "features": _HOST}
+"""Settings a command also takes, unlisted in its help, although they change nothing it
+prints: ``prune`` and ``diff`` take ``run``'s, so an uninstall Job or a look from inside the
+agent's pod can reuse the agent's arguments; ``devices`` and ``features`` the ways of reading
+this host that only the labels use, so one host's reading arguments serve every command
+that reads GPUs."""
 
 GFD_OUTPUT_FLAGS = ("--output", "-o")
 """GFD's spellings of ``--output-file``; ``-o/--output`` is the output format wherever a
@@ -176,13 +182,13 @@ def _option(entry: Entry, command: str, *, hidden: bool) -> Callable[[F], F]:
 def settings_options(command: str) -> Callable[[F], F]:
     """The options of the settings that apply to ``command``, in table order (and, hidden,
     those of the command it also accepts)."""
-    also = ACCEPTS.get(command, "")
+    also = ACCEPTS.get(command, ())
 
     def apply(func: F) -> F:
         for entry in reversed(TABLE):
             if command in entry.spec.commands:  # (GFD's flags that do nothing: accepted)
                 func = _option(entry, command, hidden=entry.spec.part is Part.NONE)(func)
-            elif also and also in entry.spec.commands:
+            elif entry.name in also:
                 func = _option(entry, command, hidden=True)(func)
         return func
 

@@ -97,9 +97,9 @@ def test_every_setting_a_command_takes_still_parses_whether_shown_grouped_or_hid
     command's, for reuse, or GFD's that does nothing) is in neither help."""
     group = cli.commands[command]
     options = [p for p in group.params if isinstance(p, SettingOption)]
-    also = ACCEPTS.get(command, "")
+    also = ACCEPTS.get(command, ())
     assert {o.setting.name for o in options} == {
-        e.name for e in TABLE if command in e.spec.commands or also in e.spec.commands}
+        e.name for e in TABLE if command in e.spec.commands or e.name in also}
     short, full = help_of(command), help_all(command)
     for option in options:
         values, expected = sample(option)

@@ -71,6 +71,21 @@ def test_prune_still_takes_every_flag_of_run_so_an_uninstall_job_reuses_them(
     assert not out.exists() and result.stdout == "- nvidia.com/gpu.count\n"
 
 
+@pytest.mark.parametrize("command", ["devices", "features"])
+def test_devices_and_features_take_the_hosts_reading_arguments_unlisted_and_print_the_same(
+        command: str, tmp_path: Path) -> None:
+    """One host's reading arguments serve every command that reads GPUs: the settings only
+    the labels use are accepted (not offered) and change nothing printed."""
+    host = ["--machine-type-file", str(tmp_path / "dmi"), "--nvidia-smi", str(tmp_path / "no"),
+            "--resource-manager", "dra", "--plugins-registry", str(tmp_path),
+            "--no-vgpu-labels"]
+    plain = invoke(command, "--simulate", "h100-mig", "-o", "json")
+    given = invoke(command, "--simulate", "h100-mig", "-o", "json", *host)
+    assert plain.exit_code == given.exit_code == 0, given.stderr
+    assert given.stdout == plain.stdout and json.loads(given.stdout)
+    assert "--machine-type-file" not in help_of(command)
+
+
 def test_log_level_is_honoured_by_the_one_shot_commands_that_are_quiet_by_default(
         caplog: pytest.LogCaptureFixture) -> None:
     """A setting offered changes something: `--log-level info` on explain (quiet: errors only
@@ -170,9 +185,9 @@ def test_click_usage_errors_are_one_line_in_gfds_form_with_the_help_hint(
 
 
 @pytest.mark.parametrize("args, line", [
-    (["devices", "--resource-manager", "dra"], "gfd: error: gfd devices does not take "
-     "--resource-manager: it changes nothing there (a setting of gfd labels, explain, snapshot, "
-     "diff, run); see gfd devices --help"),
+    (["devices", "--mig-strategy", "mixed"], "gfd: error: gfd devices does not take "
+     "--mig-strategy: it changes nothing there (a setting of gfd labels, explain, diff, run); "
+     "see gfd devices --help"),
     (["labels", "--sleep-interval", "5s"], "gfd: error: gfd labels does not take "
      "--sleep-interval: it changes nothing there (a setting of gfd run); see gfd labels --help"),
     (["selector", "--sink=node"], "gfd: error: gfd selector does not take --sink: it changes "

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -116,14 +117,15 @@ def test_each_mig_device_is_one_instance_under_its_parent(written: dict[str, dic
 
 
 @pytest.mark.parametrize("machine", sorted(SIMULATIONS))
-def test_gfd_features_shows_what_run_wrote(written: dict[str, dict], machine: str) -> None:
+def test_gfd_features_shows_what_run_wrote(written: dict[str, dict], machine: str,
+                                           tmp_path: Path) -> None:
     """`gfd features` (no server involved) prints exactly gfd's part of the object `gfd run`
-    wrote and the real server kept (without run's --plugins-registry and --machine-type-file:
-    the features carry neither the resource manager nor the machine type, and `gfd features`
-    does not take them)."""
+    wrote and the real server kept."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
     shown = subprocess.run(
-        [sys.executable, "-m", "gfd", "features", "--simulate", machine, "-o", "json"],
+        [sys.executable, "-m", "gfd", "features", "--simulate", machine, "-o", "json",
+         "--plugins-registry", str(tmp_path / "registry"),
+         "--machine-type-file", str(tmp_path / "dmi")],
         env=base, capture_output=True, text=True, timeout=60, check=False)
     assert shown.returncode == 0, shown.stderr[-2000:]
     stored = written[machine]["spec"]["features"]
