@@ -123,9 +123,12 @@ class Command(click.Command):
         sections: dict[str, list[tuple[str, str]]] = {"Options": []}
         for title in _SECTION_TITLES.values():
             sections[title] = []
-        for param in self.get_params(ctx):
+        params = self.get_params(ctx)  # (--help-all last, after --help)
+        params = [p for p in params if HELP_ALL not in p.opts] + [
+            p for p in params if HELP_ALL in p.opts]
+        for param in params:
             record = param.get_help_record(ctx)
-            if record is None:
+            if record is None or isinstance(param, click.Argument):
                 continue
             section = getattr(param, "section", None)
             sections[_SECTION_TITLES[section] if section else "Options"].append(record)
@@ -138,7 +141,8 @@ class Command(click.Command):
         grouped = self._grouped(ctx)
         params = self.get_params(ctx)
         settings = [p for p, _ in _settings(params)]
-        own = [p for p in params if p not in settings]
+        own = [p for p in params if p not in settings
+               and not isinstance(p, click.Argument)]  # (named in the usage line)
         shown = [p for p in settings if p not in [g for g, _ in grouped]]
         help_option = self.get_help_option(ctx)
         last = [p for p in own if p is help_option] + [p for p in own if HELP_ALL in p.opts]

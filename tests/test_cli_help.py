@@ -68,6 +68,14 @@ def test_every_commands_help_fits_one_screen_and_its_last_line_says_how_to_see_a
         assert len(full.splitlines()) > len(lines)
 
 
+@pytest.mark.parametrize("command", ["explain", "docs", "completion"])
+def test_an_argument_is_named_in_the_usage_line_not_listed_as_an_option(command: str) -> None:
+    for text in (help_of(command), help_all(command)):
+        usage, options = text.split("\nOptions:\n")
+        argument = usage.splitlines()[0].split("[OPTIONS] ")[1]
+        assert argument and not re.search(rf"^  {re.escape(argument)}\s*$", options, re.M)
+
+
 def test_gfd_help_gives_each_command_a_whole_line_and_names_help_all() -> None:
     result = CliRunner().invoke(cli, ["--help"], terminal_width=80)
     lines = result.stdout.splitlines()
