@@ -19,6 +19,7 @@ import click
 from gfd import __version__, dra, render
 from gfd.cli_agent import ReloadAsked, run_agent
 from gfd.cli_options import (
+    SELECTOR_MISSES,
     Exit,
     Group,
     chosen_output,
@@ -27,11 +28,11 @@ from gfd.cli_options import (
     output_file_alias,
     output_option,
     prepare,
+    selector_options,
     settings_options,
 )
 from gfd.errors import ConfigError, GfdError
 from gfd.labelers.catalog import EXCLUDED_KEYS, describe
-from gfd.labelers.options import LABEL_SETS
 
 __all__ = ["Exit", "ReloadAsked", "cli", "exit_code", "main", "run_agent"]
 
@@ -51,7 +52,8 @@ def cli() -> None:
     """gfd: GPU feature discovery for Kubernetes (NVIDIA GPU node labels).
 
     Commands that print data take -o/--output (text, json, yaml...); `run` and
-    `gpu-feature-discovery` keep GFD's -o FILE (the feature file)."""
+    `gpu-feature-discovery` keep GFD's -o FILE (the feature file). Each command's --help
+    shows its main options; --help-all, every option in full."""
 
 
 # --------------------------------------------------------------------------- one-shot commands
@@ -78,8 +80,8 @@ def labels_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
 @output_option("snapshot")
 @click.pass_context
 def snapshot_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
-    """Print the raw GPU snapshot (attach it to bug reports; replay the JSON with
-    --snapshot)."""
+    """Print the raw GPU snapshot (attach it to bug reports; replay it, JSON or YAML, with
+    --snapshot FILE)."""
     import json
 
     from gfd.app import read_once
@@ -152,9 +154,8 @@ def features_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
 @click.pass_context
 def diff_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     """Show what `gfd run` would change at the chosen sink (no side effects): its labels,
-    and on the NodeFeature its features (`feature` lines).
-
-    Exit 0 when in sync, 1 when something would change, 3 when it could not look."""
+    and on the NodeFeature its features (`feature` lines). Takes every flag of `gfd run`
+    (unlisted here), so it can run with the agent's arguments."""
     from gfd.app import make_sink, project_once
     from gfd.sinks.base import diff
 
@@ -244,39 +245,8 @@ def explain_cmd(ctx: click.Context, /, key: str, output: str, **params: Any) -> 
                nl=False)
 
 
-@cli.command("selector", epilog="Missed on purpose, where the labels cannot tell (each kind "
-             "in docs/selector.md): nodes with GPUs of several models when a filter needs the "
-             "model; MIG slices under --mig-strategy single when --mig-profile is given "
-             "(request them as nvidia.com/gpu); --shared/--dedicated where gpu.replicas is 0 "
-             "or absent (DRA nodes); MPS with MIG enabled (no labels); shared units for "
-             "--count above 1; models gfd's list names differently from NVML (a warning says "
-             "so).")
-@click.option("--product", default="", help="GPU model words, in any order (H100, A100-80GB), "
-              "or an exact gpu.product value (with or without -SHARED).")
-@click.option("--min-memory", type=int, default=None, help="At least this much memory per "
-              "unit the pod can get, MiB (a MIG slice's, an MPS replica's share).")
-@click.option("--mig-profile", default="", help="A MIG slice, e.g. 1g.10gb: requests "
-              "nvidia.com/mig-<profile> (mixed strategy).")
-@click.option("--shared", is_flag=True, default=False,
-              help="A time-sliced or MPS replica.")
-@click.option("--dedicated", is_flag=True, default=False, help="A unit no other pod shares.")
-@click.option("--renamed", is_flag=True, default=False, help="The device plugin renames shared "
-              "resources (renameByDefault): request <name>.shared (implies --shared).")
-@click.option("--family", default="", help="Architecture, e.g. hopper.")
-@click.option("--min-compute", default="", help="Minimum compute capability, e.g. 8.0.")
-@click.option("--count", type=int, default=1, help="How many units (devices with --dra).")
-@click.option("--label-set", type=click.Choice(LABEL_SETS), default="extended",
-              help="compat: use only GFD's labels (for clusters labelled by GFD).")
-@click.option("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
-              help="auto: a nodeSelector when exact values suffice, else node affinity.")
-@click.option("--dra", is_flag=True, default=False,
-              help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
-                   "attributes) and an example Pod using it, placed by node affinity over the "
-                   "labels of --resource-manager dra.")
-@click.option("--name", default=None, help="--dra: the ResourceClaimTemplate's name.")
-@click.option("--feature-gates", default="", help="--dra: the DRA driver's gates, e.g. "
-              "DynamicMIG=true (what its devices publish changes).")
-@click.option("--uuid", default="", help="--dra: one GPU (GPU-...) or MIG device (MIG-...).")
+@cli.command("selector", epilog=SELECTOR_MISSES)
+@selector_options
 @output_option("selector")
 def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared: bool,
                  dedicated: bool, renamed: bool, family: str, min_compute: str, count: int,
@@ -286,7 +256,8 @@ def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared:
     a nodeSelector or node affinity over gfd's labels and a container's resources.limits; with
     --dra, a ResourceClaimTemplate and an example Pod (`kubectl apply -f -` accepts both).
 
-    A pod placed by it, requesting that resource, never gets a unit that breaks a filter."""
+    A pod placed by it, requesting that resource, never gets a unit that breaks a filter;
+    what it misses on purpose: docs/selector.md."""
     import yaml
 
     from gfd.selector import Options

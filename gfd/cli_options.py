@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 from click.formatting import join_options
 
-from gfd.config import BY_NAME, TABLE, Entry, Section, Settings
+from gfd.cli_help import BriefOption, Command
+from gfd.config import BY_NAME, TABLE, Entry, Part, Settings
 from gfd.errors import ConfigError, GfdError
+from gfd.labelers.options import LABEL_SETS
 from gfd.settingkinds import Bool, Choice, OutputPath, PathKind, ValueProblem
 
 if TYPE_CHECKING:
@@ -31,27 +33,6 @@ class Exit(enum.IntEnum):
     """``gfd devices``: the DRA driver's plugin would not start on this node."""
 
 
-EXIT_CODES: dict[str, dict[int, str]] = {
-    "run": {0: "stopped by a signal, or --oneshot labelled", 1: "runtime failure",
-            2: "usage or configuration error"},
-    "labels": {0: "printed", 1: "runtime failure", 2: "usage or configuration error"},
-    "snapshot": {0: "printed", 1: "runtime failure", 2: "usage or configuration error"},
-    "devices": {0: "printed", 1: "a device cannot be described fully, or runtime failure",
-                2: "usage or configuration error",
-                3: "the DRA driver's plugin would not start on this node"},
-    "features": {0: "printed", 1: "runtime failure", 2: "usage or configuration error"},
-    "explain": {0: "printed", 1: "not a label on this machine, or runtime failure",
-                2: "usage or configuration error"},
-    "diff": {0: "in sync", 1: "differences", 2: "usage or configuration error",
-             3: "could not look (reading the GPUs or the target failed, or it is not gfd's)"},
-    "prune": {0: "pruned, or nothing to prune", 1: "runtime failure",
-              2: "usage or configuration error"},
-    "selector": {0: "printed", 2: "usage error"},
-    "docs": {0: "printed", 2: "usage error"},
-    "completion": {0: "printed", 2: "usage error"},
-}
-"""Each command's exit codes: its ``--help`` ends with them, the README's table lists them."""
-
 OUTPUTS: dict[str, tuple[str, ...]] = {
     "labels": ("text", "json", "yaml", "name"),
     "snapshot": ("json", "yaml"),
@@ -63,16 +44,20 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
 }
 """``-o/--output`` of each command that prints data; the first is the default."""
 
-ACCEPTS = {"prune": "run"}
-"""A command that also takes another's settings, unlisted in its help: ``prune`` takes
-``run``'s, so an uninstall Job can reuse the agent's arguments."""
+_RUNS = tuple(e.name for e in TABLE if "run" in e.spec.commands)
+_HOST = ("machine_type_file", "nvidia_smi", "resource_manager", "plugins_registry",
+         "no_vgpu_labels")
+ACCEPTS: dict[str, tuple[str, ...]] = {"prune": _RUNS, "diff": _RUNS, "devices": _HOST,
+                                       "features": _HOST}
+"""Settings a command also takes, unlisted in its help, although they change nothing it
+prints: ``prune`` and ``diff`` take ``run``'s, so an uninstall Job or a look from inside the
+agent's pod can reuse the agent's arguments; ``devices`` and ``features`` the ways of reading
+this host that only the labels use, so one host's reading arguments serve every command
+that reads GPUs."""
 
 GFD_OUTPUT_FLAGS = ("--output", "-o")
 """GFD's spellings of ``--output-file``; ``-o/--output`` is the output format wherever a
 command prints data."""
-
-_SECTION_TITLES = {s: f"{s.value.capitalize()} options" for s in Section}
-
 
 def _machines() -> list[str]:
     from gfd.readers.simulate import SIMULATIONS
@@ -127,7 +112,7 @@ class SettingType(click.ParamType[Any]):
         return [CompletionItem(v) for v in values if v.startswith(incomplete)]
 
 
-class SettingOption(click.Option):
+class SettingOption(BriefOption):
     """An option whose default lives in the settings table: click sees None (so an option
     not given lets the config file decide), help shows the table's default under the
     setting's section (its environment variables are in ``gfd docs settings``, so the help
@@ -135,31 +120,33 @@ class SettingOption(click.Option):
 
     def __init__(self, *args: Any, entry: Entry, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.entry = entry
-        self.section: Section = entry.spec.section
+        self.setting = entry
+        self.entry, self.section = entry, entry.spec.section
 
     def get_help_extra(self, ctx: click.Context) -> Any:
         extra = super().get_help_extra(ctx)
         extra.pop("envvars", None)  # (in `gfd docs settings`: help stays short)
-        default = self.entry.spec.kind.render(self.entry.default)
+        default = self.setting.spec.kind.render(self.setting.default)
         if default and default != "false":  # (a flag that is off unless given: no default)
             extra["default"] = default
         return extra
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         record = super().get_help_record(ctx)
-        if record is None or self.entry.name != "simulate":
+        if record is None or self.setting.name != "simulate":
             return record
         return record[0], f"{record[1]}  One of: {', '.join(_machines())}."
 
     def get_help_spec(self, ctx: click.Context) -> str:
-        if isinstance(self.entry.spec.kind, Bool):
+        if isinstance(self.setting.spec.kind, Bool):
             return join_options(self.opts)[0]
         return super().get_help_spec(ctx)
 
 
 def _help(entry: Entry, command: str) -> str:
-    text = entry.spec.brief or entry.spec.help
+    """The setting's help in ``--help-all``: the table's help in full, and where ``-o`` means
+    what."""
+    text = entry.spec.help
     if entry.name == "output_file" and command in OUTPUTS:
         text += f" (gfd {command}'s -o/--output is the output format.)"
     elif entry.name == "output_file":
@@ -177,25 +164,85 @@ def _option(entry: Entry, command: str, *, hidden: bool) -> Callable[[F], F]:
     if isinstance(spec.kind, Bool):
         extra = {"is_flag": False, "flag_value": True}  # --x, --x=true|false, as GFD
     return click.option(*flags, entry.name, cls=SettingOption, entry=entry,
-                        type=SettingType(entry), default=None, envvar=list(spec.env),
-                        show_envvar=bool(spec.env), help=_help(entry, command), hidden=hidden,
-                        **extra)
+                        brief=spec.brief or spec.help, type=SettingType(entry), default=None,
+                        envvar=list(spec.env), show_envvar=bool(spec.env),
+                        help=_help(entry, command), hidden=hidden, **extra)
 
 
 def settings_options(command: str) -> Callable[[F], F]:
     """The options of the settings that apply to ``command``, in table order (and, hidden,
     those of the command it also accepts)."""
-    also = ACCEPTS.get(command, "")
+    also = ACCEPTS.get(command, ())
 
     def apply(func: F) -> F:
         for entry in reversed(TABLE):
-            if command in entry.spec.commands:
-                func = _option(entry, command, hidden=False)(func)
-            elif also and also in entry.spec.commands:
+            if command in entry.spec.commands:  # (GFD's flags that do nothing: accepted)
+                func = _option(entry, command, hidden=entry.spec.part is Part.NONE)(func)
+            elif entry.name in also:
                 func = _option(entry, command, hidden=True)(func)
         return func
 
     return apply
+
+
+SELECTOR_MISSES = (
+    "Missed on purpose, where the labels cannot tell (each kind in docs/selector.md): nodes "
+    "with GPUs of several models when a filter needs the model; MIG slices under "
+    "--mig-strategy single when --mig-profile is given (request them as nvidia.com/gpu); "
+    "--shared/--dedicated where gpu.replicas is 0 or absent (DRA nodes); MPS with MIG enabled "
+    "(no labels); shared units for --count above 1; models gfd's list names differently from "
+    "NVML (a warning says so).")
+"""``gfd selector``'s notes (``--help-all``)."""
+
+
+def _brief(*flags: str, brief: str = "", **kwargs: Any) -> Callable[[F], F]:
+    return click.option(*flags, cls=BriefOption, brief=brief, **kwargs)
+
+
+_SELECTOR: tuple[Callable[[F], F], ...] = (
+    _brief("--product", default="", brief="GPU model words (H100, A100-80GB), or a gpu.product.",
+           help="GPU model words, in any order (H100, A100-80GB), or an exact gpu.product value "
+                "(with or without -SHARED)."),
+    _brief("--min-memory", type=int, default=None, brief="At least this much MiB per unit.",
+           help="At least this much memory per unit the pod can get, MiB (a MIG slice's, an "
+                "MPS replica's share)."),
+    _brief("--mig-profile", default="", brief="A MIG slice, e.g. 1g.10gb (mixed strategy).",
+           help="A MIG slice, e.g. 1g.10gb: requests nvidia.com/mig-<profile> (mixed "
+                "strategy)."),
+    _brief("--shared", is_flag=True, default=False, help="A time-sliced or MPS replica."),
+    _brief("--dedicated", is_flag=True, default=False, help="A unit no other pod shares."),
+    _brief("--renamed", is_flag=True, default=False,
+           brief="Request <name>.shared (implies --shared).",
+           help="The device plugin renames shared resources (renameByDefault): request "
+                "<name>.shared (implies --shared)."),
+    _brief("--family", default="", help="Architecture, e.g. hopper."),
+    _brief("--min-compute", default="", help="Minimum compute capability, e.g. 8.0."),
+    _brief("--count", type=int, default=1, help="How many units (devices with --dra)."),
+    _brief("--label-set", type=click.Choice(LABEL_SETS), default="extended",
+           brief="compat: only GFD's labels.",
+           help="compat: use only GFD's labels (for clusters labelled by GFD)."),
+    _brief("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
+           brief="auto: a nodeSelector if it suffices.",
+           help="auto: a nodeSelector when exact values suffice, else node affinity."),
+    _brief("--dra", is_flag=True, default=False,
+           brief="A DRA ResourceClaimTemplate and a Pod.",
+           help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
+                "attributes) and an example Pod using it, placed by node affinity over the "
+                "labels of --resource-manager dra."),
+    _brief("--name", default=None, help="--dra: the ResourceClaimTemplate's name."),
+    _brief("--feature-gates", default="", brief="--dra: the driver's gates (DynamicMIG=true).",
+           help="--dra: the DRA driver's gates, e.g. DynamicMIG=true (what its devices publish "
+                "changes)."),
+    _brief("--uuid", default="", brief="--dra: one GPU-... or MIG-... device.",
+           help="--dra: one GPU (GPU-...) or MIG device (MIG-...)."),
+)
+
+
+def selector_options(func: F) -> F:
+    """``gfd selector``'s own options (it takes no settings)."""
+    for option in reversed(_SELECTOR):
+        func = option(func)
+    return func
 
 
 def explicit(params: dict[str, Any]) -> dict[str, Any]:
@@ -206,14 +253,15 @@ def explicit(params: dict[str, Any]) -> dict[str, Any]:
 
 def prepare(params: dict[str, Any], *, level: str = "", quiet: bool = False) -> Settings:
     """A one-shot command's settings (its options, the environment, the config file), with
-    logging configured: at ``level``, else the settings' own (``quiet``: warnings unless a
-    level other than the default info was asked for)."""
+    logging configured: at the ``--log-level`` given, else at the command's own ``level``
+    (``quiet``: warnings), else the default."""
     from gfd.app import load_settings
     from gfd.logs import configure
 
-    settings, _ = load_settings(explicit(params))
-    chosen = level or settings.log_level
-    if quiet and not level and settings.log_level == "info":
+    given = explicit(params)
+    settings, _ = load_settings(given)
+    chosen = settings.log_level if "log_level" in given else level or settings.log_level
+    if quiet and not level and "log_level" not in given:
         chosen = "warning"
     configure(level=chosen, fmt=settings.log_format)
     return settings
@@ -288,36 +336,6 @@ def output_file_alias(ctx: click.Context, params: dict[str, Any]) -> dict[str, A
 # --------------------------------------------------------------------------- help, errors
 
 
-class Command(click.Command):
-    """A command whose help lists its options by section and ends with its exit codes."""
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        sections: dict[str, list[tuple[str, str]]] = {"Options": []}
-        for title in _SECTION_TITLES.values():
-            sections[title] = []
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is None:
-                continue
-            section = getattr(param, "section", None)
-            sections[_SECTION_TITLES[section] if section else "Options"].append(record)
-        for title, records in sections.items():
-            if records:
-                with formatter.section(title):
-                    formatter.write_dl(records)
-
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        super().format_epilog(ctx, formatter)
-        if any(isinstance(p, SettingOption) for p in self.params):
-            formatter.write_paragraph()
-            formatter.write_text("Each setting in full, with its environment variables and "
-                                 "config-file field: gfd docs settings")
-        codes = EXIT_CODES.get(self.name or "")
-        if codes:
-            with formatter.section("Exit codes"):
-                formatter.write_dl([(str(k), v) for k, v in codes.items()])
-
-
 def usage_line(prog: str, exc: click.ClickException) -> str:
     """A click error as gfd's one line: ``gfd: error: --flag: problem; see gfd run --help``."""
     message = exc.format_message()
@@ -330,7 +348,19 @@ def usage_line(prog: str, exc: click.ClickException) -> str:
         if isinstance(hint, str):
             message = f"{hint}: {exc.message}"
     where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else prog
+    if isinstance(exc, click.NoSuchOption) and exc.ctx is not None:
+        message = _elsewhere(exc.option_name, exc.ctx.info_name or "") or message
     return f"{prog}: error: {message.rstrip('.')}; see {where} --help"
+
+
+def _elsewhere(flag: str, command: str) -> str:
+    """For a setting's flag a command does not take: that it changes nothing there, and
+    which commands it changes ("": not a setting's flag)."""
+    entry = next((e for e in TABLE if flag in e.spec.flags), None)
+    if entry is None or not command:
+        return ""
+    return (f"gfd {command} does not take {flag}: it changes nothing there (a setting of "
+            f"gfd {', '.join(entry.spec.commands)})")
 
 
 def exit_code(prog: str, exc: GfdError, *, failure: Exit = Exit.FAILURE) -> Exit:

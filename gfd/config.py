@@ -88,6 +88,12 @@ _LABELLING = ("labels", "explain", "diff", "run")
 """Label options: they change the labels, so every command that computes labels."""
 _READING = ("labels", "explain", "snapshot", "devices", "features", "diff", "run")
 """Where the GPUs are read from and how: every command that reads GPUs."""
+_LABEL_INPUTS = ("labels", "explain", "snapshot", "diff", "run")
+"""What only the labels read (the machine type, the timeslice policy, the resource manager),
+so also the snapshot that records it; the DRA devices and NodeFeature features do not."""
+_VGPU = ("labels", "explain", "snapshot", "devices", "diff", "run")
+"""The vGPU scan: the labels and the DRA devices (a vGPU guest has no DynamicMIG); not the
+features."""
 _TARGET = ("diff", "prune", "run")
 """The publish target: the commands that talk to it."""
 _AGENT = ("run",)
@@ -143,6 +149,7 @@ class Settings:
         env=("GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"), file="flags.failOnInitError",
         part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING, gfd=("fail-on-init-error",),
+        brief="Fail when NVML cannot start (false: label without it).",
         help="Fail when NVML cannot start (false: label without it, retry every cycle).")
     no_timestamp: bool = setting(
         False, kind=Bool(), flags=("--no-timestamp",), env=("GFD_NO_TIMESTAMP",),
@@ -152,7 +159,7 @@ class Settings:
         DEFAULT_MACHINE_TYPE_FILE, kind=PathKind(), flags=("--machine-type-file",),
         env=("GFD_MACHINE_TYPE_FILE",), file="flags.gfd.machineTypeFile",
         part=Part.DISCOVERY,
-        section=Section.ADVANCED, commands=_READING, gfd=("machine-type-file",),
+        section=Section.ADVANCED, commands=_LABEL_INPUTS, gfd=("machine-type-file",),
         help="File holding the machine type (DMI product name).")
     sysfs_root: str = setting(
         "/sys", kind=PathKind(), flags=("--sysfs-root",), env=("GFD_SYSFS_ROOT",),
@@ -160,18 +167,19 @@ class Settings:
         help="Root of sysfs, for PCI class and vGPU detection and the vfio back end.")
     no_vgpu_labels: bool = setting(
         False, kind=Bool(), flags=("--no-vgpu-labels",), env=("GFD_NO_VGPU_LABELS",),
-        part=Part.DISCOVERY, section=Section.DISCOVERY, commands=_READING,
+        part=Part.DISCOVERY, section=Section.DISCOVERY, commands=_VGPU,
         brief="Skip the vGPU scan of PCI config space and its vgpu.* labels (then no "
               "capability is needed).",
         help="Skip the vGPU scan of PCI config space and its vgpu.* labels: gfd then needs "
              "no capability (reading all of config space needs CAP_SYS_ADMIN).")
     nvidia_smi: str = setting(
         "nvidia-smi", kind=Text(), flags=("--nvidia-smi",), env=("GFD_NVIDIA_SMI",),
-        part=Part.DISCOVERY, section=Section.ADVANCED, commands=_READING,
+        part=Part.DISCOVERY, section=Section.ADVANCED, commands=_LABEL_INPUTS,
         help="nvidia-smi to run for the compute timeslice policy (looked up on PATH).")
     config_file: str = setting(
         "", kind=PathKind(), flags=("--config-file",), env=("GFD_CONFIG_FILE", "CONFIG_FILE"),
         part=Part.RESTART, section=Section.LABELS, commands=_READING, gfd=("config-file",),
+        brief="The device plugin's config file.",
         help="The device plugin's config file (YAML or JSON).")
     label_set: str = setting(
         "extended", kind=Choice(LABEL_SETS), flags=("--label-set",), env=("GFD_LABEL_SET",),
@@ -187,16 +195,16 @@ class Settings:
         env=("DEVICE_DISCOVERY_STRATEGY",), file="flags.deviceDiscoveryStrategy",
         part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING, gfd=("device-discovery-strategy",),
-        brief="How GPUs are read; auto: tegra on a Tegra SoC without NVML, else nvml.",
+        brief="How GPUs are read; auto: tegra on Tegra without NVML, else nvml.",
         help="How GPUs are read: nvml; tegra (the CUDA driver API, for Jetson/IGX); vfio "
              "(GPUs bound to vfio-pci, from sysfs and the PCI IDs database); auto: GFD's "
              "rule (tegra on a Tegra SoC without NVML, else nvml; never vfio).")
     resource_manager: str = setting(
         "auto", kind=Choice(RESOURCE_MANAGER_CHOICES), flags=("--resource-manager",),
         env=("GFD_RESOURCE_MANAGER",), file="flags.gfd.resourceManager", part=Part.DISCOVERY,
-        section=Section.DISCOVERY, commands=_READING,
-        brief="What hands out this node's GPUs, which decides the labels; auto: dra while "
-              "the NVIDIA DRA driver is on the node.",
+        section=Section.DISCOVERY, commands=_LABEL_INPUTS,
+        brief="What hands out the GPUs (it decides the labels); auto: dra if the DRA "
+              "driver runs here.",
         help="What hands out this node's GPUs, which decides the labels: device-plugin (GFD's "
              "labels); dra (hardware truth and gpu.present, no device-plugin resource labels, "
              "sharing ignored); auto: dra while the NVIDIA DRA kubelet plugin is registered "
@@ -206,7 +214,7 @@ class Settings:
     plugins_registry: str = setting(
         DEFAULT_PLUGINS_REGISTRY, kind=PathKind(), flags=("--plugins-registry",),
         env=("GFD_PLUGINS_REGISTRY",), part=Part.DISCOVERY,
-        section=Section.DISCOVERY, commands=_READING,
+        section=Section.DISCOVERY, commands=_LABEL_INPUTS,
         brief="The kubelet's plugin registration directory, where auto looks for the DRA driver.",
         help="The kubelet's plugin registration directory (mounted read-only), where "
              f"--resource-manager auto looks for the DRA driver's {dra.REGISTRATION_SOCKET}.")
@@ -226,11 +234,14 @@ class Settings:
     simulate: str = setting(
         "", kind=Text(), flags=("--simulate",), env=("GFD_SIMULATE",), part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING,
+        brief="Label a built-in simulated machine.",
         help="Label a built-in simulated machine instead of this one.")
     snapshot: str = setting(
         "", kind=PathKind(), flags=("--snapshot",), env=("GFD_SNAPSHOT",), part=Part.DISCOVERY,
         section=Section.DISCOVERY, commands=_READING,
-        help="Label a recorded snapshot (gfd snapshot output) instead of this machine.")
+        brief="Label a recorded snapshot (JSON or YAML).",
+        help="Label a recorded snapshot (gfd snapshot output, JSON or YAML; standard input "
+             "for -) instead of this machine.")
     log_format: str = setting(
         "text", kind=Choice(LOG_FORMATS), flags=("--log-format",), env=("GFD_LOG_FORMAT",),
         part=Part.RESTART, section=Section.LOGGING, commands=_LOGGING, help="Log line format.")
@@ -243,15 +254,18 @@ class Settings:
         env=("GFD_OUTPUT_FILE",), file="flags.gfd.outputFile", part=Part.SINK,
         section=Section.PUBLISHING, commands=_TARGET,
         gfd=("output-file", "output", "o"),
+        brief="Feature file to write ('-': stdout).",
         help="Feature file to write; '-' (or '') writes to stdout.")
     use_node_feature_api: bool = setting(
         False, kind=Bool(), flags=("--use-node-feature-api",),
         env=("GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"), file="flags.useNodeFeatureAPI",
         part=Part.SINK, section=Section.PUBLISHING, commands=_TARGET, gfd=("use-node-feature-api",),
+        brief="Publish a NodeFeature (--sink nodefeature).",
         help="Publish an NFD NodeFeature (same as --sink nodefeature).")
     sink: str = setting(
         "file", kind=Choice(SINKS), flags=("--sink",), env=("GFD_SINK",), part=Part.SINK,
         section=Section.PUBLISHING, commands=_TARGET,
+        brief="Where labels go.",
         help="Where labels go: feature file, NodeFeature, or the Node.")
     expiry: float = setting(
         3600.0, kind=Duration(), flags=("--expiry",), env=("GFD_EXPIRY",), part=Part.SINK,
@@ -287,6 +301,7 @@ class Settings:
     kubeconfig: str = setting(
         "", kind=PathKind(), flags=("--kubeconfig",), env=("KUBECONFIG",), part=Part.SINK,
         section=Section.PUBLISHING, commands=_TARGET, gfd=("kubeconfig",),
+        brief="kubeconfig file (none: in-cluster config).",
         help="kubeconfig file; empty means in-cluster config.")
     kube_api_qps: float = setting(
         5.0, kind=Float(0.0), flags=("--kube-api-qps",), env=("KUBE_API_QPS",),
@@ -299,14 +314,17 @@ class Settings:
     namespace: str = setting(
         "default", kind=Text(), flags=("--namespace",), env=("NAMESPACE",), part=Part.SINK,
         section=Section.PUBLISHING, commands=_TARGET, gfd=("namespace",),
+        brief="NodeFeature namespace.",
         help="Namespace of the NodeFeature object.")
     node_name: str = setting(
         "", kind=Text(), flags=("--node-name",), env=("NODE_NAME",), part=Part.SINK,
         section=Section.PUBLISHING, commands=_TARGET, gfd=("node-name",),
+        brief="This node's name (API sinks).",
         help="This node's name (required by the API sinks).")
     pod_name: str = setting(
         "", kind=Text(), flags=("--pod-name",), env=("POD_NAME",), part=Part.SINK,
-        section=Section.PUBLISHING, commands=_TARGET, gfd=("pod-name",),
+        section=Section.PUBLISHING, commands=_AGENT, gfd=("pod-name",),
+        brief="This pod's name (the NodeFeature's owner).",
         help="This pod's name, to find the owning DaemonSet (the NodeFeature's owner).")
 
     oneshot: bool = setting(
@@ -319,7 +337,7 @@ class Settings:
         flags=("--sleep-interval",),
         env=("GFD_SLEEP_INTERVAL",), file="flags.gfd.sleepInterval", part=Part.SCHEDULE,
         section=Section.PUBLISHING, commands=_AGENT, gfd=("sleep-interval",),
-        brief="Time between polling cycles (or 'infinite'); events label at once in between.",
+        brief="Time between polling cycles, or 'infinite'.",
         help="Time between polling cycles (Go duration, or 'infinite': label once, then "
              "wait); at least 100ms. Changes that send events (NVML, the config file, the "
              "publish target) are labelled at once in between.")
@@ -334,6 +352,7 @@ class Settings:
         0, kind=Int(0, 65535), flags=("--metrics-port",), env=("GFD_METRICS_PORT",),
         part=Part.RESTART,
         section=Section.HEALTH, commands=_AGENT,
+        brief="Serve /metrics, /healthz, /readyz (0: off).",
         help="Serve /metrics, /healthz, /readyz here (0: off).")
     metrics_address: str = setting(
         "0.0.0.0", kind=Address(), flags=("--metrics-address",), env=("GFD_METRICS_ADDRESS",),

@@ -185,20 +185,45 @@ SNAPSHOT_MAX_BYTES = 16 * 2**20
 
 def read_snapshot_file(path: str) -> Snapshot:
     """A recorded snapshot (``gfd snapshot`` output); a clear error when unreadable. A FIFO,
-    socket, directory or device is refused without being opened (``gfd.hostfile``)."""
+    socket, directory or device is refused without being opened (``gfd.hostfile``); ``-`` is
+    standard input, as ``kubectl -f -`` reads it (``gfd snapshot | gfd labels --snapshot -``)."""
+    if path == "-":
+        return _parse_snapshot(_read_stdin(), "snapshot on standard input", source="stdin")
     where = f"snapshot file {shown(path)}"
     try:
         raw = read_bytes(path, limit=SNAPSHOT_MAX_BYTES)
     except FileProblem as exc:
-        fix = ("" if exc.reason in ("missing", "denied", "unreadable")
-               else " (point --snapshot at a file written by `gfd snapshot`)")
+        fix = {"missing": " (check --snapshot / GFD_SNAPSHOT; write one with `gfd snapshot > "
+                          "FILE`, or give - for standard input)",
+               "denied": "", "unreadable": ""}.get(
+            exc.reason, " (point --snapshot at a file written by `gfd snapshot`)")
         raise InputFileError(f"{where}: {exc.problem}{fix}") from exc
+    return _parse_snapshot(raw, where, source=f"file:{path}")
+
+
+def _read_stdin() -> bytes:
+    import sys
+
+    where = "snapshot on standard input"
+    if sys.stdin is None:
+        raise InputFileError(f"{where}: there is no standard input")
+    try:
+        raw = sys.stdin.buffer.read(SNAPSHOT_MAX_BYTES + 1)
+    except (OSError, ValueError) as exc:
+        raise InputFileError(f"{where}: cannot read it: {exc}") from None
+    if len(raw) > SNAPSHOT_MAX_BYTES:
+        raise InputFileError(f"{where}: larger than {SNAPSHOT_MAX_BYTES // 2**20} MiB, so not a "
+                             "snapshot")
+    return raw
+
+
+def _parse_snapshot(raw: bytes, where: str, *, source: str) -> Snapshot:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{where}: not UTF-8 text (byte {exc.start}), so not a snapshot "
                              "(write one with `gfd snapshot > FILE`)") from None
     try:
-        return load_snapshot(text, source=f"file:{path}")
+        return load_snapshot(text, source=source)
     except DiscoveryError as exc:
         raise InputFileError(f"{where}: {exc}") from exc

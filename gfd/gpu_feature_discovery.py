@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gfd import __version__
-from gfd.config import TABLE, Entry, Settings
+from gfd.config import TABLE, Entry, Part, Section, Settings
 from gfd.errors import ConfigError, GfdError, show
 from gfd.settingkinds import Bool, OutputPath, PathKind, Text, ValueProblem
 from gfd.settingkinds import Duration as DurationKind
@@ -75,6 +76,8 @@ class Command:
     explicit: dict[str, Any] = field(default_factory=dict)
     """Settings given by a flag or an environment variable, typed."""
     help: bool = False
+    help_all: bool = False
+    """``--help-all``: every flag in full (``--help`` shows GFD's own and lists gfd's)."""
     version: bool = False
     ignored: tuple[str, ...] = ()
     """Arguments after the flags (GFD ignores them too)."""
@@ -119,6 +122,8 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> Command:
         name, has_value, text = body.partition("=")
         if name in ("h", "help"):
             return Command(help=True)
+        if name == "help-all":
+            return Command(help=True, help_all=True)
         if name in ("v", "version"):
             return Command(version=True)
         entry = known.get(name)
@@ -155,24 +160,55 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> Command:
     return Command(explicit=explicit, ignored=tuple(argv[i:]))
 
 
-def help_text() -> str:
-    """GFD-style usage: every flag, its variables and its GFD default."""
+def help_text(*, full: bool = False) -> str:
+    """GFD-style usage. Short (``--help``, one screen): GFD's own flags, each with its
+    brief help, GFD default and variables, and gfd's by group; ``full``: every flag in full."""
     lines = [f"NAME:\n   {TITLE} - generate labels for NVIDIA devices (gfd {__version__})\n",
              f"USAGE:\n   {NAME} [global options]\n", f"VERSION:\n   {__version__}\n",
-             "GLOBAL OPTIONS:"]
+             "GLOBAL OPTIONS:"] if full else [
+             f"{TITLE} - generate labels for NVIDIA devices (gfd {__version__})",
+             f"USAGE: {NAME} [global options]\n", "GLOBAL OPTIONS:"]
     by_entry: dict[str, list[str]] = {}
     for name, entry in flags().items():
         by_entry.setdefault(entry.name, []).append(("-" if len(name) == 1 else "--") + name)
+    ignored: list[str] = []
+    grouped: dict[Section, list[str]] = {}
     for entry in TABLE:
         spellings = ", ".join(by_entry[entry.name])
+        if not full and entry.spec.part is Part.NONE:
+            ignored.append(spellings)
+            continue
+        if not full and not entry.spec.gfd:
+            grouped.setdefault(entry.spec.section, []).append(entry.flag)
+            continue
         value = "" if isinstance(entry.spec.kind, Bool) else " value"
         default = entry.spec.kind.render(getattr(GFD_DEFAULTS, entry.name))
         env = ", ".join(f"${v}" for v in entry.spec.env)
-        lines.append(f"   {spellings}{value}  {entry.spec.help} (default: {default!r})"
-                     + (f" [{env}]" if env else ""))
-    lines.append("   --help, -h  show help")
-    lines.append("   --version, -v  print the version")
+        text = entry.spec.help if full else (entry.spec.brief or entry.spec.help)
+        shown = f" (default: {default!r})" if full or default not in ("", "false") else ""
+        line = f"{spellings}{value}  {text}{shown}" + (f" [{env}]" if env else "")
+        lines.extend(_wrap(line, first="   ", rest="      ", full=full))
+    if full:
+        lines += ["   --help, -h  show help", "   --help-all  show every flag in full",
+                  "   --version, -v  print the version"]
+        return "\n".join(lines) + "\n"
+    lines.append("   --help, -h  show help (--help-all: in full)  --version, -v  the version")
+    lines.append("\ngfd's OPTIONS, by group (and GFD's that do nothing):")
+    rows = [(s.value, grouped[s]) for s in Section if s in grouped]
+    for group, names in [*rows, ("ignored", ignored)] if ignored else rows:
+        lines.extend(_wrap(", ".join(names), first=f"   {group:<12}", rest=" " * 15,
+                           full=False))
+    lines.append(f"\nEvery flag in full: {NAME} --help-all")
     return "\n".join(lines) + "\n"
+
+
+def _wrap(text: str, *, first: str, rest: str, full: bool) -> list[str]:
+    """``text`` as lines of at most 80 columns (``full``: one line, as GFD prints it)."""
+    if full:
+        return [first + text]
+    return textwrap.wrap(text, 80, initial_indent=first, subsequent_indent=rest,
+                         break_on_hyphens=False, break_long_words=False,
+                         drop_whitespace=True) or [first.rstrip()]
 
 
 def _node_feature_note(explicit: Mapping[str, Any]) -> Any:
@@ -233,7 +269,7 @@ def run(argv: Sequence[str], env: Mapping[str, str], *, early: ReloadAsked | Non
     except ConfigError as exc:
         return exit_code(NAME, exc)
     if command.help:
-        click.echo(help_text(), nl=False)
+        click.echo(help_text(full=command.help_all), nl=False)
         return Exit.OK
     if command.version:
         click.echo(f"{TITLE} version {__version__}\ncommit: gfd {__version__}")

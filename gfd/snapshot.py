@@ -15,7 +15,7 @@ import json
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
-from gfd.errors import DiscoveryError, show
+from gfd.errors import DiscoveryError, one_line, show
 
 SCHEMA_VERSION = 1
 
@@ -314,7 +314,8 @@ class Snapshot:
     def from_dict(cls, data: Any) -> Snapshot:
         """Build a snapshot from parsed JSON; a clear DiscoveryError on bad input."""
         if not isinstance(data, dict):
-            raise DiscoveryError("snapshot: expected a JSON object at the top level")
+            raise DiscoveryError("snapshot: expected a JSON object (a YAML mapping) at the top "
+                                 f"level, got {_kind(data)}")
         schema = data.get("schema", SCHEMA_VERSION)
         if schema != SCHEMA_VERSION:
             raise DiscoveryError(
@@ -331,6 +332,19 @@ class Snapshot:
         except (ValueError, RecursionError) as exc:
             raise DiscoveryError(f"snapshot: not valid JSON: {exc}") from exc
         return cls.from_dict(data)
+
+    @classmethod
+    def from_text(cls, text: str) -> Snapshot:
+        """A snapshot as ``gfd snapshot`` writes it, in either form, told apart by content:
+        text whose first character (after white space) is ``{`` or ``[`` is JSON, anything
+        else YAML (``gfd snapshot -o yaml``)."""
+        body = text.lstrip("\ufeff \t\r\n")
+        if body.startswith(("{", "[")):
+            return cls.from_json(body)
+        if not body:
+            raise DiscoveryError("snapshot: empty, so not a snapshot (write one with "
+                                 "`gfd snapshot > FILE`)")
+        return cls.from_dict(_load_yaml(body))
 
 
 def _to_plain(value: Any) -> Any:
@@ -470,9 +484,67 @@ def _check_scalar(declared: Any, value: Any, where: str) -> None:
         raise DiscoveryError(f"{where}: expected {text}, got {show(value)}")
 
 
+def _kind(value: object) -> str:
+    """``a list``, ``a string``... for a top-level document that is not a mapping."""
+    names = {list: "a list", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "nothing (null)"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+class _YamlRefused(Exception):
+    """A YAML construct a snapshot has no use for (``gfd snapshot -o yaml`` writes none)."""
+
+
+def _yaml_loader() -> type:
+    """A safe YAML loader that refuses aliases (a few bytes could stand for a huge
+    snapshot) and a key given twice in one mapping (the later value would silently win)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+                line = event.start_mark.line + 1 if event.start_mark else "?"
+                raise _YamlRefused(f"line {line}: a YAML alias; write the value out "
+                                   "(as `gfd snapshot -o yaml` does)")
+            return super().compose_node(parent, index)
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[object] = set()
+            for key_node, _ in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                if key is not None and key in seen:
+                    raise _YamlRefused(f"line {key_node.start_mark.line + 1}: key {show(key)} "
+                                       "is given twice")
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
+
+
+def _load_yaml(text: str) -> Any:
+    """The YAML document of a snapshot file; a one-line DiscoveryError if it is not one."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_yaml_loader())  # (a SafeLoader subclass)
+    except _YamlRefused as exc:
+        raise DiscoveryError(f"snapshot: {exc}") from None
+    except RecursionError:
+        raise DiscoveryError("snapshot: not valid YAML: nested too deeply") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = one_line(f"{exc.context + ': ' if exc.context else ''}{exc.problem}{where}")
+        raise DiscoveryError(f"snapshot: not valid YAML (nor JSON): {problem}") from None
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        raise DiscoveryError(f"snapshot: not valid YAML (nor JSON): "
+                             f"{one_line(str(exc)) or type(exc).__name__}") from None
+
+
 def load_snapshot(text: str, *, source: str) -> Snapshot:
-    """Parse and type-check a recorded snapshot."""
-    snap = Snapshot.from_json(text)
+    """Parse and type-check a recorded snapshot, JSON or YAML (``Snapshot.from_text``)."""
+    snap = Snapshot.from_text(text)
     validate_types(snap)
     return replace(snap, source=source)
 

@@ -17,7 +17,7 @@ from fakes.apiserver import FakeApiServer
 
 from gfd import __version__
 from gfd.cli import cli
-from gfd.readers.simulate import simulate
+from gfd.readers.simulate import SIMULATIONS, simulate
 from gfd.snapshot import Gpu, load_snapshot
 
 T4_SHARED = """
@@ -211,6 +211,69 @@ def test_snapshot_prints_json_that_labels_reproduce(tmp_path: Path) -> None:
     from_file = invoke("labels", "--snapshot", str(path), "--no-timestamp")
     simulated = invoke("labels", "--simulate", "hgx-h100", "--no-timestamp")
     assert from_file.exit_code == 0 and from_file.stdout == simulated.stdout
+
+
+@pytest.mark.parametrize("machine", sorted(SIMULATIONS))
+def test_a_snapshot_replays_to_the_same_labels_from_json_and_from_yaml(
+        tmp_path: Path, machine: str) -> None:
+    """`gfd snapshot -o yaml > s.yaml; gfd labels --snapshot s.yaml`, as with JSON: both
+    forms of every simulated machine give the same snapshot and the same labels."""
+    files = {}
+    for fmt in ("json", "yaml"):
+        printed = invoke("snapshot", "--simulate", machine, "-o", fmt)
+        assert printed.exit_code == 0, printed.stderr
+        files[fmt] = tmp_path / f"s.{fmt}"
+        files[fmt].write_text(printed.stdout)
+    assert not files["yaml"].read_text().startswith("{")
+    labels = {}
+    for fmt, path in files.items():
+        for strategy in ("none", "mixed"):
+            result = invoke("labels", "--snapshot", str(path), "--no-timestamp",
+                            "--mig-strategy", strategy, "-o", "json")
+            assert result.exit_code == 0, (fmt, result.stderr)
+            labels[fmt, strategy] = json.loads(result.stdout)
+    assert labels["json", "none"] == labels["yaml", "none"]
+    assert labels["json", "mixed"] == labels["yaml", "mixed"]
+    assert labels["yaml", "none"] and labels["yaml", "mixed"]  # (some labels: the no-GPU node
+    # gets the driver-less ones)
+    loaded = [load_snapshot(p.read_text(), source="f") for p in files.values()]
+    assert loaded[0] == loaded[1]
+
+
+def test_snapshot_dash_reads_standard_input_as_kubectl_f_dash_does() -> None:
+    """`gfd snapshot -o yaml | gfd labels --snapshot -`: the labels of the machine itself."""
+    printed = invoke("snapshot", "--simulate", "h100-mig", "-o", "yaml")
+    piped = CliRunner().invoke(cli, ["labels", "--snapshot", "-", "--no-timestamp"],
+                               input=printed.stdout, env=dict.fromkeys(ENV_NAMES))
+    simulated = invoke("labels", "--simulate", "h100-mig", "--no-timestamp")
+    assert piped.exit_code == 0, piped.stderr
+    assert piped.stdout == simulated.stdout and "nvidia.com/gpu.count=" in piped.stdout
+    empty = CliRunner().invoke(cli, ["labels", "--snapshot", "-"], input="",
+                               env=dict.fromkeys(ENV_NAMES))
+    assert empty.exit_code == 2
+    assert empty.stderr.splitlines() == [
+        "gfd: error: snapshot on standard input: snapshot: empty, so not a snapshot (write one "
+        "with `gfd snapshot > FILE`)"]
+
+
+def test_a_missing_snapshot_file_says_where_it_was_asked_for(tmp_path: Path) -> None:
+    result = invoke("labels", "--snapshot", str(tmp_path / "none.yaml"))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        "(check --snapshot / GFD_SNAPSHOT; write one with `gfd snapshot > FILE`, or give - for "
+        "standard input)")
+
+
+def test_a_yaml_snapshot_that_is_wrong_is_one_line_naming_the_field_exit_2(
+        tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    printed = invoke("snapshot", "--simulate", "hgx-h100", "-o", "yaml")
+    path.write_text(printed.stdout.replace("index: 0\n", "index: zero\n", 1))
+    result = invoke("labels", "--snapshot", str(path))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"gfd: error: snapshot file {path}: snapshot.gpus[0].index: expected int, got "
+        "'zero'"]
 
 
 def test_explain_prints_value_source_raw_rules_and_set() -> None:

@@ -17,8 +17,9 @@ from click.shell_completion import ShellComplete
 from click.testing import CliRunner, Result
 
 from gfd.cli import cli
-from gfd.cli_options import EXIT_CODES, OUTPUTS
-from gfd.config import COMMANDS, TABLE, Section
+from gfd.cli_help import EXIT_CODES
+from gfd.cli_options import OUTPUTS
+from gfd.config import TABLE
 from gfd.readers.simulate import SIMULATIONS
 
 CLEAN = dict.fromkeys(e for entry in TABLE for e in entry.spec.env)
@@ -28,10 +29,14 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(cli, list(args), env={**CLEAN, **(env or {})})
 
 
-def help_of(command: str) -> str:
-    result = invoke(command, "--help")
+def help_of(command: str, flag: str = "--help") -> str:
+    result = CliRunner().invoke(cli, [command, flag], env=CLEAN, terminal_width=80)
     assert result.exit_code == 0, result.output
     return result.stdout
+
+
+def help_all(command: str) -> str:
+    return help_of(command, "--help-all")
 
 
 # ----------------------------------------------------------------------------- what help offers
@@ -66,55 +71,30 @@ def test_prune_still_takes_every_flag_of_run_so_an_uninstall_job_reuses_them(
     assert not out.exists() and result.stdout == "- nvidia.com/gpu.count\n"
 
 
-def test_run_lists_its_settings_under_every_section_in_the_tables_order() -> None:
-    text = help_of("run")
-    titles = ["Options:"] + [f"{s.value.capitalize()} options:" for s in Section]
-    positions = [text.index(t) for t in titles]
-    assert positions == sorted(positions)
-    for entry in TABLE:  # each setting under its own section's heading
-        found = re.search(rf"[ ,]{re.escape(entry.flag)}[ ,\n]", text)
-        assert found, entry.flag
-        at = found.start()
-        section = f"{entry.spec.section.value.capitalize()} options:"
-        heading = max((p, t) for p, t in zip(positions, titles, strict=True) if p < at)[1]
-        assert heading == section, entry.flag
+@pytest.mark.parametrize("command", ["devices", "features"])
+def test_devices_and_features_take_the_hosts_reading_arguments_unlisted_and_print_the_same(
+        command: str, tmp_path: Path) -> None:
+    """One host's reading arguments serve every command that reads GPUs: the settings only
+    the labels use are accepted (not offered) and change nothing printed."""
+    host = ["--machine-type-file", str(tmp_path / "dmi"), "--nvidia-smi", str(tmp_path / "no"),
+            "--resource-manager", "dra", "--plugins-registry", str(tmp_path),
+            "--no-vgpu-labels"]
+    plain = invoke(command, "--simulate", "h100-mig", "-o", "json")
+    given = invoke(command, "--simulate", "h100-mig", "-o", "json", *host)
+    assert plain.exit_code == given.exit_code == 0, given.stderr
+    assert given.stdout == plain.stdout and json.loads(given.stdout)
+    assert "--machine-type-file" not in help_of(command)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_boolean_flags_show_no_metavar_since_they_work_bare(command: str) -> None:
-    assert "BOOLEAN" not in help_of(command)
-
-
-def test_a_settings_help_is_at_most_three_lines_and_the_reference_has_it_in_full() -> None:
-    """A long help gets a brief in the settings table; docs/settings.md keeps the whole."""
-    long = {e.flag: len(e.spec.brief or e.spec.help) for e in TABLE
-            if len(e.spec.brief or e.spec.help) > 120}
-    assert long == {}
-    reference = " ".join(invoke("docs", "settings").stdout.split())
-    run_help = " ".join(help_of("run").split())
-    for entry in TABLE:
-        if entry.spec.brief:
-            assert entry.spec.brief in run_help.replace("- ", "-"), entry.flag
-            assert " ".join(entry.spec.help.split())[:60] in reference, entry.flag
-
-
-def test_simulate_help_lists_every_machine() -> None:
-    text = " ".join(help_of("labels").split())
-    assert f"One of: {', '.join(sorted(SIMULATIONS))}." in text.replace("- ", "-")
-
-
-@pytest.mark.parametrize("command", sorted(EXIT_CODES))
-def test_every_help_ends_with_the_commands_exit_codes(command: str) -> None:
-    tail = help_of(command).split("Exit codes:")[1]
-    for code, meaning in EXIT_CODES[command].items():
-        assert f"  {code}  {meaning.split()[0]}" in tail
-
-
-def test_help_says_which_commands_o_means_the_feature_file() -> None:
-    assert "-o is GFD's" in " ".join(help_of("run").split())
-    assert "-o, --output [text|json|yaml]" in help_of("diff")
-    top = " ".join(invoke("--help").stdout.split())
-    assert "-o/--output" in top and "-o FILE" in top
+def test_log_level_is_honoured_by_the_one_shot_commands_that_are_quiet_by_default(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A setting offered changes something: `--log-level info` on explain (quiet: errors only
+    by default) shows the resource manager's info line; without it, nothing is logged."""
+    args = ["explain", "gpu.count", "--simulate", "hgx-h100"]
+    quiet = invoke(*args)
+    told = invoke(*args, "--log-level", "info")
+    assert quiet.exit_code == told.exit_code == 0
+    assert "INFO" not in quiet.stderr and "INFO gfd" in told.stderr, told.stderr
 
 
 # ----------------------------------------------------------------------------- -o/--output
@@ -203,6 +183,21 @@ def test_click_usage_errors_are_one_line_in_gfds_form_with_the_help_hint(
     assert result.stderr.startswith(line), result.stderr
     command = "gfd" if args[0] == "frobnicate" else f"gfd {args[0]}"
     assert result.stderr.endswith(f"; see {command} --help\n")
+
+
+@pytest.mark.parametrize("args, line", [
+    (["devices", "--mig-strategy", "mixed"], "gfd: error: gfd devices does not take "
+     "--mig-strategy: it changes nothing there (a setting of gfd labels, explain, diff, run); "
+     "see gfd devices --help"),
+    (["labels", "--sleep-interval", "5s"], "gfd: error: gfd labels does not take "
+     "--sleep-interval: it changes nothing there (a setting of gfd run); see gfd labels --help"),
+    (["selector", "--sink=node"], "gfd: error: gfd selector does not take --sink: it changes "
+     "nothing there (a setting of gfd diff, prune, run); see gfd selector --help"),
+])
+def test_a_setting_given_to_a_command_it_does_nothing_for_says_so_and_where_it_belongs(
+        args: list[str], line: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2 and result.stderr.splitlines() == [line]
 
 
 def test_diff_against_standard_output_is_a_usage_error_not_a_diff() -> None:

@@ -60,7 +60,14 @@ def test_every_default_survives_its_own_rendering(entry: Entry) -> None:
     ("labels", {"mig_strategy", "snapshot", "label_set"}, {"output_file", "oneshot", "sink"}),
     ("snapshot", {"simulate", "device_discovery_strategy"},
      {"mig_strategy", "label_set", "no_timestamp", "sink"}),
-    ("diff", {"output_file", "node_name", "pod_name", "mig_strategy"}, {"oneshot", "events"}),
+    # (the pod's name only makes the NodeFeature gfd writes owned by its DaemonSet)
+    ("diff", {"output_file", "node_name", "mig_strategy"}, {"oneshot", "events", "pod_name"}),
+    # (the DRA devices and the NodeFeature features carry no machine type, timeslice policy
+    # or resource manager; the features no vGPU facts)
+    ("devices", {"simulate", "no_vgpu_labels", "pci_ids"},
+     {"machine_type_file", "nvidia_smi", "resource_manager", "plugins_registry"}),
+    ("features", {"simulate", "pci_ids"}, {"machine_type_file", "nvidia_smi", "resource_manager",
+                                           "plugins_registry", "no_vgpu_labels"}),
     ("prune", {"output_file", "sink", "log_level"}, {"mig_strategy", "oneshot"}),
     ("run", {"oneshot", "sleep_interval", "metrics_port", "sink", "mig_strategy"}, set()),
 ])

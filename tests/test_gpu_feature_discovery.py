@@ -18,9 +18,9 @@ from helpers.machines import node
 from helpers.paths import DATA
 from helpers.process import config_manager_lookup, wait_for
 
-from gfd.config import Settings
+from gfd.config import TABLE, Part, Settings
 from gfd.errors import ConfigError
-from gfd.gpu_feature_discovery import GFD_DEFAULTS, NAME, Command, flags, parse
+from gfd.gpu_feature_discovery import GFD_DEFAULTS, NAME, Command, flags, help_text, parse
 from gfd.sinks.featurefile import parse as parse_file
 
 BIN = Path(sys.executable).parent / NAME
@@ -110,6 +110,38 @@ def test_a_bad_command_line_is_one_clear_error(argv: list[str], message: str) ->
 def test_help_and_version(argv: list[str], what: str) -> None:
     command = parse(argv, {})
     assert getattr(command, what) is True
+
+
+def test_help_all_is_help_in_full() -> None:
+    assert parse(["--help-all"], {}) == Command(help=True, help_all=True)
+    assert parse(["-help-all"], {}).help_all is True
+
+
+def test_help_fits_one_screen_names_every_flag_and_ends_with_the_way_to_see_all() -> None:
+    """GFD's flags each with a brief, their GFD default and variables; gfd's own by group;
+    GFD's that do nothing named as ignored; every spelling of every flag is there."""
+    short = help_text()
+    lines = short.splitlines()
+    assert len(lines) <= 45 and max(len(line) for line in lines) <= 80, len(lines)
+    assert lines[-1] == f"Every flag in full: {NAME} --help-all"
+    text = " ".join(short.split())
+    spellings = {("-" if len(n) == 1 else "--") + n: e for n, e in flags().items()}
+    for spelling, entry in spellings.items():
+        assert f"{spelling} " in text or f"{spelling}," in text, spelling
+        if entry.spec.gfd and entry.spec.part is not Part.NONE:
+            assert " ".join((entry.spec.brief or entry.spec.help).split()) in text, spelling
+            assert all(f"${v}" in text for v in entry.spec.env), spelling
+    ignored = text.split(" ignored ")[1].split(" Every flag")[0]
+    assert {e.name for e in TABLE if e.spec.part is Part.NONE} == {
+        spellings[s.strip(",.")].name for s in ignored.split()}
+
+
+def test_help_all_gives_every_flag_in_full_on_one_line_each_as_gfd_prints_it() -> None:
+    full = help_text(full=True)
+    for entry in TABLE:
+        line = next(x for x in full.splitlines() if x.startswith(f"   {entry.flag}")
+                    or x.startswith(f"   --{entry.spec.gfd[0] if entry.spec.gfd else '?'}"))
+        assert entry.spec.help in line and all(f"${v}" in line for v in entry.spec.env)
 
 
 def test_every_gfd_flag_is_accepted() -> None:

@@ -1,6 +1,7 @@
-"""The data model: a Snapshot round-trips through JSON exactly, and ``load_snapshot`` refuses
-what is not one (wrong types, unknown fields, unknown back ends, other schemas) with a
-one-line DiscoveryError naming the field. (Property tests of the same: tests/fuzz.)"""
+"""The data model: a Snapshot round-trips through JSON and YAML exactly, and
+``load_snapshot`` refuses what is not one (wrong types, unknown fields, unknown back ends,
+other schemas, YAML aliases) with a one-line DiscoveryError naming the field. (Property
+tests of the same: tests/fuzz.)"""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from gfd.errors import DiscoveryError
 from gfd.readers.simulate import SIMULATIONS, simulate
@@ -109,7 +111,8 @@ def test_load_snapshot_records_where_the_snapshot_came_from() -> None:
 # ----------------------------------------------------------------------------- refusals
 
 REFUSALS = [
-    ("not-an-object", [1, 2], "expected a JSON object at the top level"),
+    ("not-an-object", [1, 2],
+     "expected a JSON object (a YAML mapping) at the top level, got a list"),
     ("other-schema", document(schema=2), "schema 2 is not supported (this gfd reads 1)"),
     ("unknown-top-field", document(colour="red"), "snapshot: unknown field(s) 'colour'"),
     ("unknown-gpu-field", gpu_document(colour="red"), "snapshot.gpus[0]: unknown field(s)"),
@@ -172,11 +175,59 @@ def test_a_hostile_snapshot_is_refused_in_one_short_line(data: Any) -> None:
     assert len(message) < 600, len(message)
 
 
-@pytest.mark.parametrize("text", ["", "{", "not json", "[" * 100_000],
-                         ids=["empty", "truncated", "words", "too-deep"])
-def test_text_that_is_not_json_is_a_discovery_error(text: str) -> None:
+@pytest.mark.parametrize("text", ["{", "[" * 100_000, ' {"gpus": []'],
+                         ids=["truncated", "too-deep", "unclosed"])
+def test_text_that_starts_as_json_and_is_not_is_a_discovery_error(text: str) -> None:
     with pytest.raises(DiscoveryError, match="snapshot: not valid JSON"):
         load_snapshot(text, source="test")
+
+
+# ----------------------------------------------------------------------------- YAML
+
+
+def as_yaml(snapshot: Snapshot) -> str:
+    """What ``gfd snapshot -o yaml`` prints: the JSON document dumped as block YAML."""
+    return yaml.safe_dump(json.loads(snapshot.to_json()), sort_keys=False)
+
+
+@pytest.mark.parametrize("name", sorted(SIMULATIONS))
+def test_every_simulated_machine_round_trips_through_yaml(name: str) -> None:
+    snap = simulate(name).snapshot
+    text = as_yaml(snap)
+    assert not text.lstrip().startswith(("{", "[")), "block YAML, told apart from JSON"
+    assert Snapshot.from_text(text) == snap == Snapshot.from_text(snap.to_json())
+
+
+def test_a_snapshot_with_every_field_set_round_trips_through_yaml() -> None:
+    assert load_snapshot(as_yaml(RICH), source="nvml") == RICH
+
+
+YAML_REFUSALS = [
+    ("empty", "", "snapshot: empty, so not a snapshot"),
+    ("blank", " \n\n", "snapshot: empty, so not a snapshot"),
+    ("words", "not a snapshot\n", "at the top level, got a string"),
+    ("null", "~\n", "at the top level, got nothing (null)"),
+    ("list", "- gpus: []\n", "at the top level, got a list"),
+    ("broken", "gpus: [\n", "snapshot: not valid YAML (nor JSON): "),
+    ("tab-indent", "gpus:\n\t- index: 0\n", "snapshot: not valid YAML (nor JSON): "),
+    ("alias", "gpus: &g []\nbackend: nvml\nx: *g\n", "line 3: a YAML alias"),
+    ("twice", "gpus: []\nbackend: nvml\ngpus: []\n", "line 3: key 'gpus' is given twice"),
+    ("deep", "a: " + "[" * 5000 + "]" * 5000 + "\n", "snapshot"),
+    ("unquoted-version", "driver_version: 550.54\ngpus: []\n",
+     "snapshot.driver_version: expected str | None, got 550.54"),
+    ("date", "gpus: []\nmachine_type: 2024-01-01\n", "snapshot.machine_type: expected str"),
+    ("missing-index", "gpus:\n- {}\n", "snapshot.gpus[0]: missing field(s) 'index'"),
+    ("unknown", "gpus: []\ncolour: blue\n", "snapshot: unknown field(s) 'colour'"),
+]
+
+
+@pytest.mark.parametrize("text, message", [r[1:] for r in YAML_REFUSALS],
+                         ids=[r[0] for r in YAML_REFUSALS])
+def test_yaml_that_is_not_a_snapshot_is_refused_in_one_line_naming_the_field(
+        text: str, message: str) -> None:
+    with pytest.raises(DiscoveryError) as caught:
+        load_snapshot(text, source="test")
+    assert message in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
 
 
 @pytest.mark.parametrize("field", ["vgpu", "machine_type", "driver_version"])
