@@ -85,7 +85,7 @@ def snapshot_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     from gfd.app import read_once
 
     settings = prepare(params, level="warning")
-    text = read_once(settings).to_json()
+    text = read_once(settings, device_facts=True).to_json()
     click.echo(text if output == "json" else render.document(json.loads(text), output),
                nl=False)
 
@@ -114,7 +114,7 @@ def devices_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     except ValueError as exc:
         raise ConfigError(f"--feature-gates: {exc}") from None
     settings = prepare(params, level="warning")
-    doc = document(read_once(settings), gates)
+    doc = document(read_once(settings, device_facts=True), gates)
     fmt = chosen_output(ctx, output)
     click.echo(render.devices_text(doc) if fmt == "text" else render.document(doc, fmt),
                nl=False)

@@ -86,6 +86,10 @@ _NO_SUCH_PROFILE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR
 _VERSION_MISMATCH = pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
 """A versioned struct the driver does not know (treated like an absent call)."""
 
+DEVICE_FACTS = ("minor", "architecture", "addressing_mode", "mig_profiles")
+"""The facts (``snapshot.FACTS``) only the DRA driver's devices use: read with
+``NvmlReader(device_facts=True)``."""
+
 _LOST = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST})
 """The error that makes a GPU lost whatever the call (any error of its handle does too)."""
 
@@ -260,11 +264,20 @@ class NvmlReader:
 
     The first read of a session, a read after ``refresh()``, and one every
     FULL_READ_INTERVAL read everything; the reads in between ask each GPU only what can
-    change without an event (``gfd.readers.freshness``, docs/nvml-reads.md)."""
+    change without an event (``gfd.readers.freshness``, docs/nvml-reads.md).
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    ``device_facts``: also read what only the DRA driver's devices show (``gfd devices``,
+    and ``gfd snapshot`` that records them): each GPU's minor number, architecture and
+    addressing mode, and each MIG-capable GPU's GPU-instance profiles with their possible
+    placements (``DEVICE_FACTS``). No label, feature or duty of the agent uses them, and
+    the profiles alone are about as many calls as the rest of a DGX A100's read, so the
+    agent and the other commands leave them out."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic,
+                 device_facts: bool = False) -> None:
         self._initialised = False
         self._clock = clock
+        self._device_facts = device_facts
         self._last: dict[int, Gpu] = {}
         """Each GPU's last read (by index), for the facts a later read cannot get."""
         self._tables: Tables = {}
@@ -348,7 +361,7 @@ class NvmlReader:
             self._tables = {}
         count = self._device_count(now)
         self._unanswered.forget_from(count)
-        plan = _Plan(full=full, taken=taken)
+        plan = _Plan(full=full, taken=taken, device_facts=self._device_facts)
         gpus = []
         for index in range(count):
             gpu, answered = _read_gpu(index, self._last.get(index), self._tables, plan)
@@ -430,6 +443,8 @@ class _Plan:
     """Every GPU's static facts (a full read)."""
     taken: Taken
     """The event marks since the last read."""
+    device_facts: bool
+    """Also the facts only ``gfd devices`` shows (DEVICE_FACTS, ``NvmlReader``)."""
 
     def static_due(self, same: Gpu | None, mig_enabled: bool) -> bool:
         """Read this GPU's static facts: first seen (or a new UUID at its index), a full
@@ -539,7 +554,7 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
     static_due = plan.static_due(same, mig_enabled)
     if static_due or same is None:  # (static_due covers None: this tells mypy)
         tables.pop(uuid, None)  # its MIG profile tables are static facts too
-        static = _read_static(handle, same, facts, seen)
+        static = _read_static(handle, same, facts, seen, device_facts=plan.device_facts)
     else:
         static = _Static.of(same)
         seen["name"] = same.name
@@ -548,7 +563,7 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
                                                       hold=lambda g: g.fabric, unknown=None))
     mig_devices: tuple[MigDevice, ...] = ()
     mig_profiles: tuple[GiProfile, ...] = ()
-    if mig_capable:  # static per model and driver: cached in the tables until a full read
+    if mig_capable and plan.device_facts:  # static: in the tables until a full read
         profile_tables = tables.setdefault(uuid, _ProfileTables())
         mig_profiles = facts.ask("mig_profiles", lambda: _gi_profiles(handle, profile_tables),
                                  hold=lambda g: g.mig_profiles, unknown=())
@@ -602,9 +617,10 @@ class _Static:
 
 
 def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
-                 seen: dict[str, str]) -> _Static:
+                 seen: dict[str, str], *, device_facts: bool) -> _Static:
     """Every static fact of one GPU: the one place that asks NVML for them (a new per-GPU
-    static query joins here, and freshness.STATIC_FACTS names its fact)."""
+    static query joins here, and freshness.STATIC_FACTS names its fact); those of
+    DEVICE_FACTS only with ``device_facts``."""
     try:
         name = _text(_call(pynvml.nvmlDeviceGetName, handle))
     except _Failed as failed:
@@ -615,7 +631,7 @@ def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
                                        held=True))
     seen["name"] = name
     minor = facts.ask("minor", lambda: _optional(pynvml.nvmlDeviceGetMinorNumber, handle),
-                      hold=lambda g: g.minor, unknown=None)
+                      hold=lambda g: g.minor, unknown=None) if device_facts else None
     # memory and compute capability: GFD's labels need them, so even "not supported" is
     # reported (a degraded fact, said once) rather than silently absent
     return _Static(
@@ -626,7 +642,8 @@ def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
         compute_capability=facts.ask("compute_capability", lambda: _capability(handle),
                                      hold=lambda g: g.compute_capability, unknown=None),
         architecture=facts.ask("architecture", lambda: _architecture(handle),
-                               hold=lambda g: g.architecture, unknown=None),
+                               hold=lambda g: g.architecture, unknown=None)
+        if device_facts else None,
         brand=facts.ask("brand", lambda: _brand(handle), hold=lambda g: g.brand,
                         unknown=None),
         pci_bus_id=facts.ask("pci", lambda: _pci_bus_id(handle), hold=lambda g: g.pci_bus_id,
@@ -638,7 +655,8 @@ def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
         fabric=facts.ask("fabric", lambda: _fabric(handle), hold=lambda g: g.fabric,
                          unknown=None),
         addressing_mode=facts.ask("addressing_mode", lambda: _addressing_mode(handle),
-                                  hold=lambda g: g.addressing_mode, unknown=None),
+                                  hold=lambda g: g.addressing_mode, unknown=None)
+        if device_facts else None,
     )
 
 
@@ -1219,4 +1237,4 @@ class NvmlEvents:
         return NvmlEvent(kind=kind, gpu_uuid=uuid, gpu_index=index, data=int(data.eventData))
 
 
-__all__ = ["EVENT_TYPES", "NvmlEvent", "NvmlEvents", "NvmlReader", "device_names"]
+__all__ = ["DEVICE_FACTS", "EVENT_TYPES", "NvmlEvent", "NvmlEvents", "NvmlReader", "device_names"]

@@ -34,17 +34,17 @@ from fakes.fakenvml import (
 from helpers.paths import ROOT
 
 from gfd.errors import DiscoveryError, NvmlInitError
-from gfd.readers.nvml import EVENT_TYPES, NvmlEvent, NvmlEvents, NvmlReader
+from gfd.readers.nvml import DEVICE_FACTS, EVENT_TYPES, NvmlEvent, NvmlEvents, NvmlReader
+from gfd.snapshot import FACTS, GiProfile, Gpu, MigDevice, Placement, Snapshot, validate_types
 from gfd.snapshot import Fabric as SnapshotFabric
-from gfd.snapshot import GiProfile, Gpu, MigDevice, Placement, Snapshot, validate_types
 
 REPO = Path(__file__).resolve().parents[2]
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 
-def read(nvml_machine: Any, machine: Machine) -> Snapshot:
+def read(nvml_machine: Any, machine: Machine, *, device_facts: bool = False) -> Snapshot:
     nvml_machine(machine)
-    with NvmlReader() as reader:
+    with NvmlReader(device_facts=device_facts) as reader:
         return reader.read()
 
 
@@ -138,17 +138,45 @@ READABLE = sorted(set(profiles.MACHINES) - {"driver_not_loaded", "mig_permission
 @pytest.mark.parametrize("name", READABLE)
 def test_every_named_machine_reads_as_described(nvml_machine: Any, name: str) -> None:
     machine = profiles.MACHINES[name]()
-    snapshot = read(nvml_machine, machine)
+    snapshot = read(nvml_machine, machine, device_facts=True)
     assert snapshot == expected(machine)
     validate_types(snapshot)
     assert Snapshot.from_json(snapshot.to_json()) == snapshot
+
+
+DEVICE_FACT_CALLS = ("nvmlDeviceGetMinorNumber", "nvmlDeviceGetArchitecture",
+                     "nvmlDeviceGetAddressingMode",
+                     "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+                     "nvmlDeviceGetGpuInstanceProfileInfo")
+"""What only the facts of DEVICE_FACTS ask (the V profile call also names MIG devices)."""
+
+
+@pytest.mark.parametrize("name", ["hgx_h100", "dgx_a100_layout", "a30_mig"])
+def test_without_device_facts_a_read_leaves_them_out_and_asks_none_of_their_calls(
+        nvml_machine: Any, name: str) -> None:
+    """The minor number, the architecture, the addressing mode and the MIG profiles with their
+    placements are only ``gfd devices``'s (and ``gfd snapshot``'s): every other read has the
+    same snapshot without them."""
+    machine = profiles.MACHINES[name]()
+    fake = nvml_machine.fake
+    snapshot = read(nvml_machine, machine)
+    assert {c: fake.call_count(c) for c in DEVICE_FACT_CALLS} == dict.fromkeys(
+        DEVICE_FACT_CALLS, 0)
+    # a GPU with MIG off asks no profile table at all: nothing of its labels needs one
+    off = [g for g in snapshot.gpus if g.mig_capable and not g.mig_enabled]
+    if len(off) == len(snapshot.gpus):
+        assert fake.call_count("nvmlDeviceGetGpuInstanceProfileInfoV") == 0
+    assert snapshot == replace(expected(machine), gpus=tuple(
+        replace(g, minor=None, architecture=None, addressing_mode=None, mig_profiles=())
+        for g in expected(machine).gpus))
+    assert set(DEVICE_FACTS) <= set(FACTS)
 
 
 # ----------------------------------------------------------------------------- literal facts
 
 
 def test_hgx_h100(nvml_machine: Any) -> None:
-    snap = read(nvml_machine, profiles.hgx_h100())
+    snap = read(nvml_machine, profiles.hgx_h100(), device_facts=True)
     assert (snap.driver_version, snap.cuda_driver_version) == ("580.159.04", 13000)
     assert (snap.machine_type, snap.vgpu, snap.source) == (None, None, "nvml")
     assert len(snap.gpus) == 8
@@ -170,7 +198,7 @@ def test_hgx_h100(nvml_machine: Any) -> None:
 
 
 def test_t4_has_no_mig_and_no_nvlink(nvml_machine: Any) -> None:
-    snap = read(nvml_machine, profiles.t4x4())
+    snap = read(nvml_machine, profiles.t4x4(), device_facts=True)
     assert (snap.driver_version, snap.cuda_driver_version) == ("550.54.15", 12040)
     assert [g.name for g in snap.gpus] == ["Tesla T4"] * 4
     gpu = snap.gpus[3]
@@ -282,7 +310,7 @@ def test_empty_mig_slots_are_skipped(nvml_machine: Any) -> None:
 
 
 def test_gb200_clique_and_conflict(nvml_machine: Any) -> None:
-    snap = read(nvml_machine, profiles.gb200_clique())
+    snap = read(nvml_machine, profiles.gb200_clique(), device_facts=True)
     fabrics = {g.fabric for g in snap.gpus}
     assert fabrics == {
         SnapshotFabric(
@@ -483,7 +511,7 @@ def test_every_side_query_error_is_one_unknown_fact_of_one_gpu(nvml_machine: Any
     machine = profiles.hgx_h100()
     machine.gpus[3].fail[call] = error
     nvml_machine(machine)
-    with NvmlReader() as reader:
+    with NvmlReader(device_facts=True) as reader:  # every query
         snap = reader.read()
     assert len(snap.gpus) == 8 and all(g.error is None for g in snap.gpus), "no GPU lost"
     assert [d.fact for d in snap.gpus[3].degraded] == [SIDE_QUERIES[call][0]]
@@ -497,7 +525,7 @@ def test_gpu_is_lost_from_any_query_loses_the_gpu(nvml_machine: Any, call: str) 
     machine = profiles.hgx_h100()
     machine.gpus[3].fail[call] = "GPU_IS_LOST"
     nvml_machine(machine)
-    with NvmlReader() as reader:
+    with NvmlReader(device_facts=True) as reader:  # every query
         snap = reader.read()
     assert snap.gpus[3].error == "GPU is lost"
     assert [g.index for g in snap.gpus if g.error] == [3]
@@ -509,7 +537,7 @@ def test_not_supported_is_absent_except_where_gfds_labels_need_the_fact(nvml_mac
     machine = profiles.hgx_h100()
     machine.gpus[3].fail[call] = "NOT_SUPPORTED"
     nvml_machine(machine)
-    with NvmlReader() as reader:
+    with NvmlReader(device_facts=True) as reader:  # every query
         gpu = reader.read().gpus[3]
     fact, reported = SIDE_QUERIES[call]
     assert gpu.error is None
@@ -610,7 +638,7 @@ def test_mig_profile_tables_are_read_once_per_session(nvml_machine: Any) -> None
 def test_the_minor_number_and_each_gpu_instances_placement_are_read(nvml_machine: Any) -> None:
     machine = profiles.dgx_a100_layout()
     machine.gpus[0] = replace(machine.gpus[0], minor=5)
-    snap = read(nvml_machine, machine)
+    snap = read(nvml_machine, machine, device_facts=True)
     assert snap.gpus[0].minor == 5 and snap.gpus[1].minor == 1
     resolved = {m.uuid: m for g in machine.resolve() for m in g.mig}
     placed = [m for g in snap.gpus for m in g.mig_devices]
