@@ -8,7 +8,6 @@ and decides the exit status.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import sys
 import time
@@ -30,7 +29,6 @@ from gfd.cli_options import (
     settings_options,
 )
 from gfd.errors import ConfigError, GfdError
-from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 from gfd.labelers.options import LABEL_SETS
 
 __all__ = ["Exit", "ReloadAsked", "cli", "exit_code", "main", "run_agent"]
@@ -220,7 +218,10 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
 @click.pass_context
 def explain_cmd(ctx: click.Context, /, key: str, output: str, **params: Any) -> None:
     """Explain why a label has its value on this machine: source, raw input, rules applied."""
+    import difflib
+
     from gfd.app import label_once
+    from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 
     settings = prepare(params, level="error")
     snapshot, labelling = label_once(settings, int(time.time()))

@@ -1,7 +1,8 @@
 """End to end: what a one-shot costs a node. The NVML calls `gfd labels` makes, counted by the
 fake libnvidia-ml.so.1 at the process's exit and bounded by what its labels and features need
 (issue 28: no more than before, GFD's own count); what `gfd devices` adds for the DRA driver's
-facts."""
+facts; and the modules a one-shot with the file sink imports (not the Kubernetes client, YAML
+or the metrics server)."""
 
 from __future__ import annotations
 
@@ -140,3 +141,56 @@ def test_gfd_devices_reads_the_dra_drivers_facts_and_lists_every_placement(
     assert len(names) == 8 * 26
     assert "gpu-3-mig-1g20gb-15-6" in names and "gpu-0-mig-1g10gb-me-20-0" in names
 
+
+# ----------------------------------------------------------------------------- imports
+
+NOT_IMPORTED = ("kubernetes", "yaml", "prometheus_client", "gfd.metrics", "gfd.kube",
+                "http.server", "gfd.configfile")
+"""What a one-shot with the file sink does not use: the Kubernetes client, YAML (unless
+asked for YAML output), the metrics and their HTTP server, the config file's parser."""
+
+RUN_AND_LIST = """\
+import atexit, json, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv[0] = "gfd"
+runpy.run_module("gfd", run_name="__main__")
+"""
+
+
+def imported(lib: Path, tmp: Path, *args: str) -> set[str]:
+    """The modules ``gfd ARGS`` had imported when it exited (a DGX A100 over the fake)."""
+    machine = profiles.dgx_a100_layout()
+    profile = machine.write(tmp / "profile.txt")
+    sysfs = gpu_tree(tmp / "sys", [g.pci_bus_id for g in machine.resolve()])
+    listed = tmp / "modules.json"
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith((*ENV_PREFIXES, "FAKE_NVML"))}
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_AND_LIST, str(listed), *args, "--sysfs-root", str(sysfs),
+         "--machine-type-file", str(tmp / "no-dmi"), "--nvidia-smi", str(tmp / "no-smi")],
+        env=subprocess_env(lib, profile, base), capture_output=True, text=True, timeout=120,
+        check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    modules: list[str] = json.loads(listed.read_text())
+    return set(modules)
+
+
+def heavy(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.mark.parametrize("args", [["run", "--oneshot", "--output-file", "features"],
+                                  ["labels"], ["labels", "-o", "json"]],
+                         ids=["run --oneshot", "labels", "labels -o json"])
+def test_a_oneshot_with_the_file_sink_imports_no_client_yaml_or_metrics(
+        args: list[str], fake_nvml_lib: Path, tmp_path: Path) -> None:
+    if "--output-file" in args:
+        args = [*args[:-1], str(tmp_path / args[-1])]
+    modules = imported(fake_nvml_lib, tmp_path, *args)
+    assert "gfd.readers.nvml" in modules and "pynvml" in modules, "it read the GPUs"
+    assert heavy(modules, NOT_IMPORTED) == []
+
+
+def test_yaml_is_imported_when_asked_for(fake_nvml_lib: Path, tmp_path: Path) -> None:
+    assert "yaml" in imported(fake_nvml_lib, tmp_path, "labels", "-o", "yaml")
