@@ -51,6 +51,7 @@ import pynvml
 
 from gfd.errors import DiscoveryError, NvmlInitError, one_line
 from gfd.logs import Once
+from gfd.readers.failure import CallFailed
 from gfd.readers.freshness import (
     FULL_READ_INTERVAL,
     STATIC_FACTS,
@@ -171,44 +172,30 @@ _INIT_HINTS: MappingProxyType[int, tuple[str, str]] = MappingProxyType(
 )
 
 
-class _Failed(Exception):
-    """An NVMLError together with the binding call that raised it (internal)."""
-
-    def __init__(self, call: str, error: BaseException, code: int) -> None:
-        super().__init__(call, code)
-        self.call = call
-        self.error = error
-        self.code = code
-        self.gpu: int | None = None
-
-    @property
-    def message(self) -> str:
-        return one_line(str(self.error))
-
-    def describe(self) -> str:
-        where = f" for GPU {self.gpu}" if self.gpu is not None else ""
-        return f"NVML {self.call} failed{where}: {self.message}"
+def _failed(call: str, error: BaseException, code: int) -> CallFailed:
+    """The failure of NVML call ``call``."""
+    return CallFailed("NVML", call, code, error)
 
 
 def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """Call a pynvml binding function; an NVMLError (or text the binding cannot decode)
-    becomes _Failed naming the call."""
+    becomes CallFailed naming the call."""
     try:
         return fn(*args)
     except pynvml.NVMLError as exc:
         name = getattr(fn, "__name__", "call")
-        raise _Failed(name, exc, int(exc.value)) from exc
+        raise _failed(name, exc, int(exc.value)) from exc
     except UnicodeDecodeError as exc:
         name = getattr(fn, "__name__", "call")
         problem = ValueError(f"returned text that is not UTF-8 (byte {exc.start})")
-        raise _Failed(name, problem, _NOT_UTF8) from exc
+        raise _failed(name, problem, _NOT_UTF8) from exc
 
 
 def _optional(fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
     """Like _call, but a feature the driver or GPU lacks gives ``default``."""
     try:
         return _call(fn, *args)
-    except _Failed as failed:
+    except CallFailed as failed:
         if failed.code in _ABSENT:
             return default
         raise
@@ -304,7 +291,7 @@ class NvmlReader:
             self._init()
         try:
             return self._read()
-        except _Failed as failed:
+        except CallFailed as failed:
             self.close()
             raise DiscoveryError(failed.describe()) from failed.error
         except DiscoveryError:
@@ -387,7 +374,7 @@ class NvmlReader:
         try:
             return (_text(_call(pynvml.nvmlSystemGetDriverVersion)),
                     int(_call(pynvml.nvmlSystemGetCudaDriverVersion)))
-        except _Failed as failed:
+        except CallFailed as failed:
             if failed.code not in _TRANSIENT or self._system is None:
                 raise
             self._reported.warning("%s; the driver and CUDA versions already read are kept",
@@ -400,7 +387,7 @@ class NvmlReader:
         that does not answer is kept (freshness.Unanswered)."""
         try:
             count = int(_call(pynvml.nvmlDeviceGetCount))
-        except _Failed as failed:
+        except CallFailed as failed:
             if failed.code not in _TRANSIENT or self._count is None:
                 raise
             streak = self._unanswered.failed(_COUNT, now)
@@ -468,7 +455,7 @@ T = TypeVar("T")
 class _Unlabelable(Exception):
     """A GPU that answers but cannot be labelled (its name is unknown)."""
 
-    def __init__(self, failed: _Failed) -> None:
+    def __init__(self, failed: CallFailed) -> None:
         super().__init__(failed.describe())
         self.failed = failed
 
@@ -486,7 +473,7 @@ class _Facts:
         """``read()``; on an error other than a lost GPU, ``hold(last)`` or ``unknown``."""
         try:
             return read()
-        except _Failed as failed:
+        except CallFailed as failed:
             if failed.code in _LOST:
                 raise
             held = self.last is not None and not self.last.unknown(fact)
@@ -498,13 +485,13 @@ class _Facts:
             return unknown
 
 
-def _lost(index: int, failed: _Failed, seen: dict[str, str]) -> Gpu:
+def _lost(index: int, failed: CallFailed, seen: dict[str, str]) -> Gpu:
     log.warning("GPU %d is unhealthy: NVML %s: %s", index, failed.call, failed.message)
     return Gpu(index=index, uuid=seen.get("uuid", ""), name=seen.get("name", ""),
                error=failed.message)
 
 
-def _unanswered(last: Gpu, failed: _Failed) -> Gpu:
+def _unanswered(last: Gpu, failed: CallFailed) -> Gpu:
     """The last read of a GPU that did not answer this time: its facts kept, the failure
     recorded as a held ``identity`` fact."""
     return replace(last, degraded=(
@@ -523,13 +510,13 @@ def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tupl
     known = last if last is not None and last.error is None else None
     try:
         handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
-    except _Failed as failed:  # a handle that cannot be had
+    except CallFailed as failed:  # a handle that cannot be had
         if failed.code in _LOST or known is None:
             return _lost(index, failed, seen), True
         return _unanswered(known, failed), False
     try:
         uuid = _text(_call(pynvml.nvmlDeviceGetUUID, handle))
-    except _Failed as failed:
+    except CallFailed as failed:
         if failed.code in _LOST or known is None:
             return _lost(index, failed, seen), True
         return _unanswered(known, failed), False
@@ -538,7 +525,7 @@ def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tupl
         return _read_gpu_fields(index, handle, uuid, known, seen, tables, plan), True
     except _Unlabelable as unlabelable:
         return _lost(index, unlabelable.failed, seen), True
-    except _Failed as failed:  # GPU_IS_LOST from any call
+    except CallFailed as failed:  # GPU_IS_LOST from any call
         return _lost(index, failed, seen), True
 
 
@@ -623,7 +610,7 @@ def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
     DEVICE_FACTS only with ``device_facts``."""
     try:
         name = _text(_call(pynvml.nvmlDeviceGetName, handle))
-    except _Failed as failed:
+    except CallFailed as failed:
         if failed.code in _LOST or same is None:
             raise _Unlabelable(failed) from None
         name = same.name
@@ -688,7 +675,7 @@ def _addressing_mode(handle: Any) -> str | None:
     if mode is None:
         return None
     if not 0 <= int(mode) < len(ADDRESSING_MODES):
-        raise _Failed("nvmlDeviceGetAddressingMode",
+        raise _failed("nvmlDeviceGetAddressingMode",
                       ValueError(f"unknown addressing mode {int(mode)}"), _BAD_VALUE)
     return ADDRESSING_MODES[int(mode)]
 
@@ -723,7 +710,7 @@ def _power_limits(handle: Any) -> tuple[int, int] | None:
         return None
     low, high = int(limits[0]), int(limits[1])
     if not 0 <= low <= high:
-        raise _Failed("nvmlDeviceGetPowerManagementLimitConstraints",
+        raise _failed("nvmlDeviceGetPowerManagementLimitConstraints",
                       ValueError(f"returned min {low} mW above max {high} mW"), _BAD_VALUE)
     return low, high
 
@@ -734,7 +721,7 @@ def _nvlink_active(handle: Any) -> bool | None:
     for link in range(int(pynvml.NVML_NVLINK_MAX_LINKS)):
         try:
             state = _call(get_state, handle, link)
-        except _Failed as failed:
+        except CallFailed as failed:
             if link == 0 and failed.code in _ABSENT:
                 return None
             if failed.code in _ABSENT or failed.code == pynvml.NVML_ERROR_INVALID_ARGUMENT:
@@ -766,7 +753,7 @@ def _fabric_info(handle: Any) -> Any:
         try:
             _call(_binding("nvmlDeviceGetGpuFabricInfoV"), handle, byref(info))
             return info
-        except _Failed as failed:
+        except CallFailed as failed:
             if failed.code == pynvml.NVML_ERROR_NOT_SUPPORTED:
                 return None
             if failed.code not in (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, _VERSION_MISMATCH):
@@ -792,18 +779,18 @@ def _mig_devices(index: int, handle: Any, tables: _ProfileTables) -> tuple[MigDe
         for slot in range(count):
             try:
                 mig = _call(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
-            except _Failed as failed:
+            except CallFailed as failed:
                 if failed.code in _EMPTY_SLOT:
                     continue
                 raise
             devices.append(_mig_device(slot, mig, names))
         return tuple(devices)
-    except _Failed as failed:
+    except CallFailed as failed:
         if failed.code == pynvml.NVML_ERROR_NO_PERMISSION:
             hint = RuntimeError(f"{failed.message}: reading MIG devices was refused; run the "
                                 "container with NVIDIA_MIG_MONITOR_DEVICES=all and "
                                 "CAP_SYS_ADMIN")
-            raise _Failed(failed.call, hint, failed.code) from failed.error
+            raise _failed(failed.call, hint, failed.code) from failed.error
         raise
 
 
@@ -862,7 +849,7 @@ def _gi_profiles(handle: Any, tables: _ProfileTables) -> tuple[GiProfile, ...]:
             try:
                 info, name = _gi_profile_info(handle, index)
                 placements = _placements(handle, int(info.id))
-            except _Failed as failed:
+            except CallFailed as failed:
                 if failed.code in _NO_SUCH_PROFILE:
                     continue
                 raise
@@ -881,7 +868,7 @@ def _gi_profile_info(handle: Any, index: int) -> tuple[Any, str]:
     try:
         info = _call(_binding("nvmlDeviceGetGpuInstanceProfileInfoV"), handle, index)
         return info, _text(info.name)
-    except _Failed as failed:
+    except CallFailed as failed:
         if failed.code not in _ABSENT and failed.code != _VERSION_MISMATCH:
             raise
     return _call(pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, index, 1), ""
@@ -925,7 +912,7 @@ class _ProfileNames:
         ``gi_id``; None when the driver lacks the call."""
         try:
             _, info = self._instance(gi_id)
-        except _Failed as failed:
+        except CallFailed as failed:
             if failed.code not in _ABSENT:
                 raise
             return None
@@ -936,7 +923,7 @@ class _ProfileNames:
             return ""
         try:
             return self._name(gi_id, ci_id)
-        except _Failed as failed:
+        except CallFailed as failed:
             if failed.code not in _ABSENT and failed.code != _VERSION_MISMATCH:
                 raise
             log.debug("MIG profile names unavailable: %s", failed.describe())
@@ -964,7 +951,7 @@ class _ProfileNames:
             for profile_index in range(int(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT)):
                 try:
                     info = _call(get_info, self._parent, profile_index)
-                except _Failed as failed:
+                except CallFailed as failed:
                     if failed.code in _NO_SUCH_PROFILE:
                         continue
                     raise
@@ -985,7 +972,7 @@ class _ProfileNames:
                         profile_index,
                         pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
                     )
-                except _Failed as failed:
+                except CallFailed as failed:
                     if failed.code in _NO_SUCH_PROFILE:
                         continue
                     raise
@@ -1056,7 +1043,7 @@ class _SetSpoiled(Exception):
     """nvmlDeviceRegisterEvents answered UNKNOWN: nvml.h says the set is then in an
     undefined state and must be freed (internal)."""
 
-    def __init__(self, index: int, failed: _Failed) -> None:
+    def __init__(self, index: int, failed: CallFailed) -> None:
         super().__init__(index)
         self.index = index
         self.failed = failed
@@ -1104,7 +1091,7 @@ class NvmlEvents:
         self._initialised = True
         try:
             registered = self._open()
-        except _Failed as failed:
+        except CallFailed as failed:
             self.close()
             raise DiscoveryError(failed.describe()) from failed.error
         self._changes.listening(frozenset(
@@ -1167,7 +1154,7 @@ class NvmlEvents:
         try:
             handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
             uuid = _text(_call(pynvml.nvmlDeviceGetUUID, handle))
-        except _Failed as failed:
+        except CallFailed as failed:
             self._not_registered(index, failed)
             return None
         self._gpus[_address(handle)] = (index, uuid)
@@ -1179,7 +1166,7 @@ class NvmlEvents:
             mask |= EVENT_TYPES[kind]
         try:
             _call(pynvml.nvmlDeviceRegisterEvents, handle, mask, self._set)
-        except _Failed as failed:
+        except CallFailed as failed:
             if failed.code == pynvml.NVML_ERROR_UNKNOWN:
                 raise _SetSpoiled(index, failed) from failed.error
             self._not_registered(index, failed)
@@ -1190,12 +1177,12 @@ class NvmlEvents:
         """The kinds of EVENT_TYPES the GPU supports; none when it cannot say."""
         try:
             supported = int(_call(pynvml.nvmlDeviceGetSupportedEventTypes, handle))
-        except _Failed as failed:
+        except CallFailed as failed:
             self._not_registered(index, failed)
             return frozenset()
         return frozenset(kind for kind, bit in EVENT_TYPES.items() if supported & bit)
 
-    def _not_registered(self, index: int, failed: _Failed) -> None:
+    def _not_registered(self, index: int, failed: CallFailed) -> None:
         """Say once why GPU ``index`` is not listened to; quietly when it lacks the feature or
         is lost (the next read reports a lost GPU)."""
         failed.gpu = index
@@ -1222,7 +1209,7 @@ class NvmlEvents:
         ms = min(max(math.ceil(seconds * 1000), 0), _MAX_WAIT_MS)
         try:
             return _call(_binding("nvmlEventSetWait_v2"), self._set, ms)
-        except _Failed as failed:
+        except CallFailed as failed:
             if failed.code == pynvml.NVML_ERROR_TIMEOUT:
                 return None
             raise DiscoveryError(failed.describe()) from failed.error
