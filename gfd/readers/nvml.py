@@ -30,26 +30,27 @@ GPU not registered for MIG-config events, the fabric while it is starting); the 
 facts (``_read_static``, the one place a per-GPU static query goes) when a GPU is first
 seen and again only for a reason.
 
-``NvmlEvents`` listens for NVML events (MIG reconfiguration, Xid errors, a GPU becoming
-unavailable) in its own session, from one thread, while NvmlReader reads in another. A GPU
-that cannot be registered is only not listened to: its state is the reader's to report.
+``NvmlEvents`` (``nvmlevents``, re-exported here) listens for NVML events (MIG
+reconfiguration, Xid errors, a GPU becoming unavailable) in its own session, from one
+thread, while NvmlReader reads in another. A GPU that cannot be registered is only not
+listened to: its state is the reader's to report. NVML's session and calls, and the error
+codes this policy tells apart, are ``nvmlcall``'s.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Mapping
-from ctypes import byref, c_uint, c_void_p, cast
+from collections.abc import Callable
+from ctypes import byref, c_uint
 from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import pynvml
 
-from gfd.errors import DiscoveryError, NvmlInitError, one_line
+from gfd.errors import DiscoveryError
 from gfd.logs import Once
 from gfd.readers.failure import CallFailed
 from gfd.readers.freshness import (
@@ -60,6 +61,20 @@ from gfd.readers.freshness import (
     Unanswered,
     fabric_settled,
 )
+from gfd.readers.nvmlcall import (
+    ABSENT,
+    BAD_VALUE,
+    LOST,
+    VERSION_MISMATCH,
+    binding,
+    decoded,
+    end_session,
+    nvml_call,
+    nvml_failure,
+    optional,
+    start_session,
+)
+from gfd.readers.nvmlevents import EVENT_TYPES, NvmlEvent, NvmlEvents
 from gfd.snapshot import (
     ADDRESSING_MODES,
     COMPUTE_MODES,
@@ -75,30 +90,15 @@ from gfd.snapshot import (
 
 log = logging.getLogger(__name__)
 
-_ABSENT = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND})
-"""Errors that mean the driver or the GPU does not have the feature."""
-
 _EMPTY_SLOT = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 """nvmlDeviceGetMigDeviceHandleByIndex on a slot without a MIG device (as go-nvlib skips)."""
 
 _NO_SUCH_PROFILE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 """A MIG profile index this GPU (or GPU instance) does not offer."""
 
-_VERSION_MISMATCH = pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-"""A versioned struct the driver does not know (treated like an absent call)."""
-
 DEVICE_FACTS = ("minor", "architecture", "addressing_mode", "mig_profiles")
 """The facts (``snapshot.FACTS``) only the DRA driver's devices use: read with
 ``NvmlReader(device_facts=True)``."""
-
-_LOST = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST})
-"""The error that makes a GPU lost whatever the call (any error of its handle does too)."""
-
-_NOT_UTF8 = -1
-"""Not an NVML code: the binding could not decode text NVML returned (not UTF-8)."""
-
-_BAD_VALUE = -2
-"""Not an NVML code: NVML returned values that contradict each other (min above max)."""
 
 _ARCH_NAMES = (
     ("KEPLER", "kepler"),
@@ -145,105 +145,6 @@ _BRANDS: MappingProxyType[int, str] = MappingProxyType(
         if hasattr(pynvml, f"NVML_BRAND_{const}")
     }
 )
-
-_INIT_HINTS: MappingProxyType[int, tuple[str, str]] = MappingProxyType(
-    {
-        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
-            "libnvidia-ml.so.1 not found",
-            "is the NVIDIA driver installed and the container run with the NVIDIA runtime, "
-            "NVIDIA_VISIBLE_DEVICES=all?",
-        ),
-        pynvml.NVML_ERROR_DRIVER_NOT_LOADED: (
-            "",
-            "load the NVIDIA kernel module (modprobe nvidia) or finish the driver install; "
-            "nvidia-smi on the host should work",
-        ),
-        pynvml.NVML_ERROR_NO_PERMISSION: (
-            "",
-            "the process may not open /dev/nvidia*: run the container with the NVIDIA runtime "
-            "or as a user allowed to use the GPUs",
-        ),
-        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
-            "",
-            "the driver libraries do not match the loaded kernel module: reboot or reload the "
-            "nvidia module after a driver upgrade",
-        ),
-    }
-)
-
-
-def _failed(call: str, error: BaseException, code: int) -> CallFailed:
-    """The failure of NVML call ``call``."""
-    return CallFailed("NVML", call, code, error)
-
-
-def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call a pynvml binding function; an NVMLError (or text the binding cannot decode)
-    becomes CallFailed naming the call."""
-    try:
-        return fn(*args)
-    except pynvml.NVMLError as exc:
-        name = getattr(fn, "__name__", "call")
-        raise _failed(name, exc, int(exc.value)) from exc
-    except UnicodeDecodeError as exc:
-        name = getattr(fn, "__name__", "call")
-        problem = ValueError(f"returned text that is not UTF-8 (byte {exc.start})")
-        raise _failed(name, problem, _NOT_UTF8) from exc
-
-
-def _optional(fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
-    """Like _call, but a feature the driver or GPU lacks gives ``default``."""
-    try:
-        return _call(fn, *args)
-    except CallFailed as failed:
-        if failed.code in _ABSENT:
-            return default
-        raise
-
-
-def _binding(name: str) -> Callable[..., Any]:
-    """The pynvml function ``name``; one that behaves like FUNCTION_NOT_FOUND if the
-    installed binding predates it (an old binding is treated like an old driver)."""
-    fn: Callable[..., Any] | None = getattr(pynvml, name, None)
-    if fn is not None:
-        return fn
-
-    def missing(*_: Any) -> Any:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-
-    missing.__name__ = name
-    return missing
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-def _init_message(exc: Any) -> str:
-    code = int(exc.value)
-    what, fix = _INIT_HINTS.get(code, ("", "check the driver with nvidia-smi on the host"))
-    what = what or one_line(str(exc)).rstrip(".")
-    return f"NVML could not start: {what} ({fix})"
-
-
-def _init() -> None:
-    """nvmlInit (refcounted by NVML: each session of this module pairs it with _shutdown);
-    NvmlInitError naming the problem and the fix when it fails."""
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        raise NvmlInitError(_init_message(exc)) from exc
-
-
-def _shutdown() -> None:
-    """nvmlShutdown; an error (the session already ended) is only logged at debug level."""
-    try:
-        pynvml.nvmlShutdown()
-    except pynvml.NVMLError as exc:
-        log.debug("nvmlShutdown failed (ignored): %s", exc)
-
 
 class NvmlReader:
     """Owns the NVML session: initialised on first read, kept between reads,
@@ -327,12 +228,12 @@ class NvmlReader:
         self._initialised = False
         self._tables = {}
         self._full_due = True
-        _shutdown()
+        end_session()
 
     # -- session -----------------------------------------------------------------
 
     def _init(self) -> None:
-        _init()
+        start_session()
         self._initialised = True
         self._full_due = True
         log.debug("NVML initialised")
@@ -372,8 +273,8 @@ class NvmlReader:
     def _read_system(self) -> tuple[str, int]:
         """Driver and CUDA versions: a transient answer keeps the known ones."""
         try:
-            return (_text(_call(pynvml.nvmlSystemGetDriverVersion)),
-                    int(_call(pynvml.nvmlSystemGetCudaDriverVersion)))
+            return (decoded(nvml_call(pynvml.nvmlSystemGetDriverVersion)),
+                    int(nvml_call(pynvml.nvmlSystemGetCudaDriverVersion)))
         except CallFailed as failed:
             if failed.code not in _TRANSIENT or self._system is None:
                 raise
@@ -386,7 +287,7 @@ class NvmlReader:
         """nvmlDeviceGetCount; a transient answer keeps the last count for as long as a GPU
         that does not answer is kept (freshness.Unanswered)."""
         try:
-            count = int(_call(pynvml.nvmlDeviceGetCount))
+            count = int(nvml_call(pynvml.nvmlDeviceGetCount))
         except CallFailed as failed:
             if failed.code not in _TRANSIENT or self._count is None:
                 raise
@@ -474,7 +375,7 @@ class _Facts:
         try:
             return read()
         except CallFailed as failed:
-            if failed.code in _LOST:
+            if failed.code in LOST:
                 raise
             held = self.last is not None and not self.last.unknown(fact)
             self.degraded.append(Degraded(fact=fact, call=failed.call, error=failed.message,
@@ -509,15 +410,15 @@ def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tupl
     """The identity read before the GPU was lost, if any."""
     known = last if last is not None and last.error is None else None
     try:
-        handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
+        handle = nvml_call(pynvml.nvmlDeviceGetHandleByIndex, index)
     except CallFailed as failed:  # a handle that cannot be had
-        if failed.code in _LOST or known is None:
+        if failed.code in LOST or known is None:
             return _lost(index, failed, seen), True
         return _unanswered(known, failed), False
     try:
-        uuid = _text(_call(pynvml.nvmlDeviceGetUUID, handle))
+        uuid = decoded(nvml_call(pynvml.nvmlDeviceGetUUID, handle))
     except CallFailed as failed:
-        if failed.code in _LOST or known is None:
+        if failed.code in LOST or known is None:
             return _lost(index, failed, seen), True
         return _unanswered(known, failed), False
     seen["uuid"] = uuid
@@ -609,15 +510,15 @@ def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
     static query joins here, and freshness.STATIC_FACTS names its fact); those of
     DEVICE_FACTS only with ``device_facts``."""
     try:
-        name = _text(_call(pynvml.nvmlDeviceGetName, handle))
+        name = decoded(nvml_call(pynvml.nvmlDeviceGetName, handle))
     except CallFailed as failed:
-        if failed.code in _LOST or same is None:
+        if failed.code in LOST or same is None:
             raise _Unlabelable(failed) from None
         name = same.name
         facts.degraded.append(Degraded(fact="identity", call=failed.call, error=failed.message,
                                        held=True))
     seen["name"] = name
-    minor = facts.ask("minor", lambda: _optional(pynvml.nvmlDeviceGetMinorNumber, handle),
+    minor = facts.ask("minor", lambda: optional(pynvml.nvmlDeviceGetMinorNumber, handle),
                       hold=lambda g: g.minor, unknown=None) if device_facts else None
     # memory and compute capability: GFD's labels need them, so even "not supported" is
     # reported (a degraded fact, said once) rather than silently absent
@@ -648,42 +549,42 @@ def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
 
 
 def _architecture(handle: Any) -> str | None:
-    code = _optional(_binding("nvmlDeviceGetArchitecture"), handle)
+    code = optional(binding("nvmlDeviceGetArchitecture"), handle)
     return _ARCHITECTURES.get(int(code)) if code is not None else None
 
 
 def _brand(handle: Any) -> str | None:
-    code = _optional(pynvml.nvmlDeviceGetBrand, handle)
+    code = optional(pynvml.nvmlDeviceGetBrand, handle)
     return _BRANDS.get(int(code)) if code is not None else None
 
 
 def _capability(handle: Any) -> tuple[int, int]:
-    major, minor = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    major, minor = nvml_call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     return int(major), int(minor)
 
 
 def _pci_bus_id(handle: Any) -> str:
-    pci = _optional(pynvml.nvmlDeviceGetPciInfo, handle)
-    return _text(pci.busId) if pci is not None else ""
+    pci = optional(pynvml.nvmlDeviceGetPciInfo, handle)
+    return decoded(pci.busId) if pci is not None else ""
 
 
 def _addressing_mode(handle: Any) -> str | None:
     """nvmlDeviceGetAddressingMode as go-nvlib names it (``None``, ``HMM``, ``ATS``); None
     when the GPU or driver does not support it. A value NVML has not defined is an error,
     as go-nvlib's GetAddressingModeAsString makes it."""
-    mode = _optional(_binding("nvmlDeviceGetAddressingMode"), handle)
+    mode = optional(binding("nvmlDeviceGetAddressingMode"), handle)
     if mode is None:
         return None
     if not 0 <= int(mode) < len(ADDRESSING_MODES):
-        raise _failed("nvmlDeviceGetAddressingMode",
-                      ValueError(f"unknown addressing mode {int(mode)}"), _BAD_VALUE)
+        raise nvml_failure("nvmlDeviceGetAddressingMode",
+                      ValueError(f"unknown addressing mode {int(mode)}"), BAD_VALUE)
     return ADDRESSING_MODES[int(mode)]
 
 
 def _mig_mode(handle: Any) -> tuple[bool, bool, bool | None]:
     """(capable, enabled, pending enabled) from nvmlDeviceGetMigMode; not capable when the
     call is not supported or absent."""
-    mode = _optional(_binding("nvmlDeviceGetMigMode"), handle)
+    mode = optional(binding("nvmlDeviceGetMigMode"), handle)
     if mode is None:
         return False, False, None
     enable = pynvml.NVML_DEVICE_MIG_ENABLE
@@ -692,11 +593,11 @@ def _mig_mode(handle: Any) -> tuple[bool, bool, bool | None]:
 
 def _memory_total(handle: Any) -> int:
     """Total bytes from the v1 nvmlDeviceGetMemoryInfo (as GFD)."""
-    return int(_call(pynvml.nvmlDeviceGetMemoryInfo, handle).total)
+    return int(nvml_call(pynvml.nvmlDeviceGetMemoryInfo, handle).total)
 
 
 def _compute_mode(handle: Any) -> str | None:
-    mode = _optional(pynvml.nvmlDeviceGetComputeMode, handle)
+    mode = optional(pynvml.nvmlDeviceGetComputeMode, handle)
     if mode is None or not 0 <= int(mode) < len(COMPUTE_MODES):
         return None
     return COMPUTE_MODES[int(mode)]
@@ -705,26 +606,26 @@ def _compute_mode(handle: Any) -> str | None:
 def _power_limits(handle: Any) -> tuple[int, int] | None:
     """(min, max) milliwatts from nvmlDeviceGetPowerManagementLimitConstraints; None when the
     GPU or the driver does not support the query."""
-    limits = _optional(_binding("nvmlDeviceGetPowerManagementLimitConstraints"), handle)
+    limits = optional(binding("nvmlDeviceGetPowerManagementLimitConstraints"), handle)
     if limits is None:
         return None
     low, high = int(limits[0]), int(limits[1])
     if not 0 <= low <= high:
-        raise _failed("nvmlDeviceGetPowerManagementLimitConstraints",
-                      ValueError(f"returned min {low} mW above max {high} mW"), _BAD_VALUE)
+        raise nvml_failure("nvmlDeviceGetPowerManagementLimitConstraints",
+                      ValueError(f"returned min {low} mW above max {high} mW"), BAD_VALUE)
     return low, high
 
 
 def _nvlink_active(handle: Any) -> bool | None:
     """True if any NVLink is active, False if none, None if NVLink is not supported."""
-    get_state = _binding("nvmlDeviceGetNvLinkState")
+    get_state = binding("nvmlDeviceGetNvLinkState")
     for link in range(int(pynvml.NVML_NVLINK_MAX_LINKS)):
         try:
-            state = _call(get_state, handle, link)
+            state = nvml_call(get_state, handle, link)
         except CallFailed as failed:
-            if link == 0 and failed.code in _ABSENT:
+            if link == 0 and failed.code in ABSENT:
                 return None
-            if failed.code in _ABSENT or failed.code == pynvml.NVML_ERROR_INVALID_ARGUMENT:
+            if failed.code in ABSENT or failed.code == pynvml.NVML_ERROR_INVALID_ARGUMENT:
                 break  # past the GPU's last link
             raise
         if int(state) == pynvml.NVML_FEATURE_ENABLED:
@@ -751,18 +652,18 @@ def _fabric_info(handle: Any) -> Any:
     if struct_v is not None:
         info = struct_v()
         try:
-            _call(_binding("nvmlDeviceGetGpuFabricInfoV"), handle, byref(info))
+            nvml_call(binding("nvmlDeviceGetGpuFabricInfoV"), handle, byref(info))
             return info
         except CallFailed as failed:
             if failed.code == pynvml.NVML_ERROR_NOT_SUPPORTED:
                 return None
-            if failed.code not in (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, _VERSION_MISMATCH):
+            if failed.code not in (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, VERSION_MISMATCH):
                 raise
     struct = getattr(pynvml, "c_nvmlGpuFabricInfo_t", None)
     if struct is None:
         return None
     info = struct()
-    if _optional(_binding("nvmlDeviceGetGpuFabricInfo"), handle, byref(info)) is None:
+    if optional(binding("nvmlDeviceGetGpuFabricInfo"), handle, byref(info)) is None:
         return None
     return info
 
@@ -773,12 +674,12 @@ def _fabric_info(handle: Any) -> Any:
 def _mig_devices(index: int, handle: Any, tables: _ProfileTables) -> tuple[MigDevice, ...]:
     """The MIG devices of a MIG-enabled GPU, by slot; empty slots are skipped."""
     try:
-        count = int(_optional(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle, default=0))
+        count = int(optional(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle, default=0))
         names = _ProfileNames(handle, tables)
         devices = []
         for slot in range(count):
             try:
-                mig = _call(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
+                mig = nvml_call(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
             except CallFailed as failed:
                 if failed.code in _EMPTY_SLOT:
                     continue
@@ -790,15 +691,15 @@ def _mig_devices(index: int, handle: Any, tables: _ProfileTables) -> tuple[MigDe
             hint = RuntimeError(f"{failed.message}: reading MIG devices was refused; run the "
                                 "container with NVIDIA_MIG_MONITOR_DEVICES=all and "
                                 "CAP_SYS_ADMIN")
-            raise _failed(failed.call, hint, failed.code) from failed.error
+            raise nvml_failure(failed.call, hint, failed.code) from failed.error
         raise
 
 
 def _mig_device(slot: int, mig: Any, names: _ProfileNames) -> MigDevice:
-    uuid = _text(_call(pynvml.nvmlDeviceGetUUID, mig))
-    attrs = _optional(_binding("nvmlDeviceGetAttributes"), mig)
-    gi_id = _optional(pynvml.nvmlDeviceGetGpuInstanceId, mig)
-    ci_id = _optional(pynvml.nvmlDeviceGetComputeInstanceId, mig)
+    uuid = decoded(nvml_call(pynvml.nvmlDeviceGetUUID, mig))
+    attrs = optional(binding("nvmlDeviceGetAttributes"), mig)
+    gi_id = optional(pynvml.nvmlDeviceGetGpuInstanceId, mig)
+    ci_id = optional(pynvml.nvmlDeviceGetComputeInstanceId, mig)
     profile = ""
     if gi_id is not None and ci_id is not None:
         profile = names.name(int(gi_id), int(ci_id))
@@ -866,21 +767,21 @@ def _gi_profiles(handle: Any, tables: _ProfileTables) -> tuple[GiProfile, ...]:
 def _gi_profile_info(handle: Any, index: int) -> tuple[Any, str]:
     """One GPU instance profile and its NVML name ("" on drivers without the V call)."""
     try:
-        info = _call(_binding("nvmlDeviceGetGpuInstanceProfileInfoV"), handle, index)
-        return info, _text(info.name)
+        info = nvml_call(binding("nvmlDeviceGetGpuInstanceProfileInfoV"), handle, index)
+        return info, decoded(info.name)
     except CallFailed as failed:
-        if failed.code not in _ABSENT and failed.code != _VERSION_MISMATCH:
+        if failed.code not in ABSENT and failed.code != VERSION_MISMATCH:
             raise
-    return _call(pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, index, 1), ""
+    return nvml_call(pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, index, 1), ""
 
 
 def _placements(handle: Any, profile_id: int) -> tuple[Placement, ...]:
     """nvmlDeviceGetGpuInstancePossiblePlacements_v2: asked for the count, then the list."""
     count = c_uint(0)
-    call = _binding("nvmlDeviceGetGpuInstancePossiblePlacements")
-    _call(call, handle, profile_id, None, byref(count))
+    possible = binding("nvmlDeviceGetGpuInstancePossiblePlacements")
+    nvml_call(possible, handle, profile_id, None, byref(count))
     array = (pynvml.c_nvmlGpuInstancePlacement_t * max(count.value, 1))()
-    _call(call, handle, profile_id, array, byref(count))
+    nvml_call(possible, handle, profile_id, array, byref(count))
     return tuple(Placement(start=int(p.start), size=int(p.size)) for p in array[:count.value])
 
 
@@ -902,8 +803,8 @@ class _ProfileNames:
     def _instance(self, gi_id: int) -> tuple[Any, Any]:
         found = self._instances.get(gi_id)
         if found is None:
-            gpu_instance = _call(pynvml.nvmlDeviceGetGpuInstanceById, self._parent, gi_id)
-            found = (gpu_instance, _call(pynvml.nvmlGpuInstanceGetInfo, gpu_instance))
+            gpu_instance = nvml_call(pynvml.nvmlDeviceGetGpuInstanceById, self._parent, gi_id)
+            found = (gpu_instance, nvml_call(pynvml.nvmlGpuInstanceGetInfo, gpu_instance))
             self._instances[gi_id] = found
         return found
 
@@ -913,7 +814,7 @@ class _ProfileNames:
         try:
             _, info = self._instance(gi_id)
         except CallFailed as failed:
-            if failed.code not in _ABSENT:
+            if failed.code not in ABSENT:
                 raise
             return None
         return int(info.profileId), int(info.placement.start), int(info.placement.size)
@@ -924,7 +825,7 @@ class _ProfileNames:
         try:
             return self._name(gi_id, ci_id)
         except CallFailed as failed:
-            if failed.code not in _ABSENT and failed.code != _VERSION_MISMATCH:
+            if failed.code not in ABSENT and failed.code != VERSION_MISMATCH:
                 raise
             log.debug("MIG profile names unavailable: %s", failed.describe())
             self._absent = True
@@ -934,23 +835,24 @@ class _ProfileNames:
         gpu_instance, gi_info = self._instance(gi_id)
         gi_profile_id = int(gi_info.profileId)
         gi_profile = self._gi_table().get(gi_profile_id)
-        compute_instance = _call(pynvml.nvmlGpuInstanceGetComputeInstanceById, gpu_instance, ci_id)
-        ci_info = _call(_binding("nvmlComputeInstanceGetInfo"), compute_instance)
+        compute_instance = nvml_call(pynvml.nvmlGpuInstanceGetComputeInstanceById, gpu_instance,
+                                     ci_id)
+        ci_info = nvml_call(binding("nvmlComputeInstanceGetInfo"), compute_instance)
         ci_profile_id = int(ci_info.profileId)
         ci_profile = self._ci_table(gpu_instance, gi_profile_id).get(ci_profile_id)
         if gi_profile is None or ci_profile is None:
             return ""
         if int(ci_profile.sliceCount) == int(gi_profile.sliceCount):
-            return _text(gi_profile.name)
-        return _text(ci_profile.name)
+            return decoded(gi_profile.name)
+        return decoded(ci_profile.name)
 
     def _gi_table(self) -> dict[int, Any]:
         if self._tables.gi is None:
-            get_info = _binding("nvmlDeviceGetGpuInstanceProfileInfoV")
+            get_info = binding("nvmlDeviceGetGpuInstanceProfileInfoV")
             table: dict[int, Any] = {}
             for profile_index in range(int(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT)):
                 try:
-                    info = _call(get_info, self._parent, profile_index)
+                    info = nvml_call(get_info, self._parent, profile_index)
                 except CallFailed as failed:
                     if failed.code in _NO_SUCH_PROFILE:
                         continue
@@ -962,11 +864,11 @@ class _ProfileNames:
     def _ci_table(self, gpu_instance: Any, gi_profile_id: int) -> dict[int, Any]:
         table = self._tables.ci.get(gi_profile_id)
         if table is None:
-            get_info = _binding("nvmlGpuInstanceGetComputeInstanceProfileInfoV")
+            get_info = binding("nvmlGpuInstanceGetComputeInstanceProfileInfoV")
             table = {}
             for profile_index in range(int(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT)):
                 try:
-                    info = _call(
+                    info = nvml_call(
                         get_info,
                         gpu_instance,
                         profile_index,
@@ -993,7 +895,7 @@ def device_names() -> list[str] | None:
         names = []
         for index in range(int(pynvml.nvmlDeviceGetCount())):
             try:
-                names.append(_text(pynvml.nvmlDeviceGetName(
+                names.append(decoded(pynvml.nvmlDeviceGetName(
                     pynvml.nvmlDeviceGetHandleByIndex(index))))
             except (pynvml.NVMLError, UnicodeDecodeError):
                 continue
@@ -1005,223 +907,6 @@ def device_names() -> list[str] | None:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
-
-
-# -- events ------------------------------------------------------------------------
-
-EVENT_TYPES: Mapping[str, int] = MappingProxyType(
-    {
-        "mig-config-change": int(getattr(pynvml, "nvmlEventMigConfigChange", 0x0100)),
-        "xid": int(getattr(pynvml, "nvmlEventTypeXidCriticalError", 0x0008)),
-        "gpu-unavailable": int(getattr(pynvml, "nvmlEventTypeGpuUnavailableError", 0x4000)),
-    }
-)
-"""The NVML event kinds gfd listens to, by name: the nvmlEventType bit of each (nvml.h's
-values, used where an older binding lacks the constant)."""
-
-_KINDS: Mapping[int, str] = MappingProxyType({bit: kind for kind, bit in EVENT_TYPES.items()})
-
-_MAX_WAIT_MS = 0xFFFFFFFF
-"""nvmlEventSetWait_v2 takes its timeout as a C unsigned int of milliseconds."""
-
-
-@dataclass(frozen=True, slots=True)
-class NvmlEvent:
-    """One NVML event of a kind gfd listens to."""
-
-    kind: str
-    """A key of EVENT_TYPES."""
-    gpu_uuid: str
-    """The GPU's UUID; "" when the event names a device that was not registered."""
-    gpu_index: int | None
-    """The GPU's NVML index when the set was opened; None with an unknown device."""
-    data: int
-    """NVML's eventData: the Xid number of an "xid" event, else 0."""
-
-
-class _SetSpoiled(Exception):
-    """nvmlDeviceRegisterEvents answered UNKNOWN: nvml.h says the set is then in an
-    undefined state and must be freed (internal)."""
-
-    def __init__(self, index: int, failed: CallFailed) -> None:
-        super().__init__(index)
-        self.index = index
-        self.failed = failed
-
-
-def _address(handle: Any) -> int:
-    """A device handle as a number: what identifies the device an event names."""
-    return int(cast(handle, c_void_p).value or 0)
-
-
-class NvmlEvents:
-    """Its own NVML session (nvmlInit is refcounted, so it coexists with NvmlReader's) and one
-    event set with every GPU registered for the kinds of EVENT_TYPES it supports.
-
-    Used from one dedicated thread: ``open()``, then ``wait()`` in a loop, then ``close()``,
-    all from that thread (NVML does not define freeing a set another thread waits on: stop
-    the thread by letting ``wait()`` time out). An NvmlReader may read the GPUs in another
-    thread meanwhile; a wait holds no lock of gfd's or of the binding while it blocks."""
-
-    def __init__(self, changes: Changes | None = None) -> None:
-        self._changes = changes if changes is not None else Changes()
-        """Where registrations and events are told to the reader that made this set."""
-        self._initialised = False
-        self._set: Any = None
-        self._gpus: dict[int, tuple[int, str]] = {}
-        """Device handle address -> (index, uuid), from registration."""
-        self._reported = Once(log)
-
-    def __enter__(self) -> NvmlEvents:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-    def open(self) -> dict[str, frozenset[str]]:
-        """Start a session and register each GPU for the kinds it supports; returns GPU uuid
-        -> kinds registered (an empty set for a GPU that supports none, answers an error, or
-        is lost; a GPU whose handle or UUID cannot be had is left out; {} without GPUs or when
-        the driver has no event sets). Opening again closes the previous set first.
-
-        Raises NvmlInitError when NVML cannot start, DiscoveryError (one line) when the GPUs
-        cannot be counted or the event set cannot be created; nothing stays open then."""
-        self.close()
-        _init()
-        self._initialised = True
-        try:
-            registered = self._open()
-        except CallFailed as failed:
-            self.close()
-            raise DiscoveryError(failed.describe()) from failed.error
-        self._changes.listening(frozenset(
-            uuid for uuid, kinds in registered.items() if "mig-config-change" in kinds))
-        return registered
-
-    def wait(self, timeout: float) -> NvmlEvent | None:
-        """The next event, waiting up to ``timeout`` seconds for it; None when none came (NVML's
-        TIMEOUT, which a signal also ends early with). Raises DiscoveryError (one line) for any
-        other NVML error (GPU_IS_LOST...), or before ``open()``; the set stays open."""
-        if not self._initialised:
-            raise DiscoveryError("NVML events: wait() called before open()")
-        deadline = time.monotonic() + max(timeout, 0.0)
-        while True:
-            data = self._wait_once(deadline - time.monotonic())
-            if data is None:
-                return None
-            event = self._event(data)
-            if event is not None:
-                return event
-
-    def close(self) -> None:
-        """Free the event set and end the session; idempotent, never raises."""
-        self._changes.stopped()
-        if self._set is not None:
-            self._free_set()
-        self._gpus = {}
-        if self._initialised:
-            self._initialised = False
-            _shutdown()
-
-    # -- registration -------------------------------------------------------------
-
-    def _open(self) -> dict[str, frozenset[str]]:
-        count = int(_call(pynvml.nvmlDeviceGetCount))
-        skip: set[int] = set()
-        while True:  # ends: each retry leaves one more GPU out
-            try:
-                return self._register_all(count, skip)
-            except _SetSpoiled as spoiled:
-                self._free_set()
-                skip.add(spoiled.index)
-                self._not_registered(spoiled.index, spoiled.failed)
-
-    def _register_all(self, count: int, skip: set[int]) -> dict[str, frozenset[str]]:
-        self._set = _optional(pynvml.nvmlEventSetCreate)
-        if self._set is None:
-            self._reported.warning("NVML events are not supported by this driver "
-                                   "(nvmlEventSetCreate): no GPU is listened to")
-            return {}
-        registered: dict[str, frozenset[str]] = {}
-        for index in range(count):
-            found = self._register(index, allowed=index not in skip)
-            if found is not None:
-                registered[found[0]] = found[1]
-        return registered
-
-    def _register(self, index: int, *, allowed: bool) -> tuple[str, frozenset[str]] | None:
-        """(uuid, kinds registered) for GPU ``index``; None when it has no handle or UUID."""
-        try:
-            handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
-            uuid = _text(_call(pynvml.nvmlDeviceGetUUID, handle))
-        except CallFailed as failed:
-            self._not_registered(index, failed)
-            return None
-        self._gpus[_address(handle)] = (index, uuid)
-        kinds = self._supported(index, handle) if allowed else frozenset()
-        if not kinds:
-            return uuid, kinds
-        mask = 0
-        for kind in kinds:
-            mask |= EVENT_TYPES[kind]
-        try:
-            _call(pynvml.nvmlDeviceRegisterEvents, handle, mask, self._set)
-        except CallFailed as failed:
-            if failed.code == pynvml.NVML_ERROR_UNKNOWN:
-                raise _SetSpoiled(index, failed) from failed.error
-            self._not_registered(index, failed)
-            return uuid, frozenset()
-        return uuid, kinds
-
-    def _supported(self, index: int, handle: Any) -> frozenset[str]:
-        """The kinds of EVENT_TYPES the GPU supports; none when it cannot say."""
-        try:
-            supported = int(_call(pynvml.nvmlDeviceGetSupportedEventTypes, handle))
-        except CallFailed as failed:
-            self._not_registered(index, failed)
-            return frozenset()
-        return frozenset(kind for kind, bit in EVENT_TYPES.items() if supported & bit)
-
-    def _not_registered(self, index: int, failed: CallFailed) -> None:
-        """Say once why GPU ``index`` is not listened to; quietly when it lacks the feature or
-        is lost (the next read reports a lost GPU)."""
-        failed.gpu = index
-        if failed.code in _ABSENT or failed.code in _LOST:
-            log.debug("no NVML events: %s", failed.describe())
-            return
-        self._reported.warning("%s: its NVML events are not listened to", failed.describe())
-
-    def _free_set(self) -> None:
-        try:
-            pynvml.nvmlEventSetFree(self._set)
-        except pynvml.NVMLError as exc:
-            log.debug("nvmlEventSetFree failed (ignored): %s", exc)
-        self._set = None
-        self._gpus = {}
-
-    # -- waiting ------------------------------------------------------------------
-
-    def _wait_once(self, seconds: float) -> Any:
-        """nvmlEventSetWait_v2's event data, or None on TIMEOUT; without a set, a sleep."""
-        if self._set is None:
-            time.sleep(max(seconds, 0.0))
-            return None
-        ms = min(max(math.ceil(seconds * 1000), 0), _MAX_WAIT_MS)
-        try:
-            return _call(_binding("nvmlEventSetWait_v2"), self._set, ms)
-        except CallFailed as failed:
-            if failed.code == pynvml.NVML_ERROR_TIMEOUT:
-                return None
-            raise DiscoveryError(failed.describe()) from failed.error
-
-    def _event(self, data: Any) -> NvmlEvent | None:
-        kind = _KINDS.get(int(data.eventType))
-        if kind is None:
-            log.debug("NVML event of an unregistered type %#x ignored", int(data.eventType))
-            return None
-        index, uuid = self._gpus.get(_address(data.device), (None, ""))
-        self._changes.changed(uuid)
-        return NvmlEvent(kind=kind, gpu_uuid=uuid, gpu_index=index, data=int(data.eventData))
 
 
 __all__ = ["DEVICE_FACTS", "EVENT_TYPES", "NvmlEvent", "NvmlEvents", "NvmlReader", "device_names"]
