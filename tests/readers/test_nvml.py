@@ -16,8 +16,6 @@ import pynvml
 import pytest
 from fakes import profiles
 from fakes.fakenvml import (
-    CI,
-    GI,
     Fabric,
     GpuSpec,
     Machine,
@@ -262,47 +260,6 @@ def test_dgx_a100_layout(nvml_machine: Any) -> None:
     )
     full = gpus[3].mig_devices[0]
     assert (full.memory_mib, full.multiprocessors, full.jpegs, full.ofas) == (40448, 98, 1, 1)
-
-
-def test_h100_and_a30_media_extension_profiles(nvml_machine: Any) -> None:
-    (h100,) = read(nvml_machine, profiles.h100_mig()).gpus
-    assert [d.profile_name for d in h100.mig_devices] == [
-        "MIG 1g.10gb+me",
-        "MIG 1g.20gb",
-        "MIG 3g.40gb",
-    ]
-    me = h100.mig_devices[0]
-    assert (me.memory_mib, me.multiprocessors, me.ofas, me.jpegs) == (9984, 16, 1, 1)
-    (a30,) = read(nvml_machine, profiles.a30_mig()).gpus
-    assert [d.profile_name for d in a30.mig_devices] == [
-        "MIG 2g.12gb",
-        "MIG 1g.6gb",
-        "MIG 1g.6gb+me",
-    ]
-    assert [d.memory_mib for d in a30.mig_devices] == [11968, 5952, 5952]
-
-
-def test_compute_instance_smaller_than_its_gpu_instance(nvml_machine: Any) -> None:
-    (gpu,) = read(nvml_machine, profiles.a100_compute_split()).gpus
-    split, plain = gpu.mig_devices
-    assert split.profile_name == "MIG 1c.3g.20gb"
-    assert (split.gi_slices, split.ci_slices, split.multiprocessors, split.memory_mib) == (
-        3,
-        1,
-        14,
-        20096,
-    )
-    assert plain.profile_name == "MIG 2g.10gb"
-
-
-def test_empty_mig_slots_are_skipped(nvml_machine: Any) -> None:
-    layout = [GI("3g.20gb", cis=[CI(slot=5)]), GI("1g.5gb", cis=[CI(slot=1)])]
-    machine = Machine(gpus=[profiles.a100_40gb(mig_enabled=True, mig_layout=layout)])
-    (gpu,) = read(nvml_machine, machine).gpus
-    assert [(d.index, d.profile_name) for d in gpu.mig_devices] == [
-        (1, "MIG 1g.5gb"),
-        (5, "MIG 3g.20gb"),
-    ]
 
 
 def test_gb200_clique_and_conflict(nvml_machine: Any) -> None:
@@ -604,31 +561,6 @@ def test_session_is_kept_between_reads(nvml_machine: Any) -> None:
     assert fake.refcount() == 1
     reader.close()
     assert fake.refcount() == 0 and fake.call_count("nvmlShutdown") == 1
-
-
-TABLE_CALLS = ("nvmlDeviceGetGpuInstanceProfileInfoV",
-               "nvmlGpuInstanceGetComputeInstanceProfileInfoV")
-
-
-def test_mig_profile_tables_are_read_once_per_session(nvml_machine: Any) -> None:
-    nvml_machine(profiles.dgx_a100_layout())
-    fake = nvml_machine.fake
-    reader = NvmlReader()
-    first = reader.read()
-    tables = sum(fake.call_count(c) for c in TABLE_CALLS)
-    assert tables > 0
-    assert reader.read() == first
-    assert sum(fake.call_count(c) for c in TABLE_CALLS) == tables, "not read again"
-    nvml_machine(profiles.dgx_a100_all_1g5gb())  # profiles not seen yet are read once
-    second = reader.read()
-    assert {m.profile_name for g in second.gpus for m in g.mig_devices} == {"MIG 1g.5gb"}
-    tables = sum(fake.call_count(c) for c in TABLE_CALLS)
-    assert reader.read() == second
-    assert sum(fake.call_count(c) for c in TABLE_CALLS) == tables
-    reader.close()  # a new session reads them again
-    reader.read()
-    assert sum(fake.call_count(c) for c in TABLE_CALLS) > tables
-    reader.close()
 
 
 def test_the_minor_number_and_each_gpu_instances_placement_are_read(nvml_machine: Any) -> None:
