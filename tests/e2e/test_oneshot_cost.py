@@ -142,6 +142,21 @@ def test_gfd_devices_reads_the_dra_drivers_facts_and_lists_every_placement(
     assert "gpu-3-mig-1g20gb-15-6" in names and "gpu-0-mig-1g10gb-me-20-0" in names
 
 
+def test_gfd_snapshot_records_the_dra_drivers_facts_for_a_replay(fake_nvml_lib: Path,
+                                                                 tmp_path: Path) -> None:
+    """A recorded snapshot replays into `gfd devices --snapshot`: it carries what only the
+    devices need (8 x H100: minor numbers, architecture, addressing mode, profiles with their
+    placements)."""
+    machine = profiles.hgx_h100()
+    made, out = run_counted(fake_nvml_lib, tmp_path, machine, "snapshot")
+    gpus = json.loads(out)["gpus"]
+    assert [g["minor"] for g in gpus] == list(range(8))
+    assert {g["architecture"] for g in gpus} == {"hopper"}
+    assert {g["addressing_mode"] for g in gpus} == {"HMM"}
+    assert all(p["placements"] for g in gpus for p in g["mig_profiles"])
+    assert made.get("nvmlDeviceGetGpuInstancePossiblePlacements_v2", 0) > 0
+
+
 # ----------------------------------------------------------------------------- imports
 
 NOT_IMPORTED = ("kubernetes", "yaml", "prometheus_client", "gfd.metrics", "gfd.kube",
