@@ -78,10 +78,10 @@ ENV_PREFIXES = ("GFD_", "MIG_STRATEGY", "FAIL_ON_INIT_ERROR", "CONFIG_FILE", "NO
 PROFILE_TABLE_CALLS = ("nvmlDeviceGetGpuInstanceProfileInfoV",
                        "nvmlGpuInstanceGetComputeInstanceProfileInfoV")
 """MIG profile tables: the same answers every cycle for a given GPU model."""
-WARM_IMPORTS = ("gfd.cli", "gfd.daemon", "gfd.discovery", "gfd.logs", "gfd.metrics",
-                "gfd.readers.nvml", "gfd.readers.smi", "gfd.sinks.retry", "gfd.sinks.node",
-                "gfd.sinks.nodefeature", "gfd.kube", "kubernetes.client.api.core_v1_api",
-                "kubernetes.client.api.custom_objects_api")
+WARM_IMPORTS = ("gfd.cli", "gfd.daemon", "gfd.discovery", "gfd.logs", "gfd.metrics.registry",
+                "gfd.metrics.server", "gfd.readers.nvml", "gfd.readers.smi", "gfd.sinks.retry",
+                "gfd.sinks.node", "gfd.sinks.nodefeature", "gfd.kube",
+                "kubernetes.client.api.core_v1_api", "kubernetes.client.api.custom_objects_api")
 """Modules compiled into the children's bytecode cache before anything is measured."""
 TARGET_ORDER = ("cycle-cpu", "rss-file", "rss-api", "api-load", "api-watch", "api-real", "drift",
                 "latency",

@@ -14,18 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 from gfd.budget import Budget
 from gfd.config import Part, Settings, changed, resolve
-from gfd.daemon import Duty, EventRecorder, Parts
 from gfd.discovery import Discovery, GpuSource, UnusableGpus, read_snapshot_file
 from gfd.errors import ConfigError
 from gfd.labelers.pipeline import Labelling
+from gfd.parts import EventRecorder, Parts
 from gfd.projection import Projection, project
 from gfd.readers.host import HostReader
 from gfd.readers.resourcemanager import DRA_DRIVER, SLICE_RECHECK, ResourceManagerReader
+from gfd.schedule import Duty
 from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from gfd.configfile import ConfigWatch, FileConfig
+    from gfd.configfile import FileConfig
+    from gfd.configwatch import ConfigWatch
     from gfd.events import Answers
     from gfd.kube import Kube
     from gfd.triggers import Fire
@@ -107,15 +109,19 @@ def make_manager(settings: Settings, *, api: bool = False,
     for this node's ResourceSlices of the DRA driver, through a client of its own: one LIST
     at start and once a day (``SLICE_RECHECK``, a duty of the loop), never per cycle; that
     LIST runs in a cycle and takes its time from the cycle's ``budget``."""
-    reader = ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
     if (not api or settings.resource_manager != "auto" or not settings.node_name
             or settings.effective_sink not in ("node", "nodefeature")):
-        return reader
+        return ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
+    # A client of its own, not the sink's: this reader lives with the discovery, the sink's
+    # client with the sink, and a reload rebuilds either one alone (each setting's Part in
+    # the settings table); a sink closes its client when it goes, so one shared client would
+    # be closed under this reader by a reload of the sink alone. It sends one LIST at start
+    # and one a day, taking its time from the same cycle budget as the sink's requests.
     kube = make_kube(settings, on_request=on_request, budget=budget)
     node = settings.node_name
-    reader.slices = lambda: kube.count_resourceslices(node, DRA_DRIVER)
-    reader.release = kube.close
-    return reader
+    return ResourceManagerReader(settings.resource_manager, settings.plugins_registry,
+                                 slices=lambda: kube.count_resourceslices(node, DRA_DRIVER),
+                                 release=kube.close)
 
 
 def make_discovery(settings: Settings, unusable: UnusableGpus | None = None, *,
@@ -258,7 +264,7 @@ def make_sink(settings: Settings, *, write: Write, on_request: OnRequest | None 
 def make_duties(settings: Settings, discovery: Discovery, sink: Sink) -> tuple[Duty, ...]:
     """The periodic duties besides the label cycle, each with its interval from a setting."""
     duties = [Duty("host refresh", settings.host_refresh_interval, discovery.refresh)]
-    if discovery.manager is not None and discovery.manager.slices is not None:
+    if discovery.asks_api:
         duties.append(Duty("resourceslice check", SLICE_RECHECK,
                            discovery.recheck_resource_manager))
     kind = settings.effective_sink
@@ -353,22 +359,24 @@ class Factory:
                         f"{row.spec.kind.render(getattr(settings, row.name))}" for row in rows)
         if current.settings.sharing != settings.sharing:
             changes += ("sharing",)
-        return replace(self._assemble(settings, discovery, sink, events), changes=changes)
+        return self._assemble(settings, discovery, sink, events, changes=changes)
 
     def _assemble(self, settings: Settings, discovery: Discovery, sink: Sink,
-                  events: EventRecorder | None = None) -> Parts:
+                  events: EventRecorder | None = None, *,
+                  changes: tuple[str, ...] = ()) -> Parts:
         return Parts(settings=settings, discovery=discovery, sink=sink, events=events,
                      options=settings.label_options(timestamp=self.started),
-                     duties=make_duties(settings, discovery, sink), budget=self.budget)
+                     duties=make_duties(settings, discovery, sink), changes=changes,
+                     budget=self.budget)
 
 
 class Reloader:
     """Watches the config file for ``gfd run``: on a change (or SIGHUP) it resolves the
-    settings anew and builds the parts they change (``daemon.PartsSource``)."""
+    settings anew and builds the parts they change (``parts.PartsSource``)."""
 
     def __init__(self, explicit: Mapping[str, Any], loaded: FileConfig, factory: Factory, *,
                  defaults: Settings | None = None) -> None:
-        from gfd.configfile import ConfigSource
+        from gfd.configsource import ConfigSource
 
         self._explicit = dict(explicit)
         self._defaults = defaults
@@ -379,7 +387,7 @@ class Reloader:
     def watch(self, fire: Fire) -> bool:
         """Fire a ``config`` trigger when the file changes; False when that cannot be
         watched (the agent then checks the file every cycle)."""
-        from gfd.configfile import ConfigWatch
+        from gfd.configwatch import ConfigWatch
 
         self._watch = ConfigWatch(self._source.path, fire, quiet=self._source.quiet,
                                   writers=self._source.writers)

@@ -41,7 +41,8 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
              extra=fields(version=__version__, settings=render.settings_fields(settings)))
     for note in notes(settings, loaded) if notes else ():
         log.warning("%s", note)
-    from gfd.daemon import Agent, Signals
+    from gfd.daemon import Agent
+    from gfd.signals import Signals
 
     metrics = health = server = None
     if settings.metrics_port:  # without the port nothing could read them: not even imported

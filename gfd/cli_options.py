@@ -11,19 +11,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 from click.formatting import join_options
 
-from gfd.config import (
-    BY_NAME,
-    TABLE,
-    Bool,
-    Choice,
-    Entry,
-    OutputPath,
-    PathKind,
-    Section,
-    Settings,
-    ValueProblem,
-)
+from gfd.config import BY_NAME, TABLE, Entry, Section, Settings
 from gfd.errors import ConfigError, GfdError
+from gfd.settingkinds import Bool, Choice, OutputPath, PathKind, ValueProblem
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem

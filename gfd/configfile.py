@@ -5,8 +5,8 @@ turns the file into ``FileConfig``: the settings it sets (keyed by ``gfd.config.
 field names, so ``gfd.config.resolve`` can apply GFD's precedence), the normalised sharing
 section, and warnings. Which ``flags`` fields exist, and how each value is checked, comes
 from the settings table (``gfd.config``); the device plugin's own fields, which gfd checks
-and ignores, are listed here. ``ConfigSource`` re-reads the file when asked and takes new
-content only once it has settled (a file rewritten in place is never taken half-written).
+and ignores, are listed here. A running agent re-reads the file through
+``gfd.configsource.ConfigSource`` and watches it through ``gfd.configwatch.ConfigWatch``.
 
 Decisions (where GFD's Go loader is lenient, odd, or silent):
 
@@ -39,31 +39,24 @@ import difflib
 import hashlib
 import json
 import logging
-import os
 import re
-import stat
-import threading
-import time
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from gfd.config import TABLE, Bool, Entry, Kind, PathKind, ValueProblem, kind_of
+from gfd.config import TABLE, Entry
 from gfd.errors import ConfigError, one_line, show
-from gfd.fswatch import IN_CLOSE_WRITE, IN_MODIFY, DirWatch, start_watch
 from gfd.hostfile import FileProblem, read_bytes
+from gfd.settingkinds import Bool, Kind, PathKind, ValueProblem, kind_of
 from gfd.sharing import SharedResource, Sharing
-from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
 
 VERSION = "v1"
 RESOURCE_PREFIX = "nvidia.com"
 MAX_RESOURCE_NAME_LENGTH = 63
-_MAX_SYMLINKS = 40
-"""As the kernel's limit: a longer chain is a loop."""
 MAX_FILE_BYTES = 4 * 1024 * 1024
 """Refuse larger files (a ConfigMap holds at most 1 MiB; guards against /dev/zero)."""
 
@@ -141,8 +134,8 @@ class FileConfig:
 
 def load_config_file(path: str) -> FileConfig:
     """Read and parse the config file at ``path``; ConfigError (one line) when it fails."""
-    raw = _read(path)
-    return _parse_bytes(raw, path=path, digest=hashlib.sha256(raw).hexdigest())
+    raw = read_config_bytes(path)
+    return parse_bytes(raw, path=path, digest=hashlib.sha256(raw).hexdigest())
 
 
 def parse_config(text: str, *, path: str) -> FileConfig:
@@ -151,272 +144,18 @@ def parse_config(text: str, *, path: str) -> FileConfig:
     return _Parser(path).parse(text, digest=digest)
 
 
-QUIET = 1.0
-"""Seconds a config file rewritten in place must stay unchanged before it is taken: a writer
-that truncates the file and then writes it (``slow-cmd > config.yaml``) is never read in its
-empty or half-written state, however valid that state is."""
-
-
-WRITER_GRACE = 10.0
-"""Seconds a file a writer modified and still holds open counts as being written; a writer
-that keeps it open longer without writing is taken to be done."""
-
-
-class Writers:
-    """Which files a writer modified and has not closed yet, as ``ConfigWatch`` sees it
-    (inotify ``IN_MODIFY`` ... ``IN_CLOSE_WRITE``), keyed by real path; thread-safe."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._open: dict[str, float] = {}
-
-    def modified(self, path: str) -> None:
-        with self._lock:
-            self._open[path] = self._clock()
-
-    def closed(self, path: str) -> None:
-        with self._lock:
-            self._open.pop(path, None)
-
-    def writing(self, path: str) -> bool:
-        """A writer modified ``path`` within ``WRITER_GRACE`` and has not closed it."""
-        with self._lock:
-            since = self._open.get(path)
-        return since is not None and self._clock() - since < WRITER_GRACE
-
-
-@dataclass(frozen=True, slots=True)
-class _Stat:
-    """What tells one state of a file from another without reading it."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    regular: bool
-
-
-def _stat(path: str) -> _Stat | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return _Stat(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                 stat.S_ISREG(st.st_mode))
-
-
-class ConfigSource:
-    """Watches one config file: poll() returns a new FileConfig when the content changed
-    (or force=True, e.g. on SIGHUP), None when unchanged; raises ConfigError when the new
-    content is invalid -- the caller keeps the last good config. A missing file after a
-    good one is an error too (reported, last good kept).
-
-    New content is taken only once it is settled, else poll() returns None and the last good
-    config stays: a file swapped in through a symlink (a ConfigMap's ``..data`` flip, the
-    config-manager re-pointing ``config.yaml``) at once; a regular file rewritten in place
-    once it has not changed for ``quiet`` seconds (its modification time, or as long as this
-    source has seen the same content), so an empty, shrinking or half-written file is never a
-    new config. ``ConfigWatch`` polls again when that time is up."""
-
-    def __init__(self, path: str, *, current: FileConfig | None = None, quiet: float = QUIET,
-                 clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
-        self.writers = Writers(clock)
-        """Filled by a ``ConfigWatch``: a file a writer still holds open is not settled."""
-        self._path = path
-        self._current = current
-        """The config in use (e.g. the one read at start), so an unchanged file is no news."""
-        self._quiet = quiet
-        self._clock = clock
-        self._wall = wall
-        self._real = os.path.realpath(path)
-        """Where the path led when the config in use was read."""
-        self._seen: tuple[str, _Stat] | None = None
-        self._seen_at = 0.0
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def quiet(self) -> float:
-        return self._quiet
-
-    @property
-    def current(self) -> FileConfig | None:
-        """The last good config, None before the first successful poll."""
-        return self._current
-
-    def poll(self, *, force: bool = False) -> FileConfig | None:
-        real = os.path.realpath(self._path)
-        before = _stat(self._path)
-        raw = _read(self._path)
-        after = _stat(self._path)
-        digest = hashlib.sha256(raw).hexdigest()
-        unchanged = self._current is not None and self._current.digest == digest
-        if unchanged:
-            self._seen = None
-            if not force:
-                return None
-        elif not self._settled(digest, before, after, real):
-            return None
-        config = _parse_bytes(raw, path=self._path, digest=digest)
-        self._current, self._real, self._seen = config, real, None
-        return config
-
-    def _settled(self, digest: str, before: _Stat | None, after: _Stat | None,
-                 real: str) -> bool:
-        """Whether content just read may replace the config in use (see the class)."""
-        if before is None or after is None or before != after:
-            self._seen = None
-            return False  # changed while read: being written
-        if self._current is None or not after.regular or real != self._real:
-            return True  # nothing to keep; /dev/null; or swapped in through a link
-        if self.writers.writing(real):
-            log.debug("%s: a writer has it open; keeping the last good config",
-                      _label(self._path))
-            return False
-        coarse = 1.0 if after.mtime_ns % 1_000_000_000 == 0 else 0.0  # whole-second mtimes
-        if self._wall() - after.mtime_ns / 1e9 >= self._quiet + coarse:
-            return True  # not modified for the quiet period
-        now = self._clock()
-        if self._seen != (digest, after):
-            self._seen, self._seen_at = (digest, after), now
-            log.debug("%s is changing; keeping the last good config until it has been "
-                      "quiet for %gs", _label(self._path), self._quiet)
-            return False
-        return now - self._seen_at >= self._quiet
-
-
-def watched_directories(path: str) -> list[str]:
-    """The directories whose entries decide what ``path`` reads: its own, and that of every
-    symlink it passes through and of the file it ends at. A ConfigMap volume swaps its
-    ``..data`` symlink and GFD's config-manager re-points ``config.yaml``; both show up as an
-    entry changing in one of these, as does an edit of the file itself."""
-    found: dict[str, None] = {}
-    current = os.path.abspath(path)
-    for _ in range(_MAX_SYMLINKS):
-        found[os.path.dirname(current)] = None
-        try:
-            target = os.readlink(current)
-        except OSError:  # not a symlink (or gone): the chain ends here
-            break
-        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
-    found[os.path.dirname(os.path.realpath(path))] = None
-    return list(found)
-
-
-def chain_paths(path: str) -> set[str]:
-    """Every path whose entry decides what ``path`` reads: each path of its symlink chain,
-    the file it ends at, and every directory above them (a ``..data`` link among them)."""
-    found: set[str] = set()
-    current = os.path.abspath(path)
-    for _ in range(_MAX_SYMLINKS):
-        found.add(current)
-        try:
-            target = os.readlink(current)
-        except OSError:
-            break
-        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
-    found.add(os.path.realpath(path))
-    for entry in list(found):
-        while (parent := os.path.dirname(entry)) != entry:
-            found.add(parent)
-            entry = parent
-    return found
-
-
-class ConfigWatch:
-    """Fires a ``config`` trigger when the config file may have changed (inotify on
-    :func:`watched_directories`, re-computed after each change as symlinks move).
-
-    Only entries of the file's symlink chain count (:func:`chain_paths`): a log or any busy
-    file beside the config wakes nothing. After a change it fires once more when the file has
-    been quiet for ``quiet`` seconds, so a file rewritten in place (which ``ConfigSource``
-    takes only once settled) is read again when it is."""
-
-    def __init__(self, path: str, fire: Fire, *, clock: Callable[[], float] = time.monotonic,
-                 quiet: float = QUIET, writers: Writers | None = None) -> None:
-        self._writers = writers
-        self._path = path
-        self._fire = fire
-        self._clock = clock
-        self._quiet = quiet
-        self._watch: DirWatch | None = None
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-        self._closed = False
-
-    def start(self) -> bool:
-        """True when watching; False (with the reason logged once) when the agent must check
-        the file every cycle instead."""
-        started = start_watch(lambda directory, name: self._changed(directory, name, 0),
-                              watched_directories(self._path), name="config-watch",
-                              on_event=self._changed, on_death=self._died,
-                              fallback="the config file is checked every cycle instead")
-        if isinstance(started, str):
-            log.info("%s", started)
-            return False
-        self._watch = started
-        return True
-
-    def _died(self, why: BaseException) -> None:
-        self._fire(died("config", why, self._clock()))
-
-    def _changed(self, directory: str, name: str, mask: int) -> None:
-        assert self._watch is not None
-        self._watch.watch(watched_directories(self._path))  # a new ..data target, say
-        entry = os.path.join(directory, name) if name else directory
-        if name and entry not in chain_paths(self._path):
-            return  # a file beside the config
-        if self._writers is not None and mask & (IN_MODIFY | IN_CLOSE_WRITE):
-            real = os.path.realpath(entry)
-            if mask & IN_MODIFY:
-                self._writers.modified(real)
-            else:
-                self._writers.closed(real)
-        self._fire(Trigger(source="config", kind="changed", at=self._clock(),
-                           detail=entry, reload_config=True))
-        with self._lock:
-            if self._closed:
-                return
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = threading.Timer(self._quiet + 0.05, self._quieted, args=(entry,))
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _quieted(self, entry: str) -> None:
-        with self._lock:
-            self._timer = None
-            if self._closed:
-                return
-        self._fire(Trigger(source="config", kind="settled", at=self._clock(), detail=entry,
-                           reload_config=True))
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
-
-
 # --- reading ---------------------------------------------------------------------------
 
 
-def _label(path: str) -> str:
+def file_label(path: str) -> str:
+    """How messages name the config file at ``path``."""
     shown = path if path.isprintable() else repr(path)
     return f"config file {shown}"
 
 
-def _read(path: str) -> bytes:
-    where = _label(path)
+def read_config_bytes(path: str) -> bytes:
+    """The file's bytes; ConfigError (one line) when it cannot be read as a config file."""
+    where = file_label(path)
     fix = "(check --config-file / CONFIG_FILE)"
     try:
         return read_bytes(path, limit=MAX_FILE_BYTES, null_ok=True)
@@ -438,11 +177,12 @@ def _read(path: str) -> bytes:
         raise ConfigError(f"{where}: {exc.problem}") from None
 
 
-def _parse_bytes(raw: bytes, *, path: str, digest: str) -> FileConfig:
+def parse_bytes(raw: bytes, *, path: str, digest: str) -> FileConfig:
+    """Parse the file's raw bytes (UTF-8) read from ``path``."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{_label(path)}: not valid UTF-8 text (byte {exc.start})") from None
+        raise ConfigError(f"{file_label(path)}: not valid UTF-8 text (byte {exc.start})") from None
     return _Parser(path).parse(text, digest=digest)
 
 
@@ -593,7 +333,7 @@ class _Parser:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.where = _label(path)
+        self.where = file_label(path)
         self.warnings: list[str] = []
 
     def fail(self, field_path: str, rule: str) -> ConfigError:

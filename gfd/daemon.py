@@ -1,6 +1,7 @@
 """The agent loop: read -> project (labels and features) -> publish, with one scheduler for
 every periodic duty, reload that rebuilds what a new config changes, capped exponential
-backoff on errors, and each distinct error logged once.
+backoff on errors, and each distinct error logged once. Its clock is ``schedule``, what
+wakes it ``signals``, what it runs ``parts`` and what it reports to ``observers``.
 
 A cycle publishes everything or nothing: the labels and features (``projection.Projection``)
 are computed whole before the sink is called, and a failed read publishes nothing (the last
@@ -15,26 +16,23 @@ that cannot is refused with one line and closed, and the last good config stays.
 from __future__ import annotations
 
 import logging
-import math
-import os
 import random
-import select
 import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from gfd.backoff import BACKOFF_START, backoff
-from gfd.budget import API_SHARE, Budget
-from gfd.config import MIN_SLEEP_INTERVAL, Settings, changed, format_duration
+from gfd.budget import API_SHARE
+from gfd.config import MIN_SLEEP_INTERVAL, changed
 from gfd.errors import ApiSinkError, BackendInitError, ConfigError, GfdError, PublishError
-from gfd.facts.gpus import model_groups
-from gfd.facts.gpus import unhealthy as unhealthy_gpus
-from gfd.labelers.options import LabelOptions
 from gfd.logs import Once, fields
+from gfd.observers import HealthState, Observer, report_node, report_published
+from gfd.parts import Parts, PartsSource, SnapshotSource
 from gfd.projection import Projection, project
+from gfd.schedule import Duty, Pace, Schedule, Wake
+from gfd.settingkinds import format_duration
+from gfd.signals import Signals
 from gfd.sinks.base import Change, PublishResult, Sink
 from gfd.snapshot import Snapshot
 from gfd.triggers import WATCHER_DIED, Fire, Trigger
@@ -44,274 +42,17 @@ log = logging.getLogger(__name__)
 BACKOFF_CAP = 300.0
 """Seconds: the longest pause between retries of a failing API sink (an --sleep-interval
 longer than this is kept instead)."""
-COALESCE = 0.1
-"""Seconds the loop waits after a trigger for others to join it: one cycle for a burst
-(a MIG reconfiguration fires an event per GPU; a config swap touches several files)."""
 
 
-class SnapshotSource(Protocol):
-    """Where snapshots come from (``discovery.Discovery`` in production)."""
-
-    fail_on_init_error: bool
-
-    def read(self) -> Snapshot: ...
-
-    def refresh(self, *, gpus: bool = False) -> None:
-        """Re-read slowly changing facts at the next read (``gpus``: every GPU's static facts
-        too, on SIGHUP)."""
-        ...
-
-    def watch(self, fire: Fire) -> None:
-        """Start the watchers that see hardware changes as they happen (NVML events)."""
-        ...
-
-    def close(self) -> None: ...
+_FAILURES: tuple[tuple[type[GfdError], str], ...] = (
+    (BackendInitError, "discovery"), (PublishError, "publish"), (ConfigError, "config"))
+"""Where a cycle failed, by its error's class (the first that matches); any other error is a
+failed read (``discovery``)."""
 
 
-class EventRecorder(Protocol):
-    """Records Kubernetes Events on the Node from what the loop saw (``events.NodeEvents``)."""
-
-    def published(self, snapshot: Snapshot, labels: dict[str, str], change: Change) -> None:
-        """A cycle published (or found unchanged) these labels, read from this snapshot."""
-        ...
-
-    def failed(self, kind: str, message: str) -> None:
-        """A cycle failed where ``kind`` says (discovery, publish, config)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Duty:
-    """A periodic duty of the loop: ``action`` marks something stale, then a cycle runs."""
-
-    name: str
-    every: float
-    action: Callable[[], None]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Parts:
-    """What a running agent is made of, all built from one Settings (by ``app``)."""
-
-    settings: Settings
-    discovery: SnapshotSource
-    sink: Sink
-    options: LabelOptions
-    duties: tuple[Duty, ...] = ()
-    events: EventRecorder | None = None
-    """Events on the Node (built with the sink, which holds the API credentials)."""
-    changes: tuple[str, ...] = ()
-    """For a reload candidate: the settings that changed, as ``name: old -> new``."""
-    budget: Budget | None = None
-    """The deadline the parts' API requests share: opened for ``API_SHARE`` of
-    --stuck-after at the start of each cycle (None: parts that make no API request)."""
-
-
-class PartsSource(Protocol):
-    """New parts when the config changed (``app.Reloader``)."""
-
-    def poll(self, current: Parts, *, force: bool) -> Parts | None:
-        """None when the config file is unchanged; ``current`` itself when it changed but the
-        settings are the running ones; else a candidate built from ``current`` for the new
-        settings. Raises ConfigError when the new config is refused."""
-        ...
-
-
-class Observer(Protocol):
-    """What the loop reports to (metrics.Metrics satisfies it)."""
-
-    def cycle(self, result: str, seconds: float) -> None: ...
-    def discovery(self, seconds: float) -> None: ...
-    def published(self, labels: int, *, added: int, changed: int, removed: int,
-                  when: float) -> None: ...
-    def rejected(self, reason: str, count: int = 1) -> None: ...
-    def error(self, kind: str) -> None: ...
-    def gpus(self, by_model: dict[str, int]) -> None: ...
-    def nvml_up(self, up: bool) -> None: ...
-    def unhealthy(self, count: int) -> None: ...
-    def resource_manager(self, name: str) -> None: ...
-    def degraded(self, counts: dict[tuple[str, str], int]) -> None: ...
-    def event(self, source: str, kind: str) -> None: ...
-    def event_handled(self, source: str, seconds: float) -> None: ...
-    def drift_repaired(self, target: str) -> None: ...
-    def watcher_died(self, source: str) -> None: ...
-
-
-class HealthState(Protocol):
-    def idle_until(self, at: float) -> None: ...
-    def cycle_started(self) -> None: ...
-    def cycle_finished(self) -> None: ...
-    def mark_published(self) -> None: ...
-
-
-class Wakeup:
-    """What the loop sleeps on: a self-pipe. ``set`` writes a byte (from a watcher thread,
-    or from a signal handler: no lock is taken, so a signal that lands while the loop is
-    inside ``wait`` or ``clear`` cannot block it); ``install`` also makes the interpreter's
-    C-level handler write to it (``signal.set_wakeup_fd``), so a signal wakes a ``select``
-    that would otherwise be retried with the handler's flag unseen."""
-
-    def __init__(self) -> None:
-        self._read, self._write = os.pipe()
-        for fd in (self._read, self._write):
-            os.set_blocking(fd, False)
-        self._installed = False
-        self._previous = -1
-
-    def set(self) -> None:
-        if self._write < 0:
-            return
-        try:
-            os.write(self._write, b"\0")
-        except (BlockingIOError, InterruptedError):
-            pass  # the pipe is full: the loop is woken already
-        except OSError:
-            pass  # closed: the loop has ended
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Sleep until set or ``timeout`` seconds; True when woken (the byte stays unread)."""
-        if self._read < 0:
-            return True
-        poller = select.poll()  # not select(): it fails past fd 1024
-        poller.register(self._read, select.POLLIN)
-        try:
-            return bool(poller.poll(None if timeout is None else max(0, math.ceil(timeout * 1000))))
-        except OSError:  # closed under the wait
-            return True
-
-    def is_set(self) -> bool:
-        return self.wait(0)
-
-    def clear(self) -> None:
-        try:
-            while os.read(self._read, 4096):
-                pass
-        except (BlockingIOError, InterruptedError, OSError):
-            pass
-
-    def install(self) -> None:
-        """Signals wake the loop even between its check of the flags and its sleep (call on
-        the main thread, where Python runs handlers)."""
-        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
-        self._installed = True
-
-    def close(self) -> None:
-        if self._installed:
-            signal.set_wakeup_fd(self._previous)
-            self._installed = False
-        fds, self._read, self._write = (self._read, self._write), -1, -1
-        for fd in fds:  # never written again: the number may be reused by another file
-            if fd >= 0:
-                os.close(fd)
-
-
-@dataclass(slots=True)
-class Signals:
-    """What signal handlers (in cli.py) record, the triggers watchers fire (from their
-    threads), and the self-pipe that wakes the loop.
-
-    A handler runs on the loop's own thread between any two bytecodes, so it only stores:
-    ``stop`` (the signal's number), and one more in ``reloads``. The loop never resets the
-    count; it remembers how many it has seen (``take_reload``), so a SIGHUP that lands
-    between reading and acknowledging is still a reload."""
-
-    wake: Wakeup = field(default_factory=Wakeup)
-    stop: int | bool = False
-    reloads: int = 0
-    _reloads_seen: int = 0
-    _triggers: list[Trigger] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def request_stop(self, signum: int = 0) -> None:
-        self.stop = signum or True
-        self.wake.set()
-
-    def request_reload(self) -> None:
-        self.reloads += 1
-        self.wake.set()
-
-    @property
-    def reload(self) -> bool:
-        """A reload was asked for and not yet taken."""
-        return self.reloads != self._reloads_seen
-
-    def take_reload(self) -> int:
-        """How many reloads were asked for since the last take (handlers only add)."""
-        seen = self.reloads
-        new, self._reloads_seen = seen - self._reloads_seen, seen
-        return new
-
-    def close(self) -> None:
-        self.wake.close()
-
-    def fire(self, trigger: Trigger) -> None:
-        """A watcher saw a change (thread-safe)."""
-        with self._lock:
-            self._triggers.append(trigger)
-        self.wake.set()
-
-    def take(self, now: float, window: float = COALESCE) -> tuple[list[Trigger], float | None]:
-        """The pending triggers once the first is ``window`` old (and the time that will be,
-        while it is younger): a burst becomes one cycle."""
-        with self._lock:
-            if not self._triggers:
-                return [], None
-            ready_at = min(t.at for t in self._triggers) + window
-            if now < ready_at:
-                return [], ready_at
-            taken, self._triggers = self._triggers, []
-        return taken, None
-
-
-@dataclass(slots=True)
-class _Held:
-    """What woke the loop while the API backoff ran: it joins the retry's cycle."""
-
-    triggers: list[Trigger] = field(default_factory=list)
-    force: bool = False
-    reload_config: bool = False
-
-    def add(self, triggers: list[Trigger], force: bool, reload_config: bool) -> None:
-        self.triggers.extend(triggers)
-        self.force = self.force or force
-        self.reload_config = self.reload_config or reload_config
-
-    def take(self, triggers: list[Trigger], force: bool,
-             reload_config: bool) -> tuple[list[Trigger], bool, bool]:
-        out = (self.triggers + triggers, self.force or force,
-               self.reload_config or reload_config)
-        self.triggers, self.force, self.reload_config = [], False, False
-        return out
-
-
-class Schedule:
-    """When each periodic duty is next due, on the loop's monotonic clock."""
-
-    def __init__(self) -> None:
-        self._duties: dict[str, Duty] = {}
-        self._due: dict[str, float] = {}
-
-    def set(self, duties: tuple[Duty, ...], now: float) -> None:
-        """Adopt these duties; one that keeps its name and interval keeps its due time."""
-        due = {}
-        for duty in duties:
-            old = self._duties.get(duty.name)
-            keep = old is not None and old.every == duty.every
-            due[duty.name] = self._due[duty.name] if keep else now + duty.every
-        self._duties = {d.name: d for d in duties}
-        self._due = due
-
-    def next_due(self) -> float | None:
-        return min(self._due.values(), default=None)
-
-    def pop_due(self, now: float) -> list[Duty]:
-        """The duties due at ``now``, each rescheduled one interval later."""
-        ready = [self._duties[name] for name, at in sorted(self._due.items()) if at <= now]
-        for duty in ready:
-            self._due[duty.name] = now + duty.every
-        return ready
+def _failure_kind(exc: GfdError) -> str:
+    """``discovery``, ``publish`` or ``config``: the Events' and metrics' name for it."""
+    return next((kind for cls, kind in _FAILURES if isinstance(exc, cls)), "discovery")
 
 
 @dataclass(slots=True)
@@ -338,6 +79,8 @@ class Agent:
     _cycles: int = field(default=0, init=False)
     _fire: Fire | None = field(default=None, init=False)
     _last_written: bool = field(default=False, init=False)
+    _schedule: Schedule = field(default_factory=Schedule, init=False)
+    _pace: Pace = field(default_factory=lambda: Pace(next_cycle=None), init=False)
 
     # -- reload ---------------------------------------------------------------------
 
@@ -358,24 +101,15 @@ class Agent:
         if candidate is None:
             return
         if self._pending is not None:  # superseded by a newer file
-            self._discard(self._pending)
+            self._pending.close_new(self.parts)
             self._pending = None
         if candidate is not self.parts:
             self._pending = candidate
 
-    def _discard(self, candidate: Parts) -> None:
-        """Close what a refused or superseded candidate built anew."""
-        if candidate.discovery is not self.parts.discovery:
-            candidate.discovery.close()
-        if candidate.sink is not self.parts.sink:
-            candidate.sink.close()
-        if candidate.events is not None and candidate.events is not self.parts.events:
-            candidate.events.close()
-
     def _refuse_pending(self, why: str) -> Parts:
         assert self._pending is not None
         self._refuse(f"new config refused: {why}; keeping the last good one")
-        self._discard(self._pending)
+        self._pending.close_new(self.parts)
         self._pending = None
         return self.parts
 
@@ -480,21 +214,12 @@ class Agent:
             parts, snapshot, projection, read_done = self._projected(force_reload, reload_config)
             result = parts.sink.publish(projection.labels, features=projection.features)
             self._last_written = result.written
-        except BackendInitError as exc:
-            if first and self.parts.discovery.fail_on_init_error:
-                raise
-            self._failed("discovery", exc, start)
-            return False
-        except PublishError as exc:
-            self._failed("publish", exc, start)
-            return False
-        except ConfigError as exc:
-            if first:
-                raise
-            self._failed("config", exc, start)
-            return False
         except GfdError as exc:
-            self._failed("discovery", exc, start)
+            kind = _failure_kind(exc)
+            if first and (kind == "config" or (isinstance(exc, BackendInitError)
+                                               and self.parts.discovery.fail_on_init_error)):
+                raise  # gfd cannot start: a bad config, or --fail-on-init-error
+            self._failed(kind, exc, start)
             return False
         finally:
             if self.health:
@@ -526,23 +251,10 @@ class Agent:
         self._warnings = current
         self.failures = 0
         change = result.change
-        features = result.features
-        if not features.empty:
-            log.info("features changed: %s: %s", features.summary(), " ".join(
-                [f"+{k}" for k in features.added] + [f"~{k}" for k in features.changed]
-                + [f"-{k}" for k in features.removed]), extra=fields(
-                target=self.parts.sink.name, added=list(features.added),
-                changed=list(features.changed), removed=list(features.removed),
-                counts={"added": len(features.added), "changed": len(features.changed),
-                        "removed": len(features.removed)}))
+        if not result.features.empty:
+            self._log_change("features", result.features)
         if not change.empty:
-            log.info("labels changed: %s: %s", change.summary(), " ".join(
-                [f"+{k}" for k in change.added] + [f"~{k}" for k in change.changed]
-                + [f"-{k}" for k in change.removed]), extra=fields(
-                target=self.parts.sink.name, added=list(change.added),
-                changed=list(change.changed), removed=list(change.removed),
-                counts={"added": len(change.added), "changed": len(change.changed),
-                        "removed": len(change.removed), "labels": len(labelling.labels)}))
+            self._log_change("labels", change, labels=len(labelling.labels))
         elif result.written and result.features.empty:
             log.debug("labels unchanged; target refreshed")
         else:
@@ -551,30 +263,20 @@ class Agent:
             self.health.mark_published()
         if self.parts.events is not None:
             self.parts.events.published(snapshot, labelling.labels, change)
-        obs = self.observer
-        if obs:
-            obs.discovery(read_done - start)
-            obs.cycle("published" if result.written else "unchanged", self.clock() - start)
-            obs.published(len(labelling.labels), added=len(change.added),
-                          changed=len(change.changed), removed=len(change.removed),
-                          when=self.wall())
-            reasons: dict[str, int] = {}
-            for rejection in labelling.rejected:
-                reasons[rejection.reason] = reasons.get(rejection.reason, 0) + 1
-            if result.rejected:  # refused by the API server; their published values kept
-                reasons["api-server"] = reasons.get("api-server", 0) + len(result.rejected)
-            for reason, count in reasons.items():
-                obs.rejected(reason, count)
-            obs.gpus({g.name: len(g.gpus) for g in model_groups(snapshot)})
-            obs.nvml_up(snapshot.nvml_available)
-            obs.unhealthy(len(unhealthy_gpus(snapshot)))
-            obs.resource_manager(snapshot.resource_manager.name)
-            degraded: dict[tuple[str, str], int] = {}
-            for gpu in snapshot.gpus:
-                for d in gpu.degraded:
-                    state = (d.fact, "held" if d.held else "unknown")
-                    degraded[state] = degraded.get(state, 0) + 1
-            obs.degraded(degraded)
+        if self.observer:
+            report_published(self.observer, labelling, result, read=read_done - start,
+                             took=self.clock() - start, when=self.wall())
+            report_node(self.observer, snapshot)
+
+    def _log_change(self, what: str, change: Change, **counts: int) -> None:
+        """``labels changed: +1 ~0 -0: +nvidia.com/...``, with the keys as log fields."""
+        log.info("%s changed: %s: %s", what, change.summary(), " ".join(
+            [f"+{k}" for k in change.added] + [f"~{k}" for k in change.changed]
+            + [f"-{k}" for k in change.removed]), extra=fields(
+            target=self.parts.sink.name, added=list(change.added),
+            changed=list(change.changed), removed=list(change.removed),
+            counts={"added": len(change.added), "changed": len(change.changed),
+                    "removed": len(change.removed), **counts}))
 
     # -- the loop -------------------------------------------------------------------
 
@@ -610,10 +312,23 @@ class Agent:
         log.debug("retrying in %.1fs", delay)
         return delay
 
-    def _backing_off(self, now: float, next_cycle: float | None) -> bool:
-        """The last cycle failed at the API server and its retry is not due yet."""
-        return (self.failures > 0 and self._api_failing and next_cycle is not None
-                and now < next_cycle)
+    def _api_backoff(self) -> bool:
+        """The last cycle failed at the API server: its backoff is the loop's only clock."""
+        return self.failures > 0 and self._api_failing
+
+    def _woken(self, signals: Signals, now: float) -> tuple[Wake, float | None]:
+        """Run the duties due and the triggers' actions; what woke the loop, and when the
+        triggers still gathering will be ready (None: none)."""
+        due = self._schedule.pop_due(now)
+        for duty in due:
+            self._run_duty(duty)
+        triggers, triggers_at = signals.take(now)
+        config_changed = self._handle(triggers)
+        sighup = signals.take_reload() > 0
+        if sighup:
+            log.info("received SIGHUP: reloading the config")
+        return Wake(tuple(triggers), sighup=sighup, config_changed=config_changed,
+                    duty=bool(due)), triggers_at
 
     def _handle(self, triggers: list[Trigger]) -> bool:
         """Run the triggers' actions on this thread; True when one asks for a config read."""
@@ -631,7 +346,7 @@ class Agent:
                 trigger.action()
         return any(t.reload_config for t in triggers)
 
-    def _handled(self, triggers: list[Trigger], ok: bool) -> None:
+    def _handled(self, triggers: tuple[Trigger, ...], ok: bool) -> None:
         """Event-to-publish latency, and drift repaired (a trigger that made gfd write)."""
         if not self.observer or not ok:
             return
@@ -642,6 +357,28 @@ class Agent:
             for target in sorted({t.source for t in triggers} & {"output", "api"}):
                 self.observer.drift_repaired(target)
 
+    def _paced(self, ok: bool, started: float, before: Parts) -> None:
+        """After a cycle of the running loop: a reload's new duties join the schedule, and
+        the next label cycle is set one interval on, or a backoff on after a failure."""
+        if self.parts is not before:
+            self._schedule.set(self.parts.duties, self.clock())
+        delay = self._delay_after(ok, started)
+        self._pace.next_cycle = None if delay is None else self.clock() + delay
+
+    def _sleep(self, signals: Signals, triggers_at: float | None) -> None:
+        """Until the next cycle, duty or gathered triggers, or a signal or trigger wakes the
+        loop. Liveness fails --stuck-after past the wake-up, whatever stopped the loop; with
+        nothing due it still turns every half --stuck-after to say it lives."""
+        wake_at = min((t for t in (self._pace.next_cycle, self._schedule.next_due(), triggers_at)
+                       if t is not None), default=None)
+        now = self.clock()
+        timeout = (self.parts.settings.stuck_after / 2 if wake_at is None
+                   else max(0.0, wake_at - now))
+        if self.health:
+            self.health.idle_until(now + timeout)
+        signals.wake.wait(timeout=timeout)
+        signals.wake.clear()
+
     @staticmethod
     def _stopped(signals: Signals) -> int:
         name = (signal.Signals(signals.stop).name
@@ -649,71 +386,49 @@ class Agent:
         log.info("received %s: exiting", name)
         return 0
 
+    def _start(self, signals: Signals) -> None:
+        """Schedule the duties, the first cycle now, and (unless oneshot) start the watchers.
+        The API sinks open their watch only after their first publish, so that its first read
+        sees what gfd published and is not taken for drift."""
+        self._schedule = Schedule()
+        self._schedule.set(self.parts.duties, self.clock())
+        self._pace = Pace(next_cycle=self.clock())
+        if not self.parts.settings.oneshot:
+            self._fire = signals.fire
+            self._watch(discovery=self.parts.discovery, sink=self.parts.sink)
+
+    def _close(self) -> None:
+        self._fire = None
+        if self._pending is not None:
+            self._pending.close_new(self.parts)
+        self.parts.close()
+
     def run(self, signals: Signals) -> int:
         """Label until stopped. Returns the exit code (0: stopped by a signal or oneshot done).
 
         Every periodic duty (label cycle, host facts, resync, expiry refresh) is scheduled
-        here; whichever is due first, a trigger from a watcher, or a signal wakes the loop."""
-        schedule = Schedule()
-        schedule.set(self.parts.duties, self.clock())
-        next_cycle: float | None = self.clock()
-        held = _Held()
-        if not self.parts.settings.oneshot:
-            self._fire = signals.fire
-            # The API sinks open their watch only after their first publish, so that its
-            # first read sees what gfd published and is not taken for drift.
-            self._watch(discovery=self.parts.discovery, sink=self.parts.sink)
+        here; whichever is due first, a trigger from a watcher, or a signal wakes the loop.
+        While the API fails, its backoff is the only clock (``schedule.Pace``)."""
+        self._start(signals)
         try:
             while True:
                 now = self.clock()
-                due = schedule.pop_due(now)
-                for duty in due:
-                    self._run_duty(duty)
-                triggers, triggers_at = signals.take(now)
-                reload_config = self._handle(triggers)
-                force = signals.take_reload() > 0
-                if force:
-                    log.info("received SIGHUP: reloading the config")
-                woken = bool(force or due or triggers)
-                if woken and self._backing_off(now, next_cycle):
-                    # While the API fails, its backoff is the only clock: what woke the loop
-                    # (a file, a watch event, a duty, SIGHUP) is taken at the next retry.
-                    held.add(triggers, force, reload_config)
-                    log.debug("held until the API retry in %.1fs", (next_cycle or now) - now)
-                    woken = False
-                elif woken or (next_cycle is not None and now >= next_cycle):
-                    triggers, force, reload_config = held.take(triggers, force, reload_config)
-                    woken = True
-                if woken:
+                wake, triggers_at = self._woken(signals, now)
+                why = self._pace.admit(wake, now, api_backoff=self._api_backoff())
+                if why is not None:
                     before = self.parts
-                    ok = self.cycle(force_reload=force, reload_config=reload_config)
+                    ok = self.cycle(force_reload=why.sighup, reload_config=why.config_changed)
                     if self.parts.settings.oneshot:
                         return 0 if ok else 1
-                    self._handled(triggers, ok)
+                    self._handled(why.triggers, ok)
                     if signals.stop:
                         return self._stopped(signals)
-                    if self.parts is not before:
-                        schedule.set(self.parts.duties, self.clock())
-                    delay = self._delay_after(ok, now)
-                    next_cycle = None if delay is None else self.clock() + delay
-                wake_at = min((t for t in (next_cycle, schedule.next_due(), triggers_at)
-                               if t is not None), default=None)
-                # Liveness fails --stuck-after past the wake-up, whatever stopped the loop;
-                # with nothing due it still turns every half --stuck-after to say it lives.
-                now = self.clock()
-                timeout = (self.parts.settings.stuck_after / 2 if wake_at is None
-                           else max(0.0, wake_at - now))
-                if self.health:
-                    self.health.idle_until(now + timeout)
-                signals.wake.wait(timeout=timeout)
-                signals.wake.clear()
+                    self._paced(ok, now, before)
+                elif wake:
+                    log.debug("held until the API retry in %.1fs",
+                              (self._pace.next_cycle or now) - now)
+                self._sleep(signals, triggers_at)
                 if signals.stop:
                     return self._stopped(signals)
         finally:
-            self._fire = None
-            if self._pending is not None:
-                self._discard(self._pending)
-            self.parts.discovery.close()
-            self.parts.sink.close()
-            if self.parts.events is not None:
-                self.parts.events.close()
+            self._close()

@@ -89,6 +89,12 @@ class Discovery:
         if gpus and self.gpus is not None:
             self.gpus.refresh()
 
+    @property
+    def asks_api(self) -> bool:
+        """Whether the resource manager asks the API server (``auto`` beside an API sink): its
+        ResourceSlice count then needs the loop's daily recheck."""
+        return self.manager is not None and self.manager.slices is not None
+
     def recheck_resource_manager(self) -> None:
         """Ask the API server for the node's ResourceSlices again at the next read (the
         loop's duty, every ``SLICE_RECHECK``; only where ``auto`` asks the API at all)."""

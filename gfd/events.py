@@ -19,7 +19,7 @@ Three parts, each testable alone:
   is sent until one of the sink's own requests -- paced by the agent's backoff -- is
   answered again; an outage costs no Event request beyond the first.
 
-:class:`NodeEvents` ties them to the agent loop (``daemon.EventRecorder``).
+:class:`NodeEvents` ties them to the agent loop (``parts.EventRecorder``).
 """
 
 from __future__ import annotations
@@ -566,7 +566,7 @@ class Sending(Protocol):
 
 
 class NodeEvents:
-    """What the agent loop reports to (``daemon.EventRecorder``): each cycle's snapshot and
+    """What the agent loop reports to (``parts.EventRecorder``): each cycle's snapshot and
     label change, and each failure; records the Events they call for."""
 
     def __init__(self, recorder: Recorder, sender: Sending, *,

@@ -9,8 +9,9 @@ A thread that dies (an error in ``on_change``, a failing read) says so once, at 
 level, and calls ``on_death``: its owner goes back to polling at once.
 
 Where inotify is unavailable (not Linux, a seccomp profile that refuses it, the per-user
-watch or instance limit reached) :func:`open_watch` returns None with the reason, and the
-caller keeps polling: a watch is an optimisation, never a requirement.
+watch or instance limit reached) :func:`open_watch` returns the reason instead, and the
+caller keeps polling: a watch is an optimisation, never a requirement. An owner holds a
+:class:`Watch`: made before it starts, started (or told why not) and closed in one way.
 """
 
 from __future__ import annotations
@@ -202,17 +203,64 @@ def open_watch(on_change: OnChange, *, name: str, on_event: OnEvent | None = Non
     return DirWatch(calls, fd, on_change, name, on_event, on_death=on_death, fallback=fallback)
 
 
-def start_watch(on_change: OnChange, directories: Iterable[str], *, name: str,
-                fallback: str, on_event: OnEvent | None = None,
-                on_death: OnDeath | None = None) -> DirWatch | str:
-    """A started DirWatch on ``directories``, or why there is none, already joined with
-    ``fallback`` (what the owner does instead) into the one line to log."""
-    opened = open_watch(on_change, name=name, on_event=on_event, on_death=on_death,
-                        fallback=fallback)
-    if isinstance(opened, str):
-        return f"{opened}; {fallback}"
-    problems = opened.watch(directories)
-    if problems:
-        opened.close()
-        return f"{problems[0]}; {fallback}"
-    return opened.start()
+def _ignore(directory: str, name: str) -> None:
+    """``on_change`` of a watch that reports through ``on_event``."""
+
+
+class Watch:
+    """A directory watch as its owner holds it: made with the owner (stored before anything
+    starts, so a callback may use it from the first event on), then started -- or not, with
+    the one line that says why -- and closed, whatever became of it. Thread-safe.
+
+    The owner never sees a half-made watch: :meth:`watch` and :meth:`close` work before
+    :meth:`start`, after a start that failed and after :meth:`close`, doing nothing there."""
+
+    def __init__(self, name: str, *, fallback: str, say: Callable[[str], None]) -> None:
+        self._name = name
+        self._fallback = fallback
+        """What the owner does instead (said when the watch cannot start or dies)."""
+        self._say = say
+        """How the owner logs why its watch did not start (one line, with the fallback)."""
+        self._lock = threading.Lock()
+        self._running: DirWatch | None = None
+
+    @property
+    def watching(self) -> bool:
+        """Started, and neither dead nor closed."""
+        with self._lock:
+            running = self._running
+        return running is not None and not running.dead
+
+    def start(self, directories: Iterable[str], on_change: OnChange = _ignore, *,
+              on_event: OnEvent | None = None, on_death: OnDeath | None = None) -> bool:
+        """Watch ``directories`` and call ``on_change`` (or ``on_event``, when given) from the
+        watch's thread; whether it watches (already, too). When it cannot, the owner's ``say``
+        gets why, and the fallback, in one line. A watch closed may be started again."""
+        with self._lock:
+            if self._running is not None:
+                return True
+            opened = open_watch(on_change, name=self._name, on_event=on_event,
+                                on_death=on_death, fallback=self._fallback)
+            if isinstance(opened, str):
+                why = opened
+            elif problems := opened.watch(directories):
+                opened.close()
+                why = problems[0]
+            else:
+                self._running = opened.start()  # its callbacks wait for the lock: stored first
+                return True
+        self._say(f"{why}; {self._fallback}")
+        return False
+
+    def watch(self, directories: Iterable[str]) -> list[str]:
+        """Add directories to a started watch (see ``DirWatch.watch``); none otherwise."""
+        with self._lock:
+            running = self._running
+        return running.watch(directories) if running is not None else []
+
+    def close(self) -> None:
+        """Stop watching; idempotent, and safe from the watch's own callbacks."""
+        with self._lock:
+            running, self._running = self._running, None
+        if running is not None:
+            running.close()

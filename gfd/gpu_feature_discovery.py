@@ -33,18 +33,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gfd import __version__
-from gfd.config import (
-    TABLE,
-    Bool,
-    Entry,
-    OutputPath,
-    PathKind,
-    Settings,
-    Text,
-    ValueProblem,
-)
-from gfd.config import Duration as DurationKind
+from gfd.config import TABLE, Entry, Settings
 from gfd.errors import ConfigError, GfdError, show
+from gfd.settingkinds import Bool, OutputPath, PathKind, Text, ValueProblem
+from gfd.settingkinds import Duration as DurationKind
 
 if TYPE_CHECKING:
     from gfd.cli import ReloadAsked

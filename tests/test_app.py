@@ -32,7 +32,7 @@ from gfd.app import (
 )
 from gfd.budget import Budget
 from gfd.config import Part, Settings
-from gfd.configfile import QUIET
+from gfd.configsource import QUIET
 from gfd.discovery import Discovery
 from gfd.errors import ApiError, ConfigError, DiscoveryError
 from gfd.readers.nvml import NvmlReader
@@ -55,6 +55,7 @@ class Tracked:
     fail_on_init_error = True
     name = "tracked"
     manager = None
+    asks_api = False
 
     def __init__(self) -> None:
         self.closed = False

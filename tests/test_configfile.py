@@ -1,5 +1,4 @@
-"""The device-plugin config file v1: parsing, validation messages, sharing normalisation,
-and ConfigSource's change detection."""
+"""The device-plugin config file v1: parsing, validation messages, sharing normalisation."""
 
 from __future__ import annotations
 
@@ -8,54 +7,27 @@ import hashlib
 import json
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from helpers.process import wait_for
+from helpers.configfiles import REFERENCE_FILE, ts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gfd import fswatch
 from gfd.config import resolve
 from gfd.configfile import (
-    QUIET,
-    ConfigSource,
-    ConfigWatch,
     FileConfig,
     load_config_file,
     parse_config,
-    watched_directories,
 )
 from gfd.errors import ConfigError
 from gfd.sharing import SharedResource, Sharing
-from gfd.triggers import Trigger
 
 P = "/etc/gfd/config.yaml"
 PREFIX = f"config file {P}: "
 UUID = "b1028956-cfa2-0990-bf4a-5da9abb51763"
-
-# The device plugin's documented example file, every gfd-relevant field set.
-REFERENCE_FILE = """\
-version: v1
-flags:
-  migStrategy: none
-  failOnInitError: true
-  gfd:
-    oneshot: false
-    noTimestamp: false
-    sleepInterval: 60s
-    outputFile: /etc/kubernetes/node-feature-discovery/features.d/gfd
-    machineTypeFile: /sys/class/dmi/id/product_name
-sharing:
-  timeSlicing:
-    renameByDefault: false
-    resources:
-      - name: nvidia.com/gpu
-        replicas: 4
-"""
 
 # Seed 001: the `any` key of the nvidia-device-plugin-config ConfigMap, comments included.
 SEED_001 = """\
@@ -83,11 +55,6 @@ def error_of(text: str) -> str:
     message = str(caught.value)
     assert "\n" not in message and "\r" not in message
     return message
-
-
-def ts(entry: str, section: str = "timeSlicing", extra: str = "") -> str:
-    """A sharing section with one resource entry (flow-style YAML)."""
-    return f"sharing: {{{section}: {{{extra}resources: [{entry}]}}}}"
 
 
 # --- every validation error: (id, document, field path, rule) -----------------------------
@@ -656,179 +623,6 @@ def test_load_not_utf8(tmp_path: Path) -> None:
     assert str(caught.value) == f"config file {path}: not valid UTF-8 text (byte 33)"
 
 
-# --- ConfigSource ----------------------------------------------------------------------------
-
-
-def test_config_source(tmp_path: Path) -> None:
-    path = tmp_path / "config.yaml"
-    path.write_text(REFERENCE_FILE)
-    source = ConfigSource(str(path), quiet=0)  # each write counts as settled at once
-    assert source.current is None
-
-    first = source.poll()
-    assert first is not None and first.values["sleep_interval"] == 60.0
-    assert source.current == first
-    assert source.poll() is None  # unchanged
-
-    path.write_text(REFERENCE_FILE.replace("60s", "30s"))
-    second = source.poll()
-    assert second is not None and second.values["sleep_interval"] == 30.0
-    assert second.digest != first.digest
-    assert source.current == second
-
-    forced = source.poll(force=True)  # SIGHUP: re-read even when unchanged
-    assert forced == second
-
-    path.write_text(REFERENCE_FILE.replace("60s", "soon"))
-    with pytest.raises(ConfigError, match=r"flags\.gfd\.sleepInterval"):
-        source.poll()
-    assert source.current == second  # the last good config stays in effect
-    with pytest.raises(ConfigError):
-        source.poll(force=True)
-
-    path.write_text(REFERENCE_FILE.replace("60s", "30s"))  # back to the good content
-    assert source.poll() is None
-    assert source.current == second
-
-    path.unlink()
-    with pytest.raises(ConfigError, match="not found"):
-        source.poll()
-    assert source.current == second
-
-
-def test_config_source_refuses_a_fifo_swapped_in_and_keeps_the_last_good_config(
-        tmp_path: Path) -> None:
-    path = tmp_path / "config.yaml"
-    path.write_text(REFERENCE_FILE)
-    source = ConfigSource(str(path))
-    good = source.poll()
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    fifo.replace(path)
-    with pytest.raises(ConfigError, match="is a FIFO"):
-        source.poll()
-    assert source.current == good
-
-
-def test_config_source_missing_at_start(tmp_path: Path) -> None:
-    source = ConfigSource(str(tmp_path / "absent.yaml"))
-    with pytest.raises(ConfigError, match="not found"):
-        source.poll()
-    assert source.current is None
-
-
-def test_config_source_follows_symlink_swap(tmp_path: Path) -> None:
-    """The config-manager sidecar re-points a symlink; content comparison notices."""
-    (tmp_path / "a").write_text(ts("{name: gpu, replicas: 2}"))
-    (tmp_path / "b").write_text(ts("{name: gpu, replicas: 5}"))
-    link = tmp_path / "config.yaml"
-    link.symlink_to(tmp_path / "a")
-    source = ConfigSource(str(link))
-    assert source.poll() is not None
-    link.unlink()
-    link.symlink_to(tmp_path / "b")
-    changed = source.poll()
-    assert changed is not None and changed.sharing.replicas("nvidia.com/gpu") == 5
-
-
-class Walls:
-    """A monotonic and a wall clock that stand still until moved (the file's mtime is real)."""
-
-    def __init__(self) -> None:
-        self.mono = 1000.0
-        self.offset = 0.0
-
-    def clock(self) -> float:
-        return self.mono
-
-    def wall(self) -> float:
-        return time.time() + self.offset
-
-    def move(self, seconds: float) -> None:
-        self.mono += seconds
-        self.offset += seconds
-
-
-def rewrite(path: Path, text: str, walls: Walls | None = None) -> None:
-    """An in-place rewrite: the same file truncated, then written (modified at ``walls``'
-    time)."""
-    with path.open("r+") as handle:
-        handle.truncate(0)
-        handle.write(text)
-    if walls is not None:
-        os.utime(path, ns=(int(walls.wall() * 1e9),) * 2)
-
-
-TS4 = ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
-       "      replicas: 4\n")
-
-
-def test_an_empty_or_half_written_file_is_no_new_config_until_quiet(tmp_path: Path) -> None:
-    """Regression (issue 20): two identical reads 50 ms apart took the truncated, empty file
-    as a valid empty config (replicas 1, no sharing) while the writer was still at work."""
-    path = tmp_path / "config.yaml"
-    path.write_text(TS4)
-    walls = Walls()
-    source = ConfigSource(str(path), current=load_config_file(str(path)), clock=walls.clock,
-                          wall=walls.wall)
-    rewrite(path, "", walls)
-    assert source.poll() is None and source.poll(force=True) is None, "empty: keep the last"
-    walls.move(QUIET / 2)
-    assert source.poll() is None
-    rewrite(path, TS4[:21], walls)  # "version: v1\nsharing:": valid, and still being written
-    walls.move(QUIET * 0.9)
-    assert source.poll() is None
-    rewrite(path, TS4.replace("4", "8"), walls)
-    assert source.poll() is None
-    walls.move(QUIET)  # quiet long enough: taken
-    config = source.poll()
-    assert config is not None and config.sharing.replicas("nvidia.com/gpu") == 8
-
-
-def test_content_unchanged_for_the_quiet_period_is_taken_even_with_a_fresh_mtime(
-        tmp_path: Path) -> None:
-    path = tmp_path / "config.yaml"
-    path.write_text(TS4)
-    walls = Walls()
-    source = ConfigSource(str(path), current=load_config_file(str(path)), clock=walls.clock,
-                          wall=lambda: 0.0)  # an mtime in the future: only what gfd saw counts
-    rewrite(path, "")
-    assert source.poll() is None
-    walls.move(QUIET)
-    config = source.poll()
-    assert config is not None and config.sharing.strategy == "none", "an empty file, settled"
-
-
-def test_a_whole_second_mtime_counts_one_second_less_quiet(tmp_path: Path) -> None:
-    """A file system that keeps whole seconds rounds a fresh write's time down."""
-    path = tmp_path / "config.yaml"
-    path.write_text(TS4)
-    source = ConfigSource(str(path), current=load_config_file(str(path)),
-                          wall=lambda: 1_800_000_000.0 + QUIET + 0.5)
-    rewrite(path, TS4.replace("4", "8"))
-    os.utime(path, ns=(1_800_000_000 * 10**9,) * 2)
-    assert source.poll() is None
-
-
-def test_an_old_file_and_a_symlink_swap_are_taken_at_once(tmp_path: Path) -> None:
-    (tmp_path / "a").write_text(TS4)
-    (tmp_path / "b").write_text(TS4.replace("4", "5"))
-    link = tmp_path / "config.yaml"
-    link.symlink_to(tmp_path / "a")
-    source = ConfigSource(str(link), current=load_config_file(str(link)))
-    tmp = tmp_path / "config.yaml.tmp"
-    tmp.symlink_to(tmp_path / "b")  # just written, but complete: swapped in through a link
-    tmp.replace(link)
-    swapped = source.poll()
-    assert swapped is not None and swapped.sharing.replicas("nvidia.com/gpu") == 5
-    rewrite(tmp_path / "b", TS4.replace("4", "6"))
-    assert source.poll() is None, "the same file rewritten in place waits"
-    old = time.time() - 2 * QUIET
-    os.utime(tmp_path / "b", (old, old))
-    again = source.poll()
-    assert again is not None and again.sharing.replicas("nvidia.com/gpu") == 6
-
-
 # --- property: nothing but FileConfig or a one-line ConfigError ---------------------------------
 
 KNOWN_KEYS = [
@@ -881,218 +675,11 @@ def test_property_arbitrary_text(text: str) -> None:
     assert_config_or_one_line_error(text)
 
 
-# ----------------------------------------------------------------------------- ConfigWatch
-
-
-def configmap_volume(root: Path, files: dict[str, str], version: str = "a") -> Path:
-    """A ConfigMap volume as the kubelet lays it out: the keys are symlinks through
-    ``..data``, itself a symlink to a timestamped directory; an update swaps ``..data``."""
-    root.mkdir(exist_ok=True)
-    data = root / f"..2026_11_23_{version}"
-    data.mkdir()
-    for name, text in files.items():
-        (data / name).write_text(text)
-    tmp = root / "..data_tmp"
-    tmp.symlink_to(data.name)
-    tmp.replace(root / "..data")
-    for name in files:
-        if not (root / name).is_symlink():
-            (root / name).symlink_to(f"..data/{name}")
-    return root
-
-
-def test_watched_directories_follow_a_configmap_volume(tmp_path: Path) -> None:
-    volume = configmap_volume(tmp_path / "config", {"config.yaml": "{}"})
-    dirs = watched_directories(str(volume / "config.yaml"))
-    assert dirs[0] == str(volume)
-    assert str(volume / "..data") in dirs  # inotify follows it to the timestamped directory
-    assert dirs[-1] == str(volume / "..2026_11_23_a")
-
-
-def test_watched_directories_follow_the_config_managers_symlink(tmp_path: Path) -> None:
-    available = configmap_volume(tmp_path / "available-configs", {"a100": "{}"})
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "config.yaml").symlink_to(available / "a100")
-    dirs = watched_directories(str(tmp_path / "config" / "config.yaml"))
-    assert dirs[:2] == [str(tmp_path / "config"), str(available)]
-    assert dirs[-1] == str(available / "..2026_11_23_a")
-
-
-def test_watched_directories_of_a_plain_or_missing_file_are_its_directory(
-        tmp_path: Path) -> None:
-    assert watched_directories(str(tmp_path / "missing.yaml")) == [str(tmp_path)]
-    loop = tmp_path / "loop"
-    loop.symlink_to("loop")
-    assert watched_directories(str(loop)) == [str(tmp_path)]
-
-
-class Fired:
-    def __init__(self) -> None:
-        self.triggers: list[Trigger] = []
-
-    def __call__(self, trigger: Trigger) -> None:
-        self.triggers.append(trigger)
-
-    def count(self) -> int:
-        return len(self.triggers)
-
-
-@pytest.fixture
-def fired() -> Fired:
-    return Fired()
-
-
-def start_watch(path: Path, fired: Fired) -> ConfigWatch:
-    watch = ConfigWatch(str(path), fired)
-    assert watch.start()
-    return watch
-
-
-def test_a_configmap_update_fires_a_config_trigger(tmp_path: Path, fired: Fired) -> None:
-    volume = configmap_volume(tmp_path / "config", {"config.yaml": "{}"})
-    watch = start_watch(volume / "config.yaml", fired)
-    try:
-        configmap_volume(volume, {"config.yaml": "flags: {migStrategy: mixed}"}, version="b")
-        wait_for(lambda: fired.count() > 0, timeout=5)
-        trigger = fired.triggers[0]
-        assert (trigger.source, trigger.kind, trigger.reload_config) == ("config", "changed",
-                                                                          True)
-        # the watch moved with ..data: a second update is seen too
-        fired.triggers.clear()
-        configmap_volume(volume, {"config.yaml": "flags: {migStrategy: single}"}, version="c")
-        wait_for(lambda: fired.count() > 0, timeout=5)
-    finally:
-        watch.close()
-
-
-def test_the_config_manager_repointing_the_symlink_fires(tmp_path: Path, fired: Fired) -> None:
-    available = configmap_volume(tmp_path / "available-configs", {"a": "{}", "b": "{}"})
-    link = tmp_path / "config" / "config.yaml"
-    link.parent.mkdir()
-    link.symlink_to(available / "a")
-    watch = start_watch(link, fired)
-    try:
-        tmp = link.with_name("config.yaml.tmp")
-        tmp.symlink_to(available / "b")
-        tmp.replace(link)
-        wait_for(lambda: fired.count() > 0, timeout=5)
-        fired.triggers.clear()
-        configmap_volume(available, {"a": "{}", "b": "flags: {}"}, version="b")
-        wait_for(lambda: fired.count() > 0, timeout=5)  # the ConfigMap behind it changed
-    finally:
-        watch.close()
-
-
-def test_an_edit_in_place_fires(tmp_path: Path, fired: Fired) -> None:
-    path = tmp_path / "config.yaml"
-    path.write_text("{}")
-    watch = start_watch(path, fired)
-    try:
-        with path.open("w") as handle:
-            handle.write("flags: {}")
-        wait_for(lambda: fired.count() > 0, timeout=5)
-    finally:
-        watch.close()
-
-
-def test_a_busy_file_beside_the_config_wakes_nothing(tmp_path: Path, fired: Fired) -> None:
-    """Regression (issue 20): every write to gfd's log beside its config fired a config
-    trigger, and each trigger a cycle (and, during an API outage, a request)."""
-    volume = configmap_volume(tmp_path / "config", {"config.yaml": "{}"})
-    watch = ConfigWatch(str(volume / "config.yaml"), fired, quiet=0.2)
-    assert watch.start()
-    try:
-        with (volume / "gfd.log").open("w") as log_file:
-            for line in range(50):
-                log_file.write(f"line {line}\n")
-                log_file.flush()
-        (volume / "..data" / "other-key").write_text("x")  # a key gfd does not read
-        time.sleep(0.5)
-        assert fired.count() == 0, [t.detail for t in fired.triggers]
-        configmap_volume(volume, {"config.yaml": "flags: {}"}, version="b")
-        wait_for(lambda: fired.count() > 0, timeout=5)
-    finally:
-        watch.close()
-
-
-def test_a_change_fires_again_once_the_file_has_been_quiet(tmp_path: Path,
-                                                           fired: Fired) -> None:
-    path = tmp_path / "config.yaml"
-    path.write_text("{}")
-    watch = ConfigWatch(str(path), fired, quiet=0.2)
-    assert watch.start()
-    try:
-        rewrite(path, "flags: {}")
-        wait_for(lambda: any(t.kind == "settled" for t in fired.triggers), timeout=5)
-        assert fired.triggers[0].kind == "changed" and fired.triggers[-1].kind == "settled"
-        assert all(t.reload_config for t in fired.triggers)
-    finally:
-        watch.close()
-
-
-def test_a_file_its_writer_still_holds_open_is_not_taken_however_long_it_pauses(
-        tmp_path: Path, fired: Fired) -> None:
-    """A writer that truncates the file and pauses longer than the quiet period: inotify saw
-    it modify the file and not close it, so the empty file is still no config."""
-    path = tmp_path / "config.yaml"
-    path.write_text(TS4)
-    source = ConfigSource(str(path), current=load_config_file(str(path)), quiet=0.1)
-    watch = ConfigWatch(str(path), fired, quiet=0.1, writers=source.writers)
-    assert watch.start()
-    try:
-        with path.open("w") as handle:
-            wait_for(lambda: source.writers.writing(str(path.resolve())), timeout=5)
-            time.sleep(0.3)  # three quiet periods, the file empty and open
-            assert source.poll() is None
-            handle.write(TS4.replace("4", "8"))
-        wait_for(lambda: not source.writers.writing(str(path.resolve())), timeout=5)
-        polled: list[FileConfig | None] = []  # closed: taken once quiet (0.1 s), however late
-        wait_for(lambda: polled.append(source.poll()) or polled[-1] is not None)
-        config = polled[-1]
-        assert config is not None and config.sharing.replicas("nvidia.com/gpu") == 8
-    finally:
-        watch.close()
-
-
-def test_without_inotify_the_watch_does_not_start(tmp_path: Path, fired: Fired,
-                                                  monkeypatch: pytest.MonkeyPatch,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(fswatch, "_libc", lambda: "inotify is not available: test")
-    caplog.set_level("INFO", logger="gfd.configfile")
-    assert not ConfigWatch(str(tmp_path / "config.yaml"), fired).start()
-    assert "checked every cycle instead" in caplog.text
-
-
-def test_a_config_watch_that_dies_fires_a_reload_and_says_the_file_is_polled(
-        tmp_path: Path, fired: Fired, monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
-    from gfd import configfile
-
-    path = tmp_path / "config.yaml"
-    path.write_text("{}")
-    watch = start_watch(path, fired)
-    try:
-        def broken(path: str) -> list[str]:
-            raise RuntimeError("symlink chain unreadable")
-
-        monkeypatch.setattr(configfile, "watched_directories", broken)
-        path.write_text("flags: {migStrategy: mixed}")
-        wait_for(lambda: fired.count() > 0, timeout=5)
-        trigger = fired.triggers[0]
-        assert (trigger.source, trigger.kind, trigger.reload_config) == (
-            "config", "watcher-died", True)
-        assert "RuntimeError: symlink chain unreadable" in trigger.detail
-        assert ("config-watch watch stopped: RuntimeError: symlink chain unreadable; the "
-                "config file is checked every cycle instead") in caplog.text
-    finally:
-        watch.close()
-
-
 @pytest.mark.parametrize("value", ["'true'", "'no'", "1", "maybe"])
 def test_a_sharing_boolean_is_read_by_the_settings_tables_rule(value: str) -> None:
     """One boolean rule for the whole file: the sharing section's booleans say what a flag's
     boolean in the same file says, word for word."""
-    from gfd.config import Bool, ValueProblem
+    from gfd.settingkinds import Bool, ValueProblem
 
     with pytest.raises(ValueProblem) as rule:
         Bool().from_file(yaml.safe_load(value), lambda _: None)

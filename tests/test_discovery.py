@@ -318,3 +318,23 @@ def test_a_snapshot_file_that_is_not_a_text_file_is_one_discovery_error(
     with pytest.raises(DiscoveryError) as caught:
         read_snapshot_file(str(path))
     assert str(caught.value) == f"snapshot file {path}: {message}"
+
+
+def test_only_a_resource_manager_that_counts_resource_slices_asks_the_api(tmp_path) -> None:
+    from gfd.readers.resourcemanager import ResourceManagerReader
+
+    host = HostReader(machine_type_file=str(tmp_path / "dmi"), sysfs_root=str(tmp_path))
+    counted: list[int] = []
+
+    def slices() -> int:
+        counted.append(1)
+        return 1
+
+    asking = Discovery(None, host, fixed=H100,
+                       manager=ResourceManagerReader("auto", str(tmp_path), slices=slices))
+    assert asking.asks_api
+    assert asking.read().resource_manager.name == "dra" and counted == [1]
+    local = Discovery(None, host, fixed=H100,
+                      manager=ResourceManagerReader("auto", str(tmp_path)))
+    assert not local.asks_api
+    assert not Discovery(None, host, fixed=H100).asks_api, "no resource manager: none asked"

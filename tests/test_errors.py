@@ -115,3 +115,24 @@ def test_show_never_gives_more_than_its_limit_and_says_it_cut(value: object) -> 
     shown = show(value)
     assert len(shown) <= SHOW_LIMIT + len("... (100000 characters)")
     assert "\n" not in shown and shown.startswith(repr(value)[:10])
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("abc", "'abc'"),
+    (5, "5"),
+    ("two\nlines", "'two\\nlines'"),
+    (list(range(20)), "[0, 1, 2, 3, 4, 5, ...]"),
+], ids=["text", "number", "newline-escaped", "long-list"])
+def test_show_renders_a_value_short_and_on_one_line(value: object, shown: str) -> None:
+    from gfd.errors import show
+
+    assert show(value) == shown
+    assert "\n" not in show(value)
+
+
+def test_show_cuts_a_long_value_in_the_middle() -> None:
+    from gfd.errors import show
+
+    shown = show("x" * 200)
+    assert shown.startswith("'xxx") and shown.endswith("xxx'") and "..." in shown
+    assert len(shown) <= 80

@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.busyfile import written_without_pause
 from helpers.process import wait_for
 
 from gfd import fswatch
-from gfd.fswatch import DirWatch, open_watch, start_watch
+from gfd.fswatch import DirWatch, Watch, open_watch
 
 
 class Seen:
@@ -169,21 +170,67 @@ def test_closing_a_watch_is_not_a_death(tmp_path: Path, seen: Seen) -> None:
     assert deaths == [] and not opened.dead
 
 
-def test_start_watch_without_inotify_says_why_and_what_instead(
+def test_a_watch_without_inotify_says_why_and_what_instead_and_stays_usable(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(fswatch, "_libc", lambda: "inotify is not available: no libc")
-    started = start_watch(lambda directory, name: None, [str(tmp_path)],
-                          name="test-watch", fallback="polled instead")
-    assert started == "inotify is not available: no libc; polled instead"
+    said: list[str] = []
+    held = Watch("test-watch", fallback="polled instead", say=said.append)
+    assert not held.start([str(tmp_path)])
+    assert said == ["inotify is not available: no libc; polled instead"]
+    assert not held.watching
+    assert held.watch([str(tmp_path)]) == []  # nothing to add to, and no error
+    held.close()
 
 
-def test_start_watch_returns_a_running_watch(tmp_path: Path) -> None:
+def test_a_directory_it_cannot_watch_is_said_with_the_fallback(tmp_path: Path) -> None:
+    said: list[str] = []
+    held = Watch("test-watch", fallback="polled instead", say=said.append)
+    unwatchable = tmp_path / ("x" * 300)  # a name longer than any file system takes
+    assert not held.start([str(tmp_path), str(unwatchable)])
+    assert said == [f"cannot watch {unwatchable}: File name too long; polled instead"]
+    assert not held.watching
+    assert "gfd-test-watch" not in {t.name for t in threading.enumerate()}
+
+
+def test_a_watch_runs_once_however_often_started_and_stops_on_close(tmp_path: Path) -> None:
     seen: list[str] = []
-    started = start_watch(lambda directory, name: seen.append(name), [str(tmp_path)],
-                          name="test-watch", fallback="polled instead")
-    assert not isinstance(started, str)
+    said: list[str] = []
+    held = Watch("test-watch", fallback="polled instead", say=said.append)
+    assert "gfd-test-watch" not in {t.name for t in threading.enumerate()}
     try:
+        assert held.start([str(tmp_path)], lambda directory, name: seen.append(name))
+        assert held.start([str(tmp_path)], lambda directory, name: None)  # the same one
+        assert held.watching and said == []
+        assert [t.name for t in threading.enumerate()].count("gfd-test-watch") == 1
         (tmp_path / "new").write_text("x")
         wait_for(lambda: "new" in seen)
     finally:
-        started.close()
+        held.close()
+    assert not held.watching
+    assert "gfd-test-watch" not in {t.name for t in threading.enumerate()}
+    held.close()  # idempotent
+
+
+def test_a_callback_can_use_the_watch_from_the_first_event_on(tmp_path: Path) -> None:
+    """The watch is held before its thread starts: events already waiting when it starts (a
+    busy directory) reach a callback that finds it, never a watch still being made."""
+    later = tmp_path / "later"
+    later.mkdir()
+
+    def one_round(round_: int) -> None:
+        deaths: list[BaseException] = []
+        added: list[list[str]] = []
+        said: list[str] = []
+        held = Watch("test-watch", fallback="polled instead", say=said.append)
+        try:
+            assert held.start([str(tmp_path)], lambda directory, name: added.append(
+                held.watch([str(later)])), on_death=deaths.append), said
+            wait_for(lambda: len(added) + len(deaths) > 0)
+            assert deaths == [] and held.watching, f"round {round_}: {deaths}"
+            assert added[0] == [], "the directory is added without a problem"
+        finally:
+            held.close()
+
+    with written_without_pause(tmp_path / "log"):
+        for round_ in range(20):
+            one_round(round_)

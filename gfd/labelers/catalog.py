@@ -7,12 +7,16 @@ the result (``gfd docs``), ``gfd explain`` looks keys up in it, the pipeline's c
 filter drops its ``extended`` keys and its resource-manager filter the keys documented
 for another manager, and a test checks that every label the labelers
 produce on every simulated machine is described here.
+
+How each resource manager shapes the label set is data too: one row per manager in
+``MANAGER_RULES`` (the resources a key's ``<R>`` names, whether the device plugin's options
+apply), read by the resource-manager filter here and by the pipeline.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import ModuleType
 
 from gfd.labelers import (
@@ -68,17 +72,55 @@ def gather(modules: tuple[ModuleType, ...]) -> tuple[LabelDoc, ...]:
 
 LABELS: tuple[LabelDoc, ...] = gather(MODULES)
 
-# In a key pattern ``<R>`` stands for any resource, ``<model>`` for any model part and
-# ``<profile>`` for any MIG profile, so a key the code builds from odd NVML names still finds
-# its entry (and its set).
-_PLACEHOLDERS = ((re.escape("<R>"), r"(?:gpu|mig-.+)"), (re.escape("<model>"), r".*"),
-                 (re.escape("<profile>"), r".+"))
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManagerRules:
+    """How a resource manager shapes the label set (beside each label's ``managers``)."""
+
+    manager: str
+    """One of ``snapshot.RESOURCE_MANAGERS``."""
+    resources: tuple[str, ...]
+    """What a key's ``<R>`` names under it: the resources it hands out."""
+    device_plugin_options: bool
+    """Whether the device plugin's sharing config and MIG strategy shape the labels."""
+
+
+MANAGER_RULES: tuple[ManagerRules, ...] = (
+    ManagerRules(manager="device-plugin", resources=("gpu", "mig-<profile>"),
+                 device_plugin_options=True),
+    # The DRA driver hands out whole GPUs and MIG devices as devices of one resource-less
+    # driver: its labels speak of ``gpu`` only, and the device plugin's config is not its.
+    ManagerRules(manager="dra", resources=("gpu",), device_plugin_options=False),
+)
+"""The label-set rules of each resource manager, one row each."""
+
+
+def rules(manager: str) -> ManagerRules:
+    """The row of ``MANAGER_RULES`` for this resource manager (KeyError: none)."""
+    for row in MANAGER_RULES:
+        if row.manager == manager:
+            return row
+    raise KeyError(manager)
+
+
+# In a key pattern ``<model>`` stands for any model part and ``<profile>`` for any MIG
+# profile, and ``<R>`` for any resource a manager hands out, so a key the code builds from
+# odd NVML names still finds its entry (and its set).
+_NAMES = ((re.escape("<model>"), r".*"), (re.escape("<profile>"), r".+"))
+
+
+def _names(text: str) -> str:
+    for placeholder, pattern in _NAMES:
+        text = text.replace(placeholder, pattern)
+    return text
+
+
+_RESOURCES = tuple(dict.fromkeys(r for row in MANAGER_RULES for r in row.resources))
+_ANY_RESOURCE = "(?:" + "|".join(_names(r) for r in _RESOURCES) + ")"  # (?:gpu|mig-.+)
 
 
 def _pattern(doc_key: str) -> str:
-    text = re.escape(doc_key)
-    for placeholder, pattern in _PLACEHOLDERS:
-        text = text.replace(placeholder, pattern)
+    text = _names(re.escape(doc_key).replace(re.escape("<R>"), _ANY_RESOURCE))
     return r"(?:nvidia\.com/" + text + ")"
 
 
@@ -99,15 +141,18 @@ the compat filter costs one match per label."""
 
 
 def _excluded(manager: str) -> re.Pattern[str]:
+    """The labels documented for other managers, and the ``<R>`` keys of resources this
+    manager does not hand out."""
     parts = [_pattern(doc.key) for doc in LABELS if manager not in doc.managers]
-    if manager == "dra":  # <R> is gpu only: mig-<profile> is a device-plugin resource
-        parts += [_pattern(doc.key.replace("<R>", "mig-<model>"))
-                  for doc in LABELS if "<R>" in doc.key]
+    others = [r for r in _RESOURCES if r not in rules(manager).resources]
+    parts += [_pattern(doc.key.replace("<R>", resource))
+              for resource in others for doc in LABELS if "<R>" in doc.key]
     return re.compile("|".join(parts) or "(?!)", re.DOTALL)
 
 
 EXCLUDED_KEYS: dict[str, re.Pattern[str]] = {m: _excluded(m) for m in RESOURCE_MANAGERS}
-"""Per resource manager: matches (``fullmatch``) every full key not published under it."""
+"""Per resource manager: matches (``fullmatch``) every full key not published under it (a
+manager without its row in ``MANAGER_RULES`` fails here, at import)."""
 
 
 def describe(key: str) -> LabelDoc | None:

@@ -17,7 +17,7 @@ from gfd.facts.gpus import has_gpus
 from gfd.labelers.accelerator import KEY as ACCELERATOR_KEY
 from gfd.labelers.accelerator import accelerator
 from gfd.labelers.base import Label, Labeler, Result, flatten, merge
-from gfd.labelers.catalog import EXCLUDED_KEYS, EXTENDED_KEY
+from gfd.labelers.catalog import EXCLUDED_KEYS, EXTENDED_KEY, rules
 from gfd.labelers.clique import clique
 from gfd.labelers.compute_mode import compute_mode
 from gfd.labelers.device_counts import devices
@@ -85,8 +85,8 @@ SHARING_IGNORED = (
 def for_manager(options: LabelOptions, manager: str) -> tuple[LabelOptions, tuple[str, ...]]:
     """The options the labelers see under a resource manager: under ``dra`` without the
     device plugin's sharing config and MIG strategy (and a warning when a sharing config
-    is set aside)."""
-    if manager != "dra":
+    is set aside): the catalogue's rules for that manager say whether they apply."""
+    if rules(manager).device_plugin_options:
         return options, ()
     warnings: tuple[str, ...] = ()
     if options.sharing.strategy != "none" or options.sharing.resources:

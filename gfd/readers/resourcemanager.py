@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from gfd import dra
 from gfd.errors import GfdError
-from gfd.fswatch import DirWatch, start_watch
+from gfd.fswatch import Watch
 from gfd.snapshot import ResourceManager
 from gfd.triggers import Fire, Trigger, died
 
@@ -68,7 +68,9 @@ class ResourceManagerReader:
     _asked: bool = field(default=False, init=False)
     """Whether the API was asked since the last refresh."""
     _slice_error: str = field(default="", init=False)
-    _watch: DirWatch | None = field(default=None, init=False)
+    _watch: Watch = field(init=False, compare=False, repr=False, default_factory=lambda: Watch(
+        "registry-watch", fallback="the plugin registry is checked each cycle",
+        say=lambda why: log.debug("resource manager: %s", why)))
     _denied: bool = field(default=False, init=False)
     """Whether the registry's permissions were already said to hide the plugin."""
     _missing: bool = field(default=False, init=False)
@@ -83,7 +85,7 @@ class ResourceManagerReader:
         socket appears in or leaves the plugin registry (idempotent). Where inotify or the
         directory cannot be watched, say so once at debug level: each cycle's ``stat``
         still sees the change, one ``--sleep-interval`` later."""
-        if self.setting != "auto" or self._watch is not None:
+        if self.setting != "auto":
             return
         registry = self.plugins_registry
 
@@ -92,19 +94,11 @@ class ResourceManagerReader:
                 fire(Trigger(source="registry", kind="registration", at=time.monotonic(),
                              detail=os.path.join(directory, name)))
 
-        started = start_watch(
-            changed, [registry], name="registry-watch",
-            on_death=lambda why: fire(died("registry", why, time.monotonic())),
-            fallback="the plugin registry is checked each cycle")
-        if isinstance(started, str):
-            log.debug("resource manager: %s", started)
-            return
-        self._watch = started
+        self._watch.start([registry], changed,
+                          on_death=lambda why: fire(died("registry", why, time.monotonic())))
 
     def close(self) -> None:
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
+        self._watch.close()
         if self.release is not None:
             self.release()
             self.release = None

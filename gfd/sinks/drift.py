@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gfd.backoff import backoff
+from gfd.debounce import Debounce
 from gfd.logs import Once
 from gfd.sinks.objectwatch import WATCHED_RESYNC, Kind, ObjectWatch, Reason, WatchApi
 from gfd.triggers import Fire, Trigger, died
@@ -47,14 +48,14 @@ class Drift:
         self._lock = threading.Lock()
         self._last = -FIGHT_WINDOW
         self._in_a_row = 0
-        self._timer: threading.Timer | None = None
-        self._closed = False
+        self._repair = Debounce()
+        """The repair that waits while another writer keeps changing the object."""
         self._once = Once(log)
 
     def report(self, kind: str, detail: str) -> None:
         """The object drifted (``kind``: changed, deleted, replaced): repair it."""
         with self._lock:
-            if self._closed:
+            if self._repair.closed:
                 return
             now = self._clock()
             self._in_a_row = self._in_a_row + 1 if now - self._last < FIGHT_WINDOW else 1
@@ -64,30 +65,17 @@ class Drift:
                 self._fire(Trigger(source="api", kind=kind, at=now, action=self._action,
                                    detail=detail))
                 return
-            if self._timer is not None:
+            if self._repair.pending:
                 return  # a repair is already scheduled
             delay = backoff(self._in_a_row - FREE_REPAIRS, FIGHT_CAP, self._rand)
             self._once.warning("%s keeps being changed by another writer (%d times in a row); "
                                "repairing it at most every %.0fs", self._target,
                                self._in_a_row, FIGHT_CAP, key="fight")
-            self._timer = threading.Timer(delay, self._later, args=(kind, detail))
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _later(self, kind: str, detail: str) -> None:
-        with self._lock:
-            self._timer = None
-            if self._closed:
-                return
-            self._fire(Trigger(source="api", kind=kind, at=self._clock(), action=self._action,
-                               detail=detail))
+            self._repair.start(delay, lambda: self._fire(Trigger(
+                source="api", kind=kind, at=self._clock(), action=self._action, detail=detail)))
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        self._repair.close()
 
 
 class Watched:

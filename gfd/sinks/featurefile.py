@@ -37,6 +37,7 @@ import os
 import re
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from datetime import UTC, datetime
 
 from gfd.errors import PublishError, Refused
 from gfd.features import Features
-from gfd.fswatch import DirWatch, start_watch
+from gfd.fswatch import Watch
 from gfd.hostfile import FileProblem, read_with_status, shown, size_text, what_is
 from gfd.sinks.base import PublishResult, diff
 from gfd.triggers import Fire, Trigger, died
@@ -259,7 +260,15 @@ class FeatureFileSink:
     """The identity of the file as gfd last wrote (or adopted) it; None when unknown."""
     _writing: bool = field(default=False, init=False)
     """gfd is writing the file: the directory events it causes are its own."""
-    _watch: DirWatch | None = field(default=None, init=False)
+    _missed: bool = field(default=False, init=False)
+    """An event on the file came while gfd was writing: checked once the write is done (it
+    may be someone else's edit of what gfd had just renamed into place)."""
+    _fire: Fire | None = field(default=None, init=False, compare=False, repr=False)
+    _events_lock: threading.Lock = field(default_factory=threading.Lock, init=False,
+                                         compare=False, repr=False)
+    _watch: Watch = field(init=False, compare=False, repr=False, default_factory=lambda: Watch(
+        "output-watch", fallback="a changed feature file is healed at the next cycle",
+        say=log.info))
     _lock: int | None = field(default=None, init=False)
     """The open, flock-ed lock file while this sink writes; None before and after."""
     _unmarked: bool = field(default=False, init=False)
@@ -434,36 +443,35 @@ class FeatureFileSink:
         finds the file is no longer the one gfd wrote, rewrites it (nfd-worker re-reads the
         directory on every change: the labels are back within a second). Without inotify,
         the next cycle heals it as before."""
-        if self._watch is not None:
-            return
         directory, name = os.path.split(os.path.abspath(self.path))
+        self._fire = fire
 
         def changed(_directory: str, entry: str) -> None:
-            if entry not in (name, "") or self._writing:
-                return  # another file (the lock, a temporary file), or gfd writing
-            try:
-                now: Identity | None = identity(os.lstat(self.path))
-            except OSError:
-                now = None
-            if now == self._written:
-                return  # gfd's own write, seen after it finished
-            fire(Trigger(source="output", kind="deleted" if now is None else "changed",
-                         at=time.monotonic(), detail=self.path))
+            if entry not in (name, ""):
+                return  # another file (the lock, a temporary file)
+            with self._events_lock:
+                if self._writing:  # gfd's own, or an edit right after it: told when done
+                    self._missed = True
+                    return
+            self._check(fire)
 
-        started = start_watch(
-            changed, [directory], name="output-watch",
-            on_death=lambda why: fire(died("output", why, time.monotonic())),
-            fallback="a changed feature file is healed at the next cycle")
-        if isinstance(started, str):
-            log.info("%s", started)
-            return
-        self._watch = started
+        self._watch.start([directory], changed,
+                          on_death=lambda why: fire(died("output", why, time.monotonic())))
+
+    def _check(self, fire: Fire) -> None:
+        """Fire an ``output`` trigger unless the file is the one gfd last wrote."""
+        try:
+            now: Identity | None = identity(os.lstat(self.path))
+        except OSError:
+            now = None
+        if now == self._written:
+            return  # gfd's own write, seen after it finished
+        fire(Trigger(source="output", kind="deleted" if now is None else "changed",
+                     at=time.monotonic(), detail=self.path))
 
     def close(self) -> None:
         """Stop watching and release the lock (the feature file stays)."""
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
+        self._watch.close()
         self._release()
 
     def _adopt(self) -> tuple[dict[str, str], float | None] | None:
@@ -514,14 +522,18 @@ class FeatureFileSink:
                 f"feature file {self.path} would be {len(content.encode())} bytes; nfd-worker "
                 f"ignores files over {MAX_BYTES} bytes (reduce labels: --label-set compat)")
         self._target()  # never replace a link or a special file
-        self._writing = True
+        with self._events_lock:
+            self._writing, self._missed = True, False
         try:
             written = write_atomically(self.path, content)
             self._state = (dict(labels), new_expiry)
             self._written = identity(written)
             self._unmarked = False
         finally:
-            self._writing = False
+            with self._events_lock:
+                self._writing, missed = False, self._missed
+            if missed and self._fire is not None:
+                self._check(self._fire)
 
     def prune(self) -> PublishResult:
         """Remove the feature file if it is gfd's (:func:`foreign`), else refuse with one line

@@ -23,7 +23,6 @@ import logging
 import random
 import re
 import time
-from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -34,7 +33,8 @@ from gfd.features import Features
 from gfd.logs import Once
 from gfd.sinks.base import PublishResult, diff
 from gfd.sinks.drift import Watched
-from gfd.sinks.objectwatch import OWN_VERSIONS, Reason, WatchApi
+from gfd.sinks.objectwatch import Reason, WatchApi
+from gfd.sinks.ownwrites import OwnWrites
 from gfd.sinks.retry import Retry
 from gfd.triggers import Fire
 
@@ -164,12 +164,8 @@ class NodeSink:
     """The labels of the apply in flight (its own echo from the watch is no drift)."""
     _synced: float = field(default=float("-inf"), init=False)
     _why: str = field(default="", init=False)
-    _own: deque[str] = field(default_factory=lambda: deque(maxlen=OWN_VERSIONS), init=False)
-    """resourceVersions of gfd's own applies: their echo from the watch is no drift, however
-    late it arrives."""
-    _writes: int = field(default=0, init=False)
-    """Applies started, so the watch's reads can be told from them (``_listing``)."""
-    _listed_at: int | None = field(default=None, init=False)
+    _own: OwnWrites = field(default_factory=OwnWrites, init=False)
+    """gfd's applies, so that the watch's reads that raced one, and their echo, are no drift."""
 
     def refresh(self) -> None:
         """Apply again at the next publish even if labels are unchanged (the resync duty).
@@ -186,25 +182,20 @@ class NodeSink:
             self._watched.start(fire, self.watch_api, "node", self.node,
                                 target=f"Node {self.node}", on_change=self._seen,
                                 action=self._drifted, on_reconnect=self.on_reconnect,
-                                on_list=self._listing)
-
-    def _listing(self) -> None:
-        """On the watch thread, before it reads the Node: which apply that read may miss."""
-        self._listed_at = self._writes if self._sending is None else -1
+                                on_list=self._own.listing)
 
     def _seen(self, node: dict[str, Any] | None) -> None:
         """On the watch thread: does the Node still hold what gfd applied?"""
-        listed, self._listed_at = self._listed_at, None
-        if listed is not None and listed != self._writes:
+        if self._own.raced():
             return  # read before or while gfd applied: that apply repairs what it shows
         if node is None or not self._watched.active:
             return  # gone: never re-created by gfd; a successor arrives as ADDED
         published, sending = self._view, self._sending
         if published is None and sending is None:
             return  # nothing published yet
-        meta = node.get("metadata") or {}
-        if str(meta.get("resourceVersion") or "") in self._own:
+        if self._own.echo(node):
             return  # gfd's own apply
+        meta = node.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         labels: dict[str, str] = meta.get("labels") or {}
         if self._uid and uid and uid != self._uid:
@@ -270,9 +261,9 @@ class NodeSink:
             before, mine = dict(self._view), dict(self._view)
         sent = self._compose(labels, now)
         self._sending = dict(sent)
-        self._writes += 1
         try:
-            answer, rejected = self._apply_keeping(sent, labels, mine, now)
+            with self._own.writing():
+                answer, rejected = self._apply_keeping(sent, labels, mine, now)
         except (ApiError, _NodeReplaced):
             self._sending = None
             raise
@@ -373,7 +364,7 @@ class NodeSink:
             raise
         meta = answer.get("metadata", {})
         self._uid = str(meta.get("uid") or self._uid)
-        self._own.append(str(meta.get("resourceVersion") or ""))
+        self._own.wrote(answer)
         return answer
 
     def prune(self) -> PublishResult:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -38,7 +37,8 @@ from gfd.logs import Once
 from gfd.sinks.base import Change, PublishResult, diff
 from gfd.sinks.drift import Watched
 from gfd.sinks.node import REJECTED_RETRY_CAP, REJECTED_RETRY_START, offending_keys
-from gfd.sinks.objectwatch import OWN_VERSIONS, Reason, WatchApi
+from gfd.sinks.objectwatch import Reason, WatchApi
+from gfd.sinks.ownwrites import OwnWrites
 from gfd.sinks.retry import Retry
 from gfd.triggers import Fire
 
@@ -220,9 +220,8 @@ class NodeFeatureSink:
     """The labels of the write in flight (its own echo from the watch is no drift)."""
     _sending_features: dict[str, Any] | None = field(default=None, init=False)
     _synced: float = field(default=float("-inf"), init=False)
-    _own: deque[str] = field(default_factory=lambda: deque(maxlen=OWN_VERSIONS), init=False)
-    """resourceVersions of gfd's own writes: their echo from the watch is no drift, however
-    late it arrives."""
+    _own: OwnWrites = field(default_factory=OwnWrites, init=False)
+    """gfd's writes, so that the watch's reads that raced one, and their echo, are no drift."""
     _wanted: dict[str, str] | None = field(default=None, init=False)
     """The labels of the last publish (``_labels``: what was written, rejected values kept
     at their published ones)."""
@@ -231,9 +230,6 @@ class NodeFeatureSink:
     _read_labels: dict[str, str] | None = field(default=None, init=False)
     """The object's labels as this publish read them (None: not read)."""
     _once: Once = field(default_factory=lambda: Once(log), init=False)
-    _writes: int = field(default=0, init=False)
-    """Writes started, so the watch's reads can be told from them (``_listing``)."""
-    _listed_at: int | None = field(default=None, init=False)
 
     def refresh(self) -> None:
         """Re-read the object at the next publish even if labels are unchanged (the resync
@@ -249,16 +245,11 @@ class NodeFeatureSink:
             self._watched.start(fire, self.watch_api, "nodefeature", object_name(self.node),
                                 namespace=self.namespace, target=self._what,
                                 on_change=self._seen, action=self._drifted,
-                                on_reconnect=self.on_reconnect, on_list=self._listing)
-
-    def _listing(self) -> None:
-        """On the watch thread, before it reads the object: which write that read may miss."""
-        self._listed_at = self._writes if self._sending is None else -1
+                                on_reconnect=self.on_reconnect, on_list=self._own.listing)
 
     def _seen(self, obj: dict[str, Any] | None) -> None:
         """On the watch thread: does the object still hold what gfd wrote?"""
-        listed, self._listed_at = self._listed_at, None
-        if listed is not None and listed != self._writes:
+        if self._own.raced():
             return  # read before or while gfd wrote: that write repairs what it shows
         published, sending = self._labels, self._sending
         if not self._watched.active or (published is None and sending is None):
@@ -266,7 +257,7 @@ class NodeFeatureSink:
         if obj is None:
             self._watched.report("deleted", f"{self._what} was deleted")
             return
-        if str((obj.get("metadata") or {}).get("resourceVersion") or "") in self._own:
+        if self._own.echo(obj):
             return  # gfd's own write
         spec = obj.get("spec") or {}
         labels = dict(spec.get("labels") or {})
@@ -367,22 +358,23 @@ class NodeFeatureSink:
         rejected: set[str] = set()
         self._read_labels = None
         try:
-            for attempt in range(3):  # the wanted values, their fallbacks, then without them
-                self._sending, self._sending_features = dict(sent), wanted
-                self._writes += 1
-                try:
-                    result = self._write(sent, owners, current, old, wanted)
-                    break
-                except ApiError as exc:
-                    bad = offending_keys(exc, sent) if exc.status == 422 else set()
-                    if not bad or attempt == 2:
-                        raise
-                    published = self._read_labels if self._read_labels is not None else old
-                    for key in sorted(bad):
-                        self._hold(key, sent, labels, published.get(key), now, exc,
-                                   again=key in rejected)
-                    rejected |= bad
-                    current = self._current if known else None
+            with self._own.writing():
+                for attempt in range(3):  # the wanted values, their fallbacks, then without them
+                    self._sending, self._sending_features = dict(sent), wanted
+                    try:
+                        result = self._write(sent, owners, current, old, wanted)
+                        break
+                    except ApiError as exc:
+                        bad = offending_keys(exc, sent) if exc.status == 422 else set()
+                        if not bad or attempt == 2:
+                            raise
+                        published = (self._read_labels if self._read_labels is not None
+                                     else old)
+                        for key in sorted(bad):
+                            self._hold(key, sent, labels, published.get(key), now, exc,
+                                       again=key in rejected)
+                        rejected |= bad
+                        current = self._current if known else None
         finally:
             self._sending = self._sending_features = None
         self._wanted = dict(labels)
@@ -473,7 +465,7 @@ class NodeFeatureSink:
 
     def _remember(self, labels: dict[str, str], features: dict[str, Any],
                   stored: dict[str, Any]) -> None:
-        self._own.append(str((stored.get("metadata") or {}).get("resourceVersion") or ""))
+        self._own.wrote(stored)
         self._labels = dict(labels)
         self._features = features
         self._current = stored

@@ -36,8 +36,6 @@ FORBIDDEN_AFTER_ALLOWED = 3
 retried with backoff before gfd waits FORBIDDEN_RETRY: a kube-apiserver that has just
 restarted serves requests before its RBAC caches are filled and answers 403 for a moment."""
 
-OWN_VERSIONS = 16
-"""resourceVersions of its own writes a sink remembers, to know their echo from the watch."""
 FORBIDDEN_RETRY = 3600.0
 """Seconds before trying again a watch the API server forbids (403: the RBAC grants no
 ``list``/``watch``, as in GFD's own manifests): drift then heals at the resync, and an

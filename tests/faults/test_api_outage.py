@@ -28,7 +28,7 @@ from helpers.timing import BusyTime, LoopTime
 from helpers.timing import Clock as LoopClock
 
 from gfd.backoff import backoff
-from gfd.configfile import ConfigWatch
+from gfd.configwatch import ConfigWatch
 from gfd.daemon import BACKOFF_CAP, Signals
 from gfd.errors import ApiError, PublishError
 from gfd.kube import Kube

@@ -120,3 +120,31 @@ def test_every_emitted_label_matches_exactly_one_entry(machine: str, strategy: s
     for key in labels:
         entries = [doc.key for pattern, doc in patterns if pattern.fullmatch(key)]
         assert len(entries) == 1, (key, entries)
+
+
+# ------------------------------------------------------------------ the resource managers' rules
+
+
+def test_every_resource_manager_has_one_row_of_rules() -> None:
+    from gfd.labelers.catalog import MANAGER_RULES
+    from gfd.snapshot import RESOURCE_MANAGERS
+
+    assert sorted(row.manager for row in MANAGER_RULES) == sorted(RESOURCE_MANAGERS)
+
+
+def test_a_manager_without_a_row_is_a_key_error() -> None:
+    from gfd.labelers.catalog import rules
+
+    assert rules("dra").resources == ("gpu",)
+    with pytest.raises(KeyError):
+        rules("slurm")
+
+
+def test_a_resource_the_manager_does_not_hand_out_is_excluded_under_it() -> None:
+    from gfd.labelers.catalog import EXCLUDED_KEYS
+
+    for key in ("nvidia.com/mig-1g.5gb.count", "nvidia.com/mig-3g.20gb.memory"):
+        assert EXCLUDED_KEYS["dra"].fullmatch(key), key
+        assert not EXCLUDED_KEYS["device-plugin"].fullmatch(key), key
+    assert not EXCLUDED_KEYS["dra"].fullmatch("nvidia.com/gpu.count")
+    assert EXCLUDED_KEYS["dra"].fullmatch("nvidia.com/gpu.replicas"), "documented for the plugin"

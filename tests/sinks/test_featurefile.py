@@ -283,6 +283,33 @@ def test_gfds_own_writes_fire_nothing_that_rewrites(
     assert not sink.publish({"nvidia.com/gpu.count": "5"}).written
 
 
+def test_an_edit_that_lands_while_gfd_finishes_its_write_is_not_taken_for_gfds_own(
+        tmp_path, watched: tuple[FeatureFileSink, Fired],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Someone edits the file gfd has just renamed into place before gfd's write returns:
+    the event arrives while gfd is writing, and is checked once the write is done."""
+    from gfd.sinks import featurefile
+
+    sink, fired = watched
+    path = tmp_path / "gfd"
+    real = featurefile.write_atomically
+
+    def then_edited(target: str, content: str) -> os.stat_result:
+        written = real(target, content)
+        with path.open("a") as handle:  # in place: the inode gfd wrote, new content
+            handle.write("nvidia.com/gpu.count=99\n")
+        wait_for(lambda: sink._missed)  # the watch saw it while gfd was still writing
+        return written
+
+    monkeypatch.setattr(featurefile, "write_atomically", then_edited)
+    sink.publish({"nvidia.com/gpu.count": "7"})
+    monkeypatch.setattr(featurefile, "write_atomically", real)
+    assert [t.kind for t in fired.triggers] == ["changed"]
+    fired.run_actions()
+    assert sink.publish({"nvidia.com/gpu.count": "7"}).written
+    assert parse(path.read_text())[0] == {"nvidia.com/gpu.count": "7"}
+
+
 def test_close_stops_the_watch(tmp_path, watched: tuple[FeatureFileSink, Fired]) -> None:
     sink, fired = watched
     sink.close()

@@ -659,6 +659,9 @@ def test_a_deleted_node_fires_nothing_and_a_new_one_is_replaced(
 def test_with_a_healthy_watch_the_resync_waits_a_day(
         watched: tuple[NodeSink, FakeApiServer, Fired]) -> None:
     node_sink, server, _ = watched
+    # The server counts the watch open when it answers; the sink calls it healthy once the
+    # answer has reached its thread, a moment later on a busy machine.
+    wait_for(lambda: not node_sink._watched.resync_due(0.0))
     server.clear_log()
     node_sink.refresh()  # the hourly resync duty
     assert not node_sink.publish({"nvidia.com/gpu.count": "8"}).written

@@ -661,20 +661,28 @@ def watched(tmp_path: Any) -> Iterator[tuple[NodeFeatureSink, FakeApiServer, Fir
 
 class HeldList:
     """The sink's watch API, whose LIST is answered at once but handed to the watch only when
-    the test says: a read taken before gfd's first write and delivered after it."""
+    the test says: a read taken before gfd's write and delivered after it. The first
+    ``free`` reads are handed on at once. ``watches`` counts the watch requests: the watch
+    opens one only after it has reported the state its read found."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, free: int = 0) -> None:
         self.kube = kube
+        self.free = free
         self.listed = threading.Event()
         self.release = threading.Event()
+        self.watches = 0
 
     def list_object(self, *args: Any, **kwargs: Any) -> Any:
         answer = self.kube.list_object(*args, **kwargs)
+        if self.free > 0:
+            self.free -= 1
+            return answer
         self.listed.set()
         self.release.wait(5)
         return answer
 
     def watch(self, *args: Any, **kwargs: Any) -> Any:
+        self.watches += 1
         return self.kube.watch(*args, **kwargs)
 
 
@@ -697,6 +705,36 @@ def test_the_watchs_first_read_and_gfds_first_write_are_no_drift(tmp_path: Any) 
             wait_for(lambda: server.open_watches == 1)
             time.sleep(0.3)
             assert fired == [], [t.detail for t in fired]
+        finally:
+            nf_sink.close()
+
+
+def test_a_read_after_an_expired_watch_taken_before_gfds_write_is_no_drift(
+        tmp_path: Any) -> None:
+    """The watch reads the object again after a 410; that read, taken before a write of gfd's
+    and delivered after it, shows the old labels: the write itself repairs whatever it
+    shows (the same guard as the Node sink's, ``OwnWrites``)."""
+    with FakeApiServer() as server:
+        server.add_node(NODE)
+        server.add_pod(NS, POD, owner_daemonset="gfd", node_name=NODE)
+        kube = Kube(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")), qps=0)
+        held = HeldList(kube, free=1)
+        nf_sink = NodeFeatureSink(kube, NODE, namespace=NS, pod_name=POD, watch_api=held)
+        fired = Fired()
+        try:
+            nf_sink.watch(fired)
+            nf_sink.publish(LABELS)
+            wait_for(lambda: held.watches == 1 and server.open_watches == 1)
+            # the object's last change is not gfd's: a feature of another name
+            server.set_nodefeature_attribute(NS, NF, "other.feature", "zone", "a")
+            server.send_watch_error(410, "Expired", "too old resource version")
+            assert held.listed.wait(5)
+            assert nf_sink.publish(CHANGED).written
+            held.release.set()
+            wait_for(lambda: held.watches == 2)  # the read's state has been reported
+            assert fired == [], [t.detail for t in fired]
+            server.set_nodefeature_label(NS, NF, "nvidia.com/gpu.count", "99")
+            wait_for(lambda: len(fired) == 1, timeout=5)  # real drift is still seen
         finally:
             nf_sink.close()
 

@@ -170,9 +170,11 @@ def test_a_clean_end_reconnects_at_once_from_the_last_version_without_a_read(
     server.set_label(NODE, "a", "1")
     wait_for(lambda: len(seen.changes) == 2)
     last = server.resource_version
-    wait_for(lambda: server.watch_requests == 2)
-    assert seen.reasons == ["timeout"] and delays == []
-    assert watch_versions(server)[1] == last
+    # The stream ends at its timeout and is opened again at once from the last version it
+    # saw (on a busy machine the change may reach the second stream, and a stream may end
+    # more than once meanwhile): never with a read, never after a wait.
+    wait_for(lambda: last in watch_versions(server)[1:])
+    assert seen.reasons and set(seen.reasons) == {"timeout"} and delays == []
     assert lists(server) == 1
     server.set_label(NODE, "b", "1")
     wait_for(lambda: "b" in seen.labels(), timeout=2.0)
