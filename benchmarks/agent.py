@@ -424,7 +424,8 @@ def agent_cycles(node: Node, workdir: Path, options: LabelOptions,
     discovery = Discovery(NvmlReader(), HostReader(machine_type_file=str(node.dmi),
                                                    sysfs_root=str(node.sysfs)),
                           smi=SmiReader(str(node.smi)))
-    sink = FeatureFileSink(str(workdir / "features.d" / "agent"), expiry=3600)
+    (workdir / "agent.d").mkdir(exist_ok=True)  # its own directory: the label cycles' sink
+    sink = FeatureFileSink(str(workdir / "agent.d" / "agent"), expiry=3600)  # holds that lock
     parts = Parts(settings=Settings(), discovery=discovery, sink=sink, options=options)
     agent = Agent(parts, observer=Metrics(version="benchmark"))
     own: list[float] = []

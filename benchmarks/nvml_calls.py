@@ -117,7 +117,9 @@ def measure_oneshot(lib: Path, tmp: Path, pythonpath: str | None) -> dict[str, A
                 str(workdir / "features"), "--mig-strategy", "mixed", "--sysfs-root", str(sysfs),
                 "--nvidia-smi", str(workdir / "no-nvidia-smi"), "--machine-type-file",
                 str(workdir / "no-dmi")]
-        result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        # cwd: ``python -m`` puts the working directory first on sys.path, before PYTHONPATH
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False,
+                                cwd=workdir)
         if result.returncode != 0:
             raise RuntimeError(f"gfd run --oneshot failed on {name}: {result.stderr[-500:]}")
         rows = dict(line.split() for line in totals.read_text().splitlines())

@@ -78,8 +78,9 @@ def _simulation_sharing(settings: Settings) -> Settings:
 # --------------------------------------------------------------------------- factories
 
 
-def make_gpu_source(settings: Settings) -> GpuSource:
-    """The GPU back end for ``--device-discovery-strategy`` (one line per back end)."""
+def make_gpu_source(settings: Settings, *, device_facts: bool = False) -> GpuSource:
+    """The GPU back end for ``--device-discovery-strategy`` (one line per back end);
+    ``device_facts``: NVML also reads what only ``gfd devices`` shows (``read_once``)."""
     strategy = settings.device_discovery_strategy
     if strategy == "auto":
         from gfd.readers.nvml import device_names
@@ -97,7 +98,7 @@ def make_gpu_source(settings: Settings) -> GpuSource:
         return TegraReader()
     from gfd.readers.nvml import NvmlReader
 
-    return NvmlReader()
+    return NvmlReader(device_facts=device_facts)
 
 
 def make_manager(settings: Settings, *, api: bool = False,
@@ -125,20 +126,20 @@ def make_manager(settings: Settings, *, api: bool = False,
 
 def make_discovery(settings: Settings, unusable: UnusableGpus | None = None, *,
                    api: bool = False, on_request: OnRequest | None = None,
-                   budget: Budget | None = None) -> Discovery:
+                   budget: Budget | None = None, device_facts: bool = False) -> Discovery:
     """The readers for these settings, composed into one snapshot per read. ``unusable``:
     the agent's marks of GPUs an event made unusable (kept across reloads); ``api`` and
-    ``budget``: see :func:`make_manager`."""
+    ``budget``: see :func:`make_manager`; ``device_facts``: see :func:`read_once`."""
     manager = make_manager(settings, api=api, on_request=on_request, budget=budget)
     try:
-        return _discovery(settings, unusable, manager)
+        return _discovery(settings, unusable, manager, device_facts)
     except BaseException:
         manager.close()
         raise
 
 
 def _discovery(settings: Settings, unusable: UnusableGpus | None,
-               manager: ResourceManagerReader) -> Discovery:
+               manager: ResourceManagerReader, device_facts: bool) -> Discovery:
     host = HostReader(machine_type_file=settings.machine_type_file,
                       sysfs_root=settings.sysfs_root, scan_vgpu=not settings.no_vgpu_labels)
     if settings.simulate or settings.snapshot:
@@ -157,7 +158,7 @@ def _discovery(settings: Settings, unusable: UnusableGpus | None,
         from gfd.readers.smi import SmiReader
 
         smi = SmiReader(settings.nvidia_smi)
-    return Discovery(make_gpu_source(settings), host, smi=smi,
+    return Discovery(make_gpu_source(settings, device_facts=device_facts), host, smi=smi,
                      fail_on_init_error=settings.fail_on_init_error, manager=manager,
                      unusable=unusable if unusable is not None else UnusableGpus())
 
@@ -416,9 +417,13 @@ class Reloader:
 # --------------------------------------------------------------------------- one-shot
 
 
-def read_once(settings: Settings) -> Snapshot:
-    """One snapshot (NVML started and shut down again) for the one-shot commands."""
-    discovery = make_discovery(settings)
+def read_once(settings: Settings, *, device_facts: bool = False) -> Snapshot:
+    """One snapshot (NVML started and shut down again) for the one-shot commands.
+    ``device_facts``: with what only ``gfd devices`` shows (``gfd snapshot`` records it too):
+    each GPU's minor number, architecture and addressing mode, each MIG-capable GPU's
+    GPU-instance profiles and possible placements (``NvmlReader``); no label or feature uses
+    them, and the profiles cost more NVML calls than the rest of a DGX A100's read."""
+    discovery = make_discovery(settings, device_facts=device_facts)
     try:
         return discovery.read()
     finally:

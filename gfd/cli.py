@@ -8,7 +8,6 @@ and decides the exit status.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import sys
 import time
@@ -32,7 +31,6 @@ from gfd.cli_options import (
     settings_options,
 )
 from gfd.errors import ConfigError, GfdError
-from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 
 __all__ = ["Exit", "ReloadAsked", "cli", "exit_code", "main", "run_agent"]
 
@@ -87,7 +85,7 @@ def snapshot_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     from gfd.app import read_once
 
     settings = prepare(params, level="warning")
-    text = read_once(settings).to_json()
+    text = read_once(settings, device_facts=True).to_json()
     click.echo(text if output == "json" else render.document(json.loads(text), output),
                nl=False)
 
@@ -116,7 +114,7 @@ def devices_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
     except ValueError as exc:
         raise ConfigError(f"--feature-gates: {exc}") from None
     settings = prepare(params, level="warning")
-    doc = document(read_once(settings), gates)
+    doc = document(read_once(settings, device_facts=True), gates)
     fmt = chosen_output(ctx, output)
     click.echo(render.devices_text(doc) if fmt == "text" else render.document(doc, fmt),
                nl=False)
@@ -221,7 +219,10 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
 @click.pass_context
 def explain_cmd(ctx: click.Context, /, key: str, output: str, **params: Any) -> None:
     """Explain why a label has its value on this machine: source, raw input, rules applied."""
+    import difflib
+
     from gfd.app import label_once
+    from gfd.labelers.catalog import EXCLUDED_KEYS, describe
 
     settings = prepare(params, level="error")
     snapshot, labelling = label_once(settings, int(time.time()))

@@ -1,5 +1,6 @@
 """Starting the agent for ``gfd run`` and ``gpu-feature-discovery``: settings, logging
-(the start line, its settings as fields), the metrics server, the parts, signal handlers."""
+(the start line, its settings as fields), the metrics server (only with a metrics port:
+nothing else reads the metrics), the parts, signal handlers."""
 
 from __future__ import annotations
 
@@ -41,19 +42,21 @@ def run_agent(explicit: dict[str, Any], *, defaults: Settings | None = None,
     for note in notes(settings, loaded) if notes else ():
         log.warning("%s", note)
     from gfd.daemon import Agent
-    from gfd.metrics import Health, Metrics, MetricsServer
     from gfd.signals import Signals
 
-    metrics = Metrics(version=__version__)
-    factory = Factory(started=started, write=lambda text: click.echo(text, nl=False),
-                      on_request=metrics.api_request, on_reconnect=metrics.watch_reconnect,
-                      on_event=metrics.kube_event)
-    health = Health(stuck_after=settings.stuck_after)
-    server = None
-    if settings.metrics_port:
+    metrics = health = server = None
+    if settings.metrics_port:  # without the port nothing could read them: not even imported
+        from gfd.metrics import Health, Metrics, MetricsServer
+
+        metrics = Metrics(version=__version__)
+        health = Health(stuck_after=settings.stuck_after)
         server = MetricsServer(metrics, health, port=settings.metrics_port,
                                host=settings.metrics_address)
         server.start()
+    factory = Factory(started=started, write=lambda text: click.echo(text, nl=False),
+                      on_request=metrics.api_request if metrics else None,
+                      on_reconnect=metrics.watch_reconnect if metrics else None,
+                      on_event=metrics.kube_event if metrics else None)
     reloader = None
     try:
         parts = factory.parts(settings)

@@ -138,7 +138,7 @@ class Gpu:
     uuid: str = ""
     minor: int | None = None
     """nvmlDeviceGetMinorNumber: the N of ``/dev/nvidiaN`` (the DRA driver names the GPU
-    ``gpu-<minor>``); None when not read."""
+    ``gpu-<minor>``); None when not read (only ``gfd devices`` and ``gfd snapshot`` read it)."""
     name: str = ""
     """nvmlDeviceGetName, e.g. ``NVIDIA H100 80GB HBM3`` (raw, unsanitised); vfio: the PCI
     IDs database's device name, e.g. ``GA100 [A100 SXM4 40GB]``."""
@@ -147,7 +147,8 @@ class Gpu:
     apertures' total rounded up to a power of two, what go-nvlib reports for the GPU."""
     compute_capability: tuple[int, int] | None = None
     architecture: str | None = None
-    """nvmlDeviceGetArchitecture as a name (``hopper``, ``ampere`` ...)."""
+    """nvmlDeviceGetArchitecture as a name (``hopper``, ``ampere`` ...); None when not
+    supported or not read (only ``gfd devices`` and ``gfd snapshot`` read it)."""
     brand: str | None = None
     """nvmlDeviceGetBrand as a name (``nvidia``, ``tesla``, ``geforce`` ...)."""
     pci_bus_id: str = ""
@@ -178,10 +179,11 @@ class Gpu:
     mig_devices: tuple[MigDevice, ...] = ()
     addressing_mode: str | None = None
     """nvmlDeviceGetAddressingMode, one of ADDRESSING_MODES; None when not supported (or the
-    driver lacks the call)."""
+    driver lacks the call), or not read (only ``gfd devices`` and ``gfd snapshot`` read it)."""
     mig_profiles: tuple[GiProfile, ...] = ()
     """The GPU instance profiles of a MIG-capable GPU with their possible placements (read
-    whatever the MIG mode); empty when not MIG-capable or not read."""
+    whatever the MIG mode); empty when not MIG-capable or not read (only ``gfd devices`` and
+    ``gfd snapshot`` read them)."""
     error: str | None = None
     """A fatal read error for this GPU (e.g. ``GPU is lost``): the GPU is unhealthy."""
     degraded: tuple[Degraded, ...] = ()

@@ -46,7 +46,7 @@ def by_name(name: str, gates: dict[str, bool] | None = None) -> dict[str, Device
 
 def read(nvml_machine: Any, machine: profiles.Machine) -> Snapshot:
     nvml_machine(machine)
-    with NvmlReader() as reader:
+    with NvmlReader(device_facts=True) as reader:  # as gfd devices reads
         return reader.read()
 
 

@@ -130,7 +130,9 @@ def key_pattern(doc_key: str) -> re.Pattern[str]:
     return re.compile(_pattern(doc_key), re.DOTALL)
 
 
-_MATCHERS = tuple((key_pattern(doc.key), doc) for doc in LABELS)
+_MATCHERS = tuple((_pattern(doc.key), doc) for doc in LABELS)
+"""Each entry's full-key pattern, as text: compiled by ``describe`` on its first use (through
+``re``'s cache), so a command that never explains a label never pays for 54 expressions."""
 
 EXTENDED_KEY: re.Pattern[str] = re.compile(
     "|".join(_pattern(doc.key) for doc in LABELS if doc.set == "extended"), re.DOTALL)
@@ -156,6 +158,6 @@ manager without its row in ``MANAGER_RULES`` fails here, at import)."""
 def describe(key: str) -> LabelDoc | None:
     """The catalogue entry that documents a full label key, if any."""
     for pattern, doc in _MATCHERS:
-        if pattern.fullmatch(key):
+        if re.fullmatch(pattern, key, re.DOTALL):
             return doc
     return None

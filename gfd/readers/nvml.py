@@ -30,27 +30,29 @@ GPU not registered for MIG-config events, the fabric while it is starting); the 
 facts (``_read_static``, the one place a per-GPU static query goes) when a GPU is first
 seen and again only for a reason.
 
-``NvmlEvents`` listens for NVML events (MIG reconfiguration, Xid errors, a GPU becoming
-unavailable) in its own session, from one thread, while NvmlReader reads in another. A GPU
-that cannot be registered is only not listened to: its state is the reader's to report.
+``NvmlEvents`` (``nvmlevents``, re-exported here) listens for NVML events (MIG
+reconfiguration, Xid errors, a GPU becoming unavailable) in its own session, from one
+thread, while NvmlReader reads in another. A GPU that cannot be registered is only not
+listened to: its state is the reader's to report. NVML's session and calls, and the error
+codes this policy tells apart, are ``nvmlcall``'s.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Mapping
-from ctypes import byref, c_uint, c_void_p, cast
+from collections.abc import Callable
+from ctypes import byref
 from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import pynvml
 
-from gfd.errors import DiscoveryError, NvmlInitError, one_line
+from gfd.errors import DiscoveryError
 from gfd.logs import Once
+from gfd.readers.failure import CallFailed
 from gfd.readers.freshness import (
     FULL_READ_INTERVAL,
     STATIC_FACTS,
@@ -59,6 +61,21 @@ from gfd.readers.freshness import (
     Unanswered,
     fabric_settled,
 )
+from gfd.readers.nvmlcall import (
+    ABSENT,
+    BAD_VALUE,
+    LOST,
+    VERSION_MISMATCH,
+    binding,
+    decoded,
+    end_session,
+    nvml_call,
+    nvml_failure,
+    optional,
+    start_session,
+)
+from gfd.readers.nvmlevents import EVENT_TYPES, NvmlEvent, NvmlEvents
+from gfd.readers.nvmlmig import ProfileTables, Tables, read_gi_profiles, read_mig_devices
 from gfd.snapshot import (
     ADDRESSING_MODES,
     COMPUTE_MODES,
@@ -68,32 +85,14 @@ from gfd.snapshot import (
     GiProfile,
     Gpu,
     MigDevice,
-    Placement,
     Snapshot,
 )
 
 log = logging.getLogger(__name__)
 
-_ABSENT = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND})
-"""Errors that mean the driver or the GPU does not have the feature."""
-
-_EMPTY_SLOT = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
-"""nvmlDeviceGetMigDeviceHandleByIndex on a slot without a MIG device (as go-nvlib skips)."""
-
-_NO_SUCH_PROFILE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
-"""A MIG profile index this GPU (or GPU instance) does not offer."""
-
-_VERSION_MISMATCH = pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-"""A versioned struct the driver does not know (treated like an absent call)."""
-
-_LOST = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST})
-"""The error that makes a GPU lost whatever the call (any error of its handle does too)."""
-
-_NOT_UTF8 = -1
-"""Not an NVML code: the binding could not decode text NVML returned (not UTF-8)."""
-
-_BAD_VALUE = -2
-"""Not an NVML code: NVML returned values that contradict each other (min above max)."""
+DEVICE_FACTS = ("minor", "architecture", "addressing_mode", "mig_profiles")
+"""The facts (``snapshot.FACTS``) only the DRA driver's devices use: read with
+``NvmlReader(device_facts=True)``."""
 
 _ARCH_NAMES = (
     ("KEPLER", "kepler"),
@@ -142,130 +141,26 @@ _BRANDS: MappingProxyType[int, str] = MappingProxyType(
     }
 )
 
-_INIT_HINTS: MappingProxyType[int, tuple[str, str]] = MappingProxyType(
-    {
-        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
-            "libnvidia-ml.so.1 not found",
-            "is the NVIDIA driver installed and the container run with the NVIDIA runtime, "
-            "NVIDIA_VISIBLE_DEVICES=all?",
-        ),
-        pynvml.NVML_ERROR_DRIVER_NOT_LOADED: (
-            "",
-            "load the NVIDIA kernel module (modprobe nvidia) or finish the driver install; "
-            "nvidia-smi on the host should work",
-        ),
-        pynvml.NVML_ERROR_NO_PERMISSION: (
-            "",
-            "the process may not open /dev/nvidia*: run the container with the NVIDIA runtime "
-            "or as a user allowed to use the GPUs",
-        ),
-        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
-            "",
-            "the driver libraries do not match the loaded kernel module: reboot or reload the "
-            "nvidia module after a driver upgrade",
-        ),
-    }
-)
-
-
-class _Failed(Exception):
-    """An NVMLError together with the binding call that raised it (internal)."""
-
-    def __init__(self, call: str, error: BaseException, code: int) -> None:
-        super().__init__(call, code)
-        self.call = call
-        self.error = error
-        self.code = code
-        self.gpu: int | None = None
-
-    @property
-    def message(self) -> str:
-        return one_line(str(self.error))
-
-    def describe(self) -> str:
-        where = f" for GPU {self.gpu}" if self.gpu is not None else ""
-        return f"NVML {self.call} failed{where}: {self.message}"
-
-
-def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call a pynvml binding function; an NVMLError (or text the binding cannot decode)
-    becomes _Failed naming the call."""
-    try:
-        return fn(*args)
-    except pynvml.NVMLError as exc:
-        name = getattr(fn, "__name__", "call")
-        raise _Failed(name, exc, int(exc.value)) from exc
-    except UnicodeDecodeError as exc:
-        name = getattr(fn, "__name__", "call")
-        problem = ValueError(f"returned text that is not UTF-8 (byte {exc.start})")
-        raise _Failed(name, problem, _NOT_UTF8) from exc
-
-
-def _optional(fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
-    """Like _call, but a feature the driver or GPU lacks gives ``default``."""
-    try:
-        return _call(fn, *args)
-    except _Failed as failed:
-        if failed.code in _ABSENT:
-            return default
-        raise
-
-
-def _binding(name: str) -> Callable[..., Any]:
-    """The pynvml function ``name``; one that behaves like FUNCTION_NOT_FOUND if the
-    installed binding predates it (an old binding is treated like an old driver)."""
-    fn: Callable[..., Any] | None = getattr(pynvml, name, None)
-    if fn is not None:
-        return fn
-
-    def missing(*_: Any) -> Any:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-
-    missing.__name__ = name
-    return missing
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-def _init_message(exc: Any) -> str:
-    code = int(exc.value)
-    what, fix = _INIT_HINTS.get(code, ("", "check the driver with nvidia-smi on the host"))
-    what = what or one_line(str(exc)).rstrip(".")
-    return f"NVML could not start: {what} ({fix})"
-
-
-def _init() -> None:
-    """nvmlInit (refcounted by NVML: each session of this module pairs it with _shutdown);
-    NvmlInitError naming the problem and the fix when it fails."""
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        raise NvmlInitError(_init_message(exc)) from exc
-
-
-def _shutdown() -> None:
-    """nvmlShutdown; an error (the session already ended) is only logged at debug level."""
-    try:
-        pynvml.nvmlShutdown()
-    except pynvml.NVMLError as exc:
-        log.debug("nvmlShutdown failed (ignored): %s", exc)
-
-
 class NvmlReader:
     """Owns the NVML session: initialised on first read, kept between reads,
     re-initialised after an error. Not thread-safe (its ``Changes`` are).
 
     The first read of a session, a read after ``refresh()``, and one every
     FULL_READ_INTERVAL read everything; the reads in between ask each GPU only what can
-    change without an event (``gfd.readers.freshness``, docs/nvml-reads.md)."""
+    change without an event (``gfd.readers.freshness``, docs/nvml-reads.md).
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    ``device_facts``: also read what only the DRA driver's devices show (``gfd devices``,
+    and ``gfd snapshot`` that records them): each GPU's minor number, architecture and
+    addressing mode, and each MIG-capable GPU's GPU-instance profiles with their possible
+    placements (``DEVICE_FACTS``). No label, feature or duty of the agent uses them, and
+    the profiles alone are about as many calls as the rest of a DGX A100's read, so the
+    agent and the other commands leave them out."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic,
+                 device_facts: bool = False) -> None:
         self._initialised = False
         self._clock = clock
+        self._device_facts = device_facts
         self._last: dict[int, Gpu] = {}
         """Each GPU's last read (by index), for the facts a later read cannot get."""
         self._tables: Tables = {}
@@ -292,7 +187,7 @@ class NvmlReader:
             self._init()
         try:
             return self._read()
-        except _Failed as failed:
+        except CallFailed as failed:
             self.close()
             raise DiscoveryError(failed.describe()) from failed.error
         except DiscoveryError:
@@ -328,12 +223,12 @@ class NvmlReader:
         self._initialised = False
         self._tables = {}
         self._full_due = True
-        _shutdown()
+        end_session()
 
     # -- session -----------------------------------------------------------------
 
     def _init(self) -> None:
-        _init()
+        start_session()
         self._initialised = True
         self._full_due = True
         log.debug("NVML initialised")
@@ -349,7 +244,7 @@ class NvmlReader:
             self._tables = {}
         count = self._device_count(now)
         self._unanswered.forget_from(count)
-        plan = _Plan(full=full, taken=taken)
+        plan = _Plan(full=full, taken=taken, device_facts=self._device_facts)
         gpus = []
         for index in range(count):
             gpu, answered = _read_gpu(index, self._last.get(index), self._tables, plan)
@@ -373,9 +268,9 @@ class NvmlReader:
     def _read_system(self) -> tuple[str, int]:
         """Driver and CUDA versions: a transient answer keeps the known ones."""
         try:
-            return (_text(_call(pynvml.nvmlSystemGetDriverVersion)),
-                    int(_call(pynvml.nvmlSystemGetCudaDriverVersion)))
-        except _Failed as failed:
+            return (decoded(nvml_call(pynvml.nvmlSystemGetDriverVersion)),
+                    int(nvml_call(pynvml.nvmlSystemGetCudaDriverVersion)))
+        except CallFailed as failed:
             if failed.code not in _TRANSIENT or self._system is None:
                 raise
             self._reported.warning("%s; the driver and CUDA versions already read are kept",
@@ -387,8 +282,8 @@ class NvmlReader:
         """nvmlDeviceGetCount; a transient answer keeps the last count for as long as a GPU
         that does not answer is kept (freshness.Unanswered)."""
         try:
-            count = int(_call(pynvml.nvmlDeviceGetCount))
-        except _Failed as failed:
+            count = int(nvml_call(pynvml.nvmlDeviceGetCount))
+        except CallFailed as failed:
             if failed.code not in _TRANSIENT or self._count is None:
                 raise
             streak = self._unanswered.failed(_COUNT, now)
@@ -431,6 +326,8 @@ class _Plan:
     """Every GPU's static facts (a full read)."""
     taken: Taken
     """The event marks since the last read."""
+    device_facts: bool
+    """Also the facts only ``gfd devices`` shows (DEVICE_FACTS, ``NvmlReader``)."""
 
     def static_due(self, same: Gpu | None, mig_enabled: bool) -> bool:
         """Read this GPU's static facts: first seen (or a new UUID at its index), a full
@@ -454,7 +351,7 @@ T = TypeVar("T")
 class _Unlabelable(Exception):
     """A GPU that answers but cannot be labelled (its name is unknown)."""
 
-    def __init__(self, failed: _Failed) -> None:
+    def __init__(self, failed: CallFailed) -> None:
         super().__init__(failed.describe())
         self.failed = failed
 
@@ -472,8 +369,8 @@ class _Facts:
         """``read()``; on an error other than a lost GPU, ``hold(last)`` or ``unknown``."""
         try:
             return read()
-        except _Failed as failed:
-            if failed.code in _LOST:
+        except CallFailed as failed:
+            if failed.code in LOST:
                 raise
             held = self.last is not None and not self.last.unknown(fact)
             self.degraded.append(Degraded(fact=fact, call=failed.call, error=failed.message,
@@ -484,22 +381,19 @@ class _Facts:
             return unknown
 
 
-def _lost(index: int, failed: _Failed, seen: dict[str, str]) -> Gpu:
+def _lost(index: int, failed: CallFailed, seen: dict[str, str]) -> Gpu:
     log.warning("GPU %d is unhealthy: NVML %s: %s", index, failed.call, failed.message)
     return Gpu(index=index, uuid=seen.get("uuid", ""), name=seen.get("name", ""),
                error=failed.message)
 
 
-def _unanswered(last: Gpu, failed: _Failed) -> Gpu:
+def _unanswered(last: Gpu, failed: CallFailed) -> Gpu:
     """The last read of a GPU that did not answer this time: its facts kept, the failure
     recorded as a held ``identity`` fact."""
     return replace(last, degraded=(
         Degraded(fact="identity", call=failed.call, error=failed.message, held=True),
         *(d for d in last.degraded if d.fact != "identity")))
 
-
-Tables = dict[str, "_ProfileTables"]
-"""GPU uuid -> its MIG profile tables, until the next full read."""
 
 
 def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tuple[Gpu, bool]:
@@ -508,15 +402,15 @@ def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tupl
     """The identity read before the GPU was lost, if any."""
     known = last if last is not None and last.error is None else None
     try:
-        handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
-    except _Failed as failed:  # a handle that cannot be had
-        if failed.code in _LOST or known is None:
+        handle = nvml_call(pynvml.nvmlDeviceGetHandleByIndex, index)
+    except CallFailed as failed:  # a handle that cannot be had
+        if failed.code in LOST or known is None:
             return _lost(index, failed, seen), True
         return _unanswered(known, failed), False
     try:
-        uuid = _text(_call(pynvml.nvmlDeviceGetUUID, handle))
-    except _Failed as failed:
-        if failed.code in _LOST or known is None:
+        uuid = decoded(nvml_call(pynvml.nvmlDeviceGetUUID, handle))
+    except CallFailed as failed:
+        if failed.code in LOST or known is None:
             return _lost(index, failed, seen), True
         return _unanswered(known, failed), False
     seen["uuid"] = uuid
@@ -524,7 +418,7 @@ def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tupl
         return _read_gpu_fields(index, handle, uuid, known, seen, tables, plan), True
     except _Unlabelable as unlabelable:
         return _lost(index, unlabelable.failed, seen), True
-    except _Failed as failed:  # GPU_IS_LOST from any call
+    except CallFailed as failed:  # GPU_IS_LOST from any call
         return _lost(index, failed, seen), True
 
 
@@ -540,7 +434,7 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
     static_due = plan.static_due(same, mig_enabled)
     if static_due or same is None:  # (static_due covers None: this tells mypy)
         tables.pop(uuid, None)  # its MIG profile tables are static facts too
-        static = _read_static(handle, same, facts, seen)
+        static = _read_static(handle, same, facts, seen, device_facts=plan.device_facts)
     else:
         static = _Static.of(same)
         seen["name"] = same.name
@@ -549,15 +443,16 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
                                                       hold=lambda g: g.fabric, unknown=None))
     mig_devices: tuple[MigDevice, ...] = ()
     mig_profiles: tuple[GiProfile, ...] = ()
-    if mig_capable:  # static per model and driver: cached in the tables until a full read
-        profile_tables = tables.setdefault(uuid, _ProfileTables())
-        mig_profiles = facts.ask("mig_profiles", lambda: _gi_profiles(handle, profile_tables),
+    if mig_capable and plan.device_facts:  # static: in the tables until a full read
+        profile_tables = tables.setdefault(uuid, ProfileTables())
+        mig_profiles = facts.ask("mig_profiles",
+                                 lambda: read_gi_profiles(handle, profile_tables),
                                  hold=lambda g: g.mig_profiles, unknown=())
     if mig_enabled:
         if plan.mig_devices_due(same, static_due) or same is None:
-            profile_tables = tables.setdefault(uuid, _ProfileTables())
+            profile_tables = tables.setdefault(uuid, ProfileTables())
             mig_devices = facts.ask("mig_devices",
-                                    lambda: _mig_devices(index, handle, profile_tables),
+                                    lambda: read_mig_devices(index, handle, profile_tables),
                                     hold=lambda g: g.mig_devices, unknown=())
         else:
             mig_devices = same.mig_devices
@@ -603,20 +498,21 @@ class _Static:
 
 
 def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
-                 seen: dict[str, str]) -> _Static:
+                 seen: dict[str, str], *, device_facts: bool) -> _Static:
     """Every static fact of one GPU: the one place that asks NVML for them (a new per-GPU
-    static query joins here, and freshness.STATIC_FACTS names its fact)."""
+    static query joins here, and freshness.STATIC_FACTS names its fact); those of
+    DEVICE_FACTS only with ``device_facts``."""
     try:
-        name = _text(_call(pynvml.nvmlDeviceGetName, handle))
-    except _Failed as failed:
-        if failed.code in _LOST or same is None:
+        name = decoded(nvml_call(pynvml.nvmlDeviceGetName, handle))
+    except CallFailed as failed:
+        if failed.code in LOST or same is None:
             raise _Unlabelable(failed) from None
         name = same.name
         facts.degraded.append(Degraded(fact="identity", call=failed.call, error=failed.message,
                                        held=True))
     seen["name"] = name
-    minor = facts.ask("minor", lambda: _optional(pynvml.nvmlDeviceGetMinorNumber, handle),
-                      hold=lambda g: g.minor, unknown=None)
+    minor = facts.ask("minor", lambda: optional(pynvml.nvmlDeviceGetMinorNumber, handle),
+                      hold=lambda g: g.minor, unknown=None) if device_facts else None
     # memory and compute capability: GFD's labels need them, so even "not supported" is
     # reported (a degraded fact, said once) rather than silently absent
     return _Static(
@@ -627,7 +523,8 @@ def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
         compute_capability=facts.ask("compute_capability", lambda: _capability(handle),
                                      hold=lambda g: g.compute_capability, unknown=None),
         architecture=facts.ask("architecture", lambda: _architecture(handle),
-                               hold=lambda g: g.architecture, unknown=None),
+                               hold=lambda g: g.architecture, unknown=None)
+        if device_facts else None,
         brand=facts.ask("brand", lambda: _brand(handle), hold=lambda g: g.brand,
                         unknown=None),
         pci_bus_id=facts.ask("pci", lambda: _pci_bus_id(handle), hold=lambda g: g.pci_bus_id,
@@ -639,47 +536,48 @@ def _read_static(handle: Any, same: Gpu | None, facts: _Facts,
         fabric=facts.ask("fabric", lambda: _fabric(handle), hold=lambda g: g.fabric,
                          unknown=None),
         addressing_mode=facts.ask("addressing_mode", lambda: _addressing_mode(handle),
-                                  hold=lambda g: g.addressing_mode, unknown=None),
+                                  hold=lambda g: g.addressing_mode, unknown=None)
+        if device_facts else None,
     )
 
 
 def _architecture(handle: Any) -> str | None:
-    code = _optional(_binding("nvmlDeviceGetArchitecture"), handle)
+    code = optional(binding("nvmlDeviceGetArchitecture"), handle)
     return _ARCHITECTURES.get(int(code)) if code is not None else None
 
 
 def _brand(handle: Any) -> str | None:
-    code = _optional(pynvml.nvmlDeviceGetBrand, handle)
+    code = optional(pynvml.nvmlDeviceGetBrand, handle)
     return _BRANDS.get(int(code)) if code is not None else None
 
 
 def _capability(handle: Any) -> tuple[int, int]:
-    major, minor = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    major, minor = nvml_call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     return int(major), int(minor)
 
 
 def _pci_bus_id(handle: Any) -> str:
-    pci = _optional(pynvml.nvmlDeviceGetPciInfo, handle)
-    return _text(pci.busId) if pci is not None else ""
+    pci = optional(pynvml.nvmlDeviceGetPciInfo, handle)
+    return decoded(pci.busId) if pci is not None else ""
 
 
 def _addressing_mode(handle: Any) -> str | None:
     """nvmlDeviceGetAddressingMode as go-nvlib names it (``None``, ``HMM``, ``ATS``); None
     when the GPU or driver does not support it. A value NVML has not defined is an error,
     as go-nvlib's GetAddressingModeAsString makes it."""
-    mode = _optional(_binding("nvmlDeviceGetAddressingMode"), handle)
+    mode = optional(binding("nvmlDeviceGetAddressingMode"), handle)
     if mode is None:
         return None
     if not 0 <= int(mode) < len(ADDRESSING_MODES):
-        raise _Failed("nvmlDeviceGetAddressingMode",
-                      ValueError(f"unknown addressing mode {int(mode)}"), _BAD_VALUE)
+        raise nvml_failure("nvmlDeviceGetAddressingMode",
+                      ValueError(f"unknown addressing mode {int(mode)}"), BAD_VALUE)
     return ADDRESSING_MODES[int(mode)]
 
 
 def _mig_mode(handle: Any) -> tuple[bool, bool, bool | None]:
     """(capable, enabled, pending enabled) from nvmlDeviceGetMigMode; not capable when the
     call is not supported or absent."""
-    mode = _optional(_binding("nvmlDeviceGetMigMode"), handle)
+    mode = optional(binding("nvmlDeviceGetMigMode"), handle)
     if mode is None:
         return False, False, None
     enable = pynvml.NVML_DEVICE_MIG_ENABLE
@@ -688,11 +586,11 @@ def _mig_mode(handle: Any) -> tuple[bool, bool, bool | None]:
 
 def _memory_total(handle: Any) -> int:
     """Total bytes from the v1 nvmlDeviceGetMemoryInfo (as GFD)."""
-    return int(_call(pynvml.nvmlDeviceGetMemoryInfo, handle).total)
+    return int(nvml_call(pynvml.nvmlDeviceGetMemoryInfo, handle).total)
 
 
 def _compute_mode(handle: Any) -> str | None:
-    mode = _optional(pynvml.nvmlDeviceGetComputeMode, handle)
+    mode = optional(pynvml.nvmlDeviceGetComputeMode, handle)
     if mode is None or not 0 <= int(mode) < len(COMPUTE_MODES):
         return None
     return COMPUTE_MODES[int(mode)]
@@ -701,26 +599,26 @@ def _compute_mode(handle: Any) -> str | None:
 def _power_limits(handle: Any) -> tuple[int, int] | None:
     """(min, max) milliwatts from nvmlDeviceGetPowerManagementLimitConstraints; None when the
     GPU or the driver does not support the query."""
-    limits = _optional(_binding("nvmlDeviceGetPowerManagementLimitConstraints"), handle)
+    limits = optional(binding("nvmlDeviceGetPowerManagementLimitConstraints"), handle)
     if limits is None:
         return None
     low, high = int(limits[0]), int(limits[1])
     if not 0 <= low <= high:
-        raise _Failed("nvmlDeviceGetPowerManagementLimitConstraints",
-                      ValueError(f"returned min {low} mW above max {high} mW"), _BAD_VALUE)
+        raise nvml_failure("nvmlDeviceGetPowerManagementLimitConstraints",
+                      ValueError(f"returned min {low} mW above max {high} mW"), BAD_VALUE)
     return low, high
 
 
 def _nvlink_active(handle: Any) -> bool | None:
     """True if any NVLink is active, False if none, None if NVLink is not supported."""
-    get_state = _binding("nvmlDeviceGetNvLinkState")
+    get_state = binding("nvmlDeviceGetNvLinkState")
     for link in range(int(pynvml.NVML_NVLINK_MAX_LINKS)):
         try:
-            state = _call(get_state, handle, link)
-        except _Failed as failed:
-            if link == 0 and failed.code in _ABSENT:
+            state = nvml_call(get_state, handle, link)
+        except CallFailed as failed:
+            if link == 0 and failed.code in ABSENT:
                 return None
-            if failed.code in _ABSENT or failed.code == pynvml.NVML_ERROR_INVALID_ARGUMENT:
+            if failed.code in ABSENT or failed.code == pynvml.NVML_ERROR_INVALID_ARGUMENT:
                 break  # past the GPU's last link
             raise
         if int(state) == pynvml.NVML_FEATURE_ENABLED:
@@ -747,234 +645,20 @@ def _fabric_info(handle: Any) -> Any:
     if struct_v is not None:
         info = struct_v()
         try:
-            _call(_binding("nvmlDeviceGetGpuFabricInfoV"), handle, byref(info))
+            nvml_call(binding("nvmlDeviceGetGpuFabricInfoV"), handle, byref(info))
             return info
-        except _Failed as failed:
+        except CallFailed as failed:
             if failed.code == pynvml.NVML_ERROR_NOT_SUPPORTED:
                 return None
-            if failed.code not in (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, _VERSION_MISMATCH):
+            if failed.code not in (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, VERSION_MISMATCH):
                 raise
     struct = getattr(pynvml, "c_nvmlGpuFabricInfo_t", None)
     if struct is None:
         return None
     info = struct()
-    if _optional(_binding("nvmlDeviceGetGpuFabricInfo"), handle, byref(info)) is None:
+    if optional(binding("nvmlDeviceGetGpuFabricInfo"), handle, byref(info)) is None:
         return None
     return info
-
-
-# -- MIG ---------------------------------------------------------------------------
-
-
-def _mig_devices(index: int, handle: Any, tables: _ProfileTables) -> tuple[MigDevice, ...]:
-    """The MIG devices of a MIG-enabled GPU, by slot; empty slots are skipped."""
-    try:
-        count = int(_optional(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle, default=0))
-        names = _ProfileNames(handle, tables)
-        devices = []
-        for slot in range(count):
-            try:
-                mig = _call(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
-            except _Failed as failed:
-                if failed.code in _EMPTY_SLOT:
-                    continue
-                raise
-            devices.append(_mig_device(slot, mig, names))
-        return tuple(devices)
-    except _Failed as failed:
-        if failed.code == pynvml.NVML_ERROR_NO_PERMISSION:
-            hint = RuntimeError(f"{failed.message}: reading MIG devices was refused; run the "
-                                "container with NVIDIA_MIG_MONITOR_DEVICES=all and "
-                                "CAP_SYS_ADMIN")
-            raise _Failed(failed.call, hint, failed.code) from failed.error
-        raise
-
-
-def _mig_device(slot: int, mig: Any, names: _ProfileNames) -> MigDevice:
-    uuid = _text(_call(pynvml.nvmlDeviceGetUUID, mig))
-    attrs = _optional(_binding("nvmlDeviceGetAttributes"), mig)
-    gi_id = _optional(pynvml.nvmlDeviceGetGpuInstanceId, mig)
-    ci_id = _optional(pynvml.nvmlDeviceGetComputeInstanceId, mig)
-    profile = ""
-    if gi_id is not None and ci_id is not None:
-        profile = names.name(int(gi_id), int(ci_id))
-    placement = names.placement(int(gi_id)) if gi_id is not None else None
-
-    def attr(field: str) -> int:
-        return int(getattr(attrs, field)) if attrs is not None else 0
-
-    return MigDevice(
-        index=slot,
-        uuid=uuid,
-        gpu_instance_id=int(gi_id) if gi_id is not None else None,
-        compute_instance_id=int(ci_id) if ci_id is not None else None,
-        profile_name=profile,
-        memory_mib=attr("memorySizeMB"),
-        multiprocessors=attr("multiprocessorCount"),
-        gi_slices=attr("gpuInstanceSliceCount"),
-        ci_slices=attr("computeInstanceSliceCount"),
-        copy_engines=attr("sharedCopyEngineCount"),
-        decoders=attr("sharedDecoderCount"),
-        encoders=attr("sharedEncoderCount"),
-        jpegs=attr("sharedJpegCount"),
-        ofas=attr("sharedOfaCount"),
-        gi_profile_id=placement[0] if placement else None,
-        placement_start=placement[1] if placement else None,
-        placement_size=placement[2] if placement else None,
-    )
-
-
-class _ProfileTables:
-    """One GPU's MIG profile tables: fixed by its model and driver, so they are read once per
-    NVML session (a third of the calls of a DGX A100 read otherwise)."""
-
-    def __init__(self) -> None:
-        self.gi: dict[int, Any] | None = None
-        self.ci: dict[int, dict[int, Any]] = {}
-        self.profiles: tuple[GiProfile, ...] | None = None
-
-
-def _gi_profiles(handle: Any, tables: _ProfileTables) -> tuple[GiProfile, ...]:
-    """Every GPU instance profile of a MIG-capable GPU with its possible placements, whatever
-    its MIG mode (nvmlDeviceGetGpuInstanceProfileInfoV, ..._PossiblePlacements_v2); a profile
-    the GPU does not offer (NOT_SUPPORTED, INVALID_ARGUMENT) is skipped, as the DRA driver
-    does. Read once per NVML session."""
-    if tables.profiles is None:
-        found = []
-        for index in range(int(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT)):
-            try:
-                info, name = _gi_profile_info(handle, index)
-                placements = _placements(handle, int(info.id))
-            except _Failed as failed:
-                if failed.code in _NO_SUCH_PROFILE:
-                    continue
-                raise
-            found.append(GiProfile(
-                index=index, id=int(info.id), name=name, slices=int(info.sliceCount),
-                memory_mib=int(info.memorySizeMB), multiprocessors=int(info.multiprocessorCount),
-                copy_engines=int(info.copyEngineCount), decoders=int(info.decoderCount),
-                encoders=int(info.encoderCount), jpegs=int(info.jpegCount),
-                ofas=int(info.ofaCount), placements=placements))
-        tables.profiles = tuple(found)
-    return tables.profiles
-
-
-def _gi_profile_info(handle: Any, index: int) -> tuple[Any, str]:
-    """One GPU instance profile and its NVML name ("" on drivers without the V call)."""
-    try:
-        info = _call(_binding("nvmlDeviceGetGpuInstanceProfileInfoV"), handle, index)
-        return info, _text(info.name)
-    except _Failed as failed:
-        if failed.code not in _ABSENT and failed.code != _VERSION_MISMATCH:
-            raise
-    return _call(pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, index, 1), ""
-
-
-def _placements(handle: Any, profile_id: int) -> tuple[Placement, ...]:
-    """nvmlDeviceGetGpuInstancePossiblePlacements_v2: asked for the count, then the list."""
-    count = c_uint(0)
-    call = _binding("nvmlDeviceGetGpuInstancePossiblePlacements")
-    _call(call, handle, profile_id, None, byref(count))
-    array = (pynvml.c_nvmlGpuInstancePlacement_t * max(count.value, 1))()
-    _call(call, handle, profile_id, array, byref(count))
-    return tuple(Placement(start=int(p.start), size=int(p.size)) for p in array[:count.value])
-
-
-class _ProfileNames:
-    """NVML's MIG profile names for one parent GPU, from its (cached) profile tables.
-
-    The name is the GPU-instance profile's (``MIG 1g.10gb+me``) when the compute
-    instance spans the whole GPU instance, else the compute-instance profile's
-    (``MIG 1c.3g.20gb``). Drivers without the named ("V") profile calls give "".
-    """
-
-    def __init__(self, parent: Any, tables: _ProfileTables) -> None:
-        self._parent = parent
-        self._absent = False
-        self._tables = tables
-        self._instances: dict[int, tuple[Any, Any]] = {}
-        """GPU instance id -> (its handle, nvmlGpuInstanceGetInfo), read once per read."""
-
-    def _instance(self, gi_id: int) -> tuple[Any, Any]:
-        found = self._instances.get(gi_id)
-        if found is None:
-            gpu_instance = _call(pynvml.nvmlDeviceGetGpuInstanceById, self._parent, gi_id)
-            found = (gpu_instance, _call(pynvml.nvmlGpuInstanceGetInfo, gpu_instance))
-            self._instances[gi_id] = found
-        return found
-
-    def placement(self, gi_id: int) -> tuple[int, int, int] | None:
-        """(GPU instance profile id, placement start, placement size) of GPU instance
-        ``gi_id``; None when the driver lacks the call."""
-        try:
-            _, info = self._instance(gi_id)
-        except _Failed as failed:
-            if failed.code not in _ABSENT:
-                raise
-            return None
-        return int(info.profileId), int(info.placement.start), int(info.placement.size)
-
-    def name(self, gi_id: int, ci_id: int) -> str:
-        if self._absent:
-            return ""
-        try:
-            return self._name(gi_id, ci_id)
-        except _Failed as failed:
-            if failed.code not in _ABSENT and failed.code != _VERSION_MISMATCH:
-                raise
-            log.debug("MIG profile names unavailable: %s", failed.describe())
-            self._absent = True
-            return ""
-
-    def _name(self, gi_id: int, ci_id: int) -> str:
-        gpu_instance, gi_info = self._instance(gi_id)
-        gi_profile_id = int(gi_info.profileId)
-        gi_profile = self._gi_table().get(gi_profile_id)
-        compute_instance = _call(pynvml.nvmlGpuInstanceGetComputeInstanceById, gpu_instance, ci_id)
-        ci_info = _call(_binding("nvmlComputeInstanceGetInfo"), compute_instance)
-        ci_profile_id = int(ci_info.profileId)
-        ci_profile = self._ci_table(gpu_instance, gi_profile_id).get(ci_profile_id)
-        if gi_profile is None or ci_profile is None:
-            return ""
-        if int(ci_profile.sliceCount) == int(gi_profile.sliceCount):
-            return _text(gi_profile.name)
-        return _text(ci_profile.name)
-
-    def _gi_table(self) -> dict[int, Any]:
-        if self._tables.gi is None:
-            get_info = _binding("nvmlDeviceGetGpuInstanceProfileInfoV")
-            table: dict[int, Any] = {}
-            for profile_index in range(int(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT)):
-                try:
-                    info = _call(get_info, self._parent, profile_index)
-                except _Failed as failed:
-                    if failed.code in _NO_SUCH_PROFILE:
-                        continue
-                    raise
-                table[int(info.id)] = info
-            self._tables.gi = table
-        return self._tables.gi
-
-    def _ci_table(self, gpu_instance: Any, gi_profile_id: int) -> dict[int, Any]:
-        table = self._tables.ci.get(gi_profile_id)
-        if table is None:
-            get_info = _binding("nvmlGpuInstanceGetComputeInstanceProfileInfoV")
-            table = {}
-            for profile_index in range(int(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT)):
-                try:
-                    info = _call(
-                        get_info,
-                        gpu_instance,
-                        profile_index,
-                        pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
-                    )
-                except _Failed as failed:
-                    if failed.code in _NO_SUCH_PROFILE:
-                        continue
-                    raise
-                table[int(info.id)] = info
-            self._tables.ci[gi_profile_id] = table
-        return table
 
 
 def device_names() -> list[str] | None:
@@ -989,7 +673,7 @@ def device_names() -> list[str] | None:
         names = []
         for index in range(int(pynvml.nvmlDeviceGetCount())):
             try:
-                names.append(_text(pynvml.nvmlDeviceGetName(
+                names.append(decoded(pynvml.nvmlDeviceGetName(
                     pynvml.nvmlDeviceGetHandleByIndex(index))))
             except (pynvml.NVMLError, UnicodeDecodeError):
                 continue
@@ -1003,221 +687,4 @@ def device_names() -> list[str] | None:
             pass
 
 
-# -- events ------------------------------------------------------------------------
-
-EVENT_TYPES: Mapping[str, int] = MappingProxyType(
-    {
-        "mig-config-change": int(getattr(pynvml, "nvmlEventMigConfigChange", 0x0100)),
-        "xid": int(getattr(pynvml, "nvmlEventTypeXidCriticalError", 0x0008)),
-        "gpu-unavailable": int(getattr(pynvml, "nvmlEventTypeGpuUnavailableError", 0x4000)),
-    }
-)
-"""The NVML event kinds gfd listens to, by name: the nvmlEventType bit of each (nvml.h's
-values, used where an older binding lacks the constant)."""
-
-_KINDS: Mapping[int, str] = MappingProxyType({bit: kind for kind, bit in EVENT_TYPES.items()})
-
-_MAX_WAIT_MS = 0xFFFFFFFF
-"""nvmlEventSetWait_v2 takes its timeout as a C unsigned int of milliseconds."""
-
-
-@dataclass(frozen=True, slots=True)
-class NvmlEvent:
-    """One NVML event of a kind gfd listens to."""
-
-    kind: str
-    """A key of EVENT_TYPES."""
-    gpu_uuid: str
-    """The GPU's UUID; "" when the event names a device that was not registered."""
-    gpu_index: int | None
-    """The GPU's NVML index when the set was opened; None with an unknown device."""
-    data: int
-    """NVML's eventData: the Xid number of an "xid" event, else 0."""
-
-
-class _SetSpoiled(Exception):
-    """nvmlDeviceRegisterEvents answered UNKNOWN: nvml.h says the set is then in an
-    undefined state and must be freed (internal)."""
-
-    def __init__(self, index: int, failed: _Failed) -> None:
-        super().__init__(index)
-        self.index = index
-        self.failed = failed
-
-
-def _address(handle: Any) -> int:
-    """A device handle as a number: what identifies the device an event names."""
-    return int(cast(handle, c_void_p).value or 0)
-
-
-class NvmlEvents:
-    """Its own NVML session (nvmlInit is refcounted, so it coexists with NvmlReader's) and one
-    event set with every GPU registered for the kinds of EVENT_TYPES it supports.
-
-    Used from one dedicated thread: ``open()``, then ``wait()`` in a loop, then ``close()``,
-    all from that thread (NVML does not define freeing a set another thread waits on: stop
-    the thread by letting ``wait()`` time out). An NvmlReader may read the GPUs in another
-    thread meanwhile; a wait holds no lock of gfd's or of the binding while it blocks."""
-
-    def __init__(self, changes: Changes | None = None) -> None:
-        self._changes = changes if changes is not None else Changes()
-        """Where registrations and events are told to the reader that made this set."""
-        self._initialised = False
-        self._set: Any = None
-        self._gpus: dict[int, tuple[int, str]] = {}
-        """Device handle address -> (index, uuid), from registration."""
-        self._reported = Once(log)
-
-    def __enter__(self) -> NvmlEvents:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-    def open(self) -> dict[str, frozenset[str]]:
-        """Start a session and register each GPU for the kinds it supports; returns GPU uuid
-        -> kinds registered (an empty set for a GPU that supports none, answers an error, or
-        is lost; a GPU whose handle or UUID cannot be had is left out; {} without GPUs or when
-        the driver has no event sets). Opening again closes the previous set first.
-
-        Raises NvmlInitError when NVML cannot start, DiscoveryError (one line) when the GPUs
-        cannot be counted or the event set cannot be created; nothing stays open then."""
-        self.close()
-        _init()
-        self._initialised = True
-        try:
-            registered = self._open()
-        except _Failed as failed:
-            self.close()
-            raise DiscoveryError(failed.describe()) from failed.error
-        self._changes.listening(frozenset(
-            uuid for uuid, kinds in registered.items() if "mig-config-change" in kinds))
-        return registered
-
-    def wait(self, timeout: float) -> NvmlEvent | None:
-        """The next event, waiting up to ``timeout`` seconds for it; None when none came (NVML's
-        TIMEOUT, which a signal also ends early with). Raises DiscoveryError (one line) for any
-        other NVML error (GPU_IS_LOST...), or before ``open()``; the set stays open."""
-        if not self._initialised:
-            raise DiscoveryError("NVML events: wait() called before open()")
-        deadline = time.monotonic() + max(timeout, 0.0)
-        while True:
-            data = self._wait_once(deadline - time.monotonic())
-            if data is None:
-                return None
-            event = self._event(data)
-            if event is not None:
-                return event
-
-    def close(self) -> None:
-        """Free the event set and end the session; idempotent, never raises."""
-        self._changes.stopped()
-        if self._set is not None:
-            self._free_set()
-        self._gpus = {}
-        if self._initialised:
-            self._initialised = False
-            _shutdown()
-
-    # -- registration -------------------------------------------------------------
-
-    def _open(self) -> dict[str, frozenset[str]]:
-        count = int(_call(pynvml.nvmlDeviceGetCount))
-        skip: set[int] = set()
-        while True:  # ends: each retry leaves one more GPU out
-            try:
-                return self._register_all(count, skip)
-            except _SetSpoiled as spoiled:
-                self._free_set()
-                skip.add(spoiled.index)
-                self._not_registered(spoiled.index, spoiled.failed)
-
-    def _register_all(self, count: int, skip: set[int]) -> dict[str, frozenset[str]]:
-        self._set = _optional(pynvml.nvmlEventSetCreate)
-        if self._set is None:
-            self._reported.warning("NVML events are not supported by this driver "
-                                   "(nvmlEventSetCreate): no GPU is listened to")
-            return {}
-        registered: dict[str, frozenset[str]] = {}
-        for index in range(count):
-            found = self._register(index, allowed=index not in skip)
-            if found is not None:
-                registered[found[0]] = found[1]
-        return registered
-
-    def _register(self, index: int, *, allowed: bool) -> tuple[str, frozenset[str]] | None:
-        """(uuid, kinds registered) for GPU ``index``; None when it has no handle or UUID."""
-        try:
-            handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
-            uuid = _text(_call(pynvml.nvmlDeviceGetUUID, handle))
-        except _Failed as failed:
-            self._not_registered(index, failed)
-            return None
-        self._gpus[_address(handle)] = (index, uuid)
-        kinds = self._supported(index, handle) if allowed else frozenset()
-        if not kinds:
-            return uuid, kinds
-        mask = 0
-        for kind in kinds:
-            mask |= EVENT_TYPES[kind]
-        try:
-            _call(pynvml.nvmlDeviceRegisterEvents, handle, mask, self._set)
-        except _Failed as failed:
-            if failed.code == pynvml.NVML_ERROR_UNKNOWN:
-                raise _SetSpoiled(index, failed) from failed.error
-            self._not_registered(index, failed)
-            return uuid, frozenset()
-        return uuid, kinds
-
-    def _supported(self, index: int, handle: Any) -> frozenset[str]:
-        """The kinds of EVENT_TYPES the GPU supports; none when it cannot say."""
-        try:
-            supported = int(_call(pynvml.nvmlDeviceGetSupportedEventTypes, handle))
-        except _Failed as failed:
-            self._not_registered(index, failed)
-            return frozenset()
-        return frozenset(kind for kind, bit in EVENT_TYPES.items() if supported & bit)
-
-    def _not_registered(self, index: int, failed: _Failed) -> None:
-        """Say once why GPU ``index`` is not listened to; quietly when it lacks the feature or
-        is lost (the next read reports a lost GPU)."""
-        failed.gpu = index
-        if failed.code in _ABSENT or failed.code in _LOST:
-            log.debug("no NVML events: %s", failed.describe())
-            return
-        self._reported.warning("%s: its NVML events are not listened to", failed.describe())
-
-    def _free_set(self) -> None:
-        try:
-            pynvml.nvmlEventSetFree(self._set)
-        except pynvml.NVMLError as exc:
-            log.debug("nvmlEventSetFree failed (ignored): %s", exc)
-        self._set = None
-        self._gpus = {}
-
-    # -- waiting ------------------------------------------------------------------
-
-    def _wait_once(self, seconds: float) -> Any:
-        """nvmlEventSetWait_v2's event data, or None on TIMEOUT; without a set, a sleep."""
-        if self._set is None:
-            time.sleep(max(seconds, 0.0))
-            return None
-        ms = min(max(math.ceil(seconds * 1000), 0), _MAX_WAIT_MS)
-        try:
-            return _call(_binding("nvmlEventSetWait_v2"), self._set, ms)
-        except _Failed as failed:
-            if failed.code == pynvml.NVML_ERROR_TIMEOUT:
-                return None
-            raise DiscoveryError(failed.describe()) from failed.error
-
-    def _event(self, data: Any) -> NvmlEvent | None:
-        kind = _KINDS.get(int(data.eventType))
-        if kind is None:
-            log.debug("NVML event of an unregistered type %#x ignored", int(data.eventType))
-            return None
-        index, uuid = self._gpus.get(_address(data.device), (None, ""))
-        self._changes.changed(uuid)
-        return NvmlEvent(kind=kind, gpu_uuid=uuid, gpu_index=index, data=int(data.eventData))
-
-
-__all__ = ["EVENT_TYPES", "NvmlEvent", "NvmlEvents", "NvmlReader", "device_names"]
+__all__ = ["DEVICE_FACTS", "EVENT_TYPES", "NvmlEvent", "NvmlEvents", "NvmlReader", "device_names"]

@@ -34,6 +34,7 @@ from typing import Any
 
 from gfd.errors import CudaInitError, DiscoveryError, one_line, show
 from gfd.hostfile import FileProblem, read_bytes
+from gfd.readers.failure import CallFailed
 from gfd.snapshot import Gpu, Snapshot
 
 log = logging.getLogger(__name__)
@@ -130,20 +131,6 @@ _INIT_FIXES: MappingProxyType[int, str] = MappingProxyType(
 _DEFAULT_INIT_FIX = "check the L4T driver on the host (deviceQuery or tegrastats should work)"
 
 
-class _Failed(Exception):
-    """A CUresult other than CUDA_SUCCESS from one call (internal)."""
-
-    def __init__(self, call: str, code: int, text: str) -> None:
-        super().__init__(call, code)
-        self.call = call
-        self.code = code
-        self.text = text
-
-    def describe(self, gpu: int | None = None) -> str:
-        where = f" for GPU {gpu}" if gpu is not None else ""
-        return f"CUDA {self.call} failed{where}: {self.text}"
-
-
 class _Api:
     """libcuda's functions used here, with their prototypes; absent symbols are None."""
 
@@ -163,13 +150,14 @@ class _Api:
         return self._fns.get(name) is not None
 
     def call(self, name: str, *args: Any) -> None:
-        """Call ``name``; a CUresult other than success raises _Failed naming it."""
+        """Call ``name``; a CUresult other than success raises CallFailed naming it."""
         fn = self._fns[name]
         if fn is None:
-            raise _Failed(name, -1, "the symbol is missing from the library")
+            raise CallFailed("CUDA", name, -1,
+                             RuntimeError("the symbol is missing from the library"))
         code = int(fn(*args))
         if code != CUDA_SUCCESS:
-            raise _Failed(name, code, self.error_text(code))
+            raise CallFailed("CUDA", name, code, RuntimeError(self.error_text(code)))
 
     def error_text(self, code: int) -> str:
         """``CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)`` from the library's own
@@ -203,9 +191,9 @@ def _load(library: str) -> _Api:
             f"library ({_LOAD_FIX})")
     try:
         api.call("cuInit", 0)
-    except _Failed as failed:
+    except CallFailed as failed:
         fix = _INIT_FIXES.get(failed.code, _DEFAULT_INIT_FIX)
-        raise CudaInitError(f"CUDA could not start: cuInit failed: {failed.text} ({fix})"
+        raise CudaInitError(f"CUDA could not start: cuInit failed: {failed.message} ({fix})"
                             ) from failed
     return api
 
@@ -233,13 +221,13 @@ class TegraReader:
         try:
             version = _int_out(api, "cuDriverGetVersion")
             count = _int_out(api, "cuDeviceGetCount")
-        except _Failed as failed:
+        except CallFailed as failed:
             raise DiscoveryError(failed.describe()) from failed
         gpus = []
         for index in range(count):
             try:
                 gpus.append(_read_gpu(api, index))
-            except _Failed as failed:
+            except CallFailed as failed:
                 raise DiscoveryError(failed.describe(index)) from failed
         log.debug("CUDA: version %d, %d GPU(s)", version, count)
         return Snapshot(
@@ -296,7 +284,7 @@ def _memory_total(api: _Api, index: int, device: int) -> int | None:
             return int(total.value)
         legacy = ctypes.c_uint()
         api.call("cuDeviceTotalMem", ctypes.byref(legacy), device)
-    except _Failed as failed:
+    except CallFailed as failed:
         log.warning("GPU %d: memory unavailable: %s", index, failed.describe(index))
         return None
     if legacy.value == _UINT_MAX:
@@ -312,7 +300,7 @@ def _uuid(api: _Api, index: int, device: int) -> str:
     raw = _CUuuid()
     try:
         api.call(name, ctypes.byref(raw), device)
-    except _Failed as failed:
+    except CallFailed as failed:
         log.debug("GPU %d: no UUID: %s", index, failed.describe(index))
         return ""
     return f"GPU-{uuidlib.UUID(bytes=bytes(raw.bytes))}"
