@@ -261,7 +261,8 @@ def toggles_mig(architecture: str | None) -> bool:
     return architecture in order and order.index(architecture) >= order.index("hopper")
 
 BRANDS: dict[str, str] = {
-    "quadro": "Quadro", "tesla": "Tesla", "nvs": "NVS", "grid": "Grid", "geforce": "GeForce",
+    "unknown": "Unknown", "quadro": "Quadro", "tesla": "Tesla", "nvs": "NVS", "grid": "Grid",
+    "geforce": "GeForce",
     "titan": "Titan", "nvidia-vapps": "NvidiaVApps", "nvidia-vpc": "NvidiaVPC",
     "nvidia-vcs": "NvidiaVCS", "nvidia-vws": "NvidiaVWS",
     "nvidia-cloud-gaming": "NvidiaCloudGaming", "quadro-rtx": "QuadroRTX",

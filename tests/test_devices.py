@@ -468,6 +468,18 @@ def test_an_unknown_architecture_is_published_as_unknown(nvml_machine: Any) -> N
     assert devices["gpu-0"].attribute("architecture") == "Hopper"
     # supportsMIGModeToggle is arch >= HOPPER on NVML's number: 0xffffffff is (nvlib.go:1469)
     assert "gpu-1" in {d.name for d in project(snap, DYNAMIC)}
+
+
+def test_an_unknown_brand_is_published_as_unknown(nvml_machine: Any) -> None:
+    """go-nvlib's GetBrandAsString names NVML_BRAND_UNKNOWN (0) "Unknown" (device.go, the
+    case before BRAND_QUADRO): an answer the driver publishes, not a failure."""
+    machine = profiles.hgx_h100()
+    machine.gpus[2] = replace(machine.gpus[2], brand="unknown")
+    snap = read(nvml_machine, machine)
+    assert would_not_start(snap) == ""
+    devices = {d.name: d for d in project(snap)}
+    assert devices["gpu-2"].attribute("brand") == "Unknown" and devices["gpu-2"].complete
+    assert devices["gpu-0"].attribute("brand") != "Unknown"
     good = replace(gpu(0), minor=0, brand="nvidia")
     assert "go-nvlib of v0.4.0 has no name" in would_not_start(
         snapshot(replace(good, architecture="rubin")))

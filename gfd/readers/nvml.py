@@ -116,6 +116,7 @@ _ARCHITECTURES: MappingProxyType[int, str] = MappingProxyType(
 )
 
 _BRAND_NAMES = (
+    "UNKNOWN",  # 0: an answer, which go-nvlib names "Unknown" (GetBrandAsString)
     "QUADRO",
     "TESLA",
     "NVS",

@@ -303,8 +303,9 @@ def test_not_supported_and_function_not_found_mean_absent(nvml_machine: Any) -> 
     (gpu,) = read(nvml_machine, Machine(gpus=[spec]), device_facts=True).gpus
     assert gpu.error is None and gpu.name == "NVIDIA Mystery"
     assert (gpu.memory_total_bytes, gpu.compute_capability) == (None, None)
-    # (the architecture is read for gfd devices) NVML_DEVICE_ARCH_UNKNOWN is an answer (go-nvlib names it "Unknown"), not an absence
-    assert (gpu.architecture, gpu.brand, gpu.compute_mode) == ("unknown", None, None)
+    # (the architecture is read for gfd devices) NVML_DEVICE_ARCH_UNKNOWN and BRAND_UNKNOWN
+    # are answers (go-nvlib names them "Unknown"), not absences
+    assert (gpu.architecture, gpu.brand, gpu.compute_mode) == ("unknown", "unknown", None)
     assert (gpu.mig_capable, gpu.mig_enabled, gpu.mig_pending_enabled) == (False, False, None)
     assert (gpu.nvlink_active, gpu.fabric) == (None, None)
 
