@@ -123,3 +123,12 @@ def test_no_module_cites_a_document_outside_the_repository() -> None:
              for n, line in enumerate(path.read_text().splitlines(), 1)
              if OUTSIDE_DOCUMENTS.search(line)]
     assert not cited, "\n".join(cited)
+
+
+def test_every_test_path_ci_names_exists() -> None:
+    """.ci/run names test files and directories for its tiers (the dependency floors): a
+    module moved or split must take its place there too, or that tier fails at once."""
+    named = set(re.findall(r"(?<![\w/.-])(tests/[\w./-]+)", (ROOT / ".ci" / "run").read_text()))
+    assert named, "no test path found in .ci/run"
+    missing = sorted(p for p in named if not (ROOT / p.rstrip("/.")).exists())
+    assert missing == []
