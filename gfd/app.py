@@ -160,7 +160,8 @@ def _discovery(settings: Settings, unusable: UnusableGpus | None,
         smi = SmiReader(settings.nvidia_smi)
     return Discovery(make_gpu_source(settings, device_facts=device_facts), host, smi=smi,
                      fail_on_init_error=settings.fail_on_init_error, manager=manager,
-                     unusable=unusable if unusable is not None else UnusableGpus())
+                     unusable=unusable if unusable is not None else UnusableGpus(),
+                     device_facts=device_facts)
 
 
 def share_features_lock(old: Sink, new: Sink) -> None:

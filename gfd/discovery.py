@@ -74,6 +74,9 @@ class Discovery:
     manager: ResourceManagerReader | None = None
     """Decides the snapshot's resource manager at each read (None: the snapshot's own)."""
     unusable: UnusableGpus = field(default_factory=UnusableGpus)
+    device_facts: bool = False
+    """Scan the PCI bus too: only ``gfd devices`` (PassthroughSupport) and ``gfd snapshot``
+    use it, as with the NVML reader's ``device_facts``."""
     _init_errors: Once = field(default_factory=lambda: Once(log), init=False)
     _slow: tuple[dict[int, str] | None, Vgpu | None, PciBus | None] | None = field(
         default=None, init=False)
@@ -82,8 +85,8 @@ class Discovery:
 
     def refresh(self, *, gpus: bool = False) -> None:
         """Re-read the slow facts at the next read: the facts only an admin changes (the
-        compute timeslice policy via nvidia-smi, the vGPU scan of every PCI device, the
-        NVIDIA GPUs on the PCI bus with the driver each is bound to). They are
+        compute timeslice policy via nvidia-smi, the vGPU scan of every PCI device, and with
+        ``device_facts`` the NVIDIA GPUs on the PCI bus with the driver each is bound to). They are
         read at start, when the set of GPUs changes, and when the loop's host-refresh duty
         (``--host-refresh-interval``) or a SIGHUP calls this -- not every cycle.
         ``gpus`` (SIGHUP): every GPU's static facts too (docs/nvml-reads.md)."""
@@ -150,7 +153,8 @@ class Discovery:
         key = tuple(f"{g.index}:{g.uuid}:{g.error is None}" for g in snap.gpus)
         if self._slow is None or key != self._slow_key:
             timeslices = self.smi.timeslices() if (self.smi and snap.gpus) else None
-            self._slow = (timeslices, self.host.vgpu(), self.host.pci_bus())
+            pci = self.host.pci_bus() if self.device_facts else None
+            self._slow = (timeslices, self.host.vgpu(), pci)
             self._slow_key = key
         return self._slow
 

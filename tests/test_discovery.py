@@ -135,6 +135,14 @@ def test_each_gpu_gets_its_pci_class_and_timeslice_and_the_node_its_machine_type
     assert snap.vgpu == Vgpu(present=False)
 
 
+def test_the_pci_bus_is_scanned_only_for_the_facts_gfd_devices_shows(tmp_path: Path) -> None:
+    """Labels and features read nothing of the PCI bus scan (PassthroughSupport's devices):
+    the agent and gfd labels do not pay for it; gfd devices and gfd snapshot do."""
+    host = HostReader(machine_type_file="", sysfs_root=str(gpu_tree(tmp_path / "sys", [])))
+    assert Discovery(Gpus(H100), host).read().pci is None
+    assert Discovery(Gpus(H100), host, device_facts=True).read().pci is not None  # scanned
+
+
 def test_a_lost_gpu_gets_no_pci_class(tmp_path: Path) -> None:
     lost = replace(H100, gpus=(replace(H100.gpus[0], error="GPU is lost"), *H100.gpus[1:]))
     root = gpu_tree(tmp_path / "sys", [g.pci_bus_id for g in H100.gpus])
