@@ -16,7 +16,6 @@ that cannot is refused with one line and closed, and the last good config stays.
 from __future__ import annotations
 
 import logging
-import random
 import signal
 import time
 from collections.abc import Callable
@@ -67,7 +66,8 @@ class Agent:
     wall: Callable[[], float] = time.time
     config_watched: bool = False
     """A watcher fires a trigger when the config file changes: no per-cycle check needed."""
-    rand: Callable[[], float] = random.random
+    rand: Callable[[], float] | None = None
+    """The backoff's jitter (None: ``random.random``)."""
     failures: int = field(default=0, init=False)
     _api_failing: bool = field(default=False, init=False)
     _pending: Parts | None = field(default=None, init=False)

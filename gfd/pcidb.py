@@ -8,7 +8,6 @@ subsystem lines (two tabs) under it. Reading a ``--pci-ids`` file is the vfio re
 
 from __future__ import annotations
 
-import importlib.resources
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -85,6 +84,8 @@ def _hex_id(entry: str) -> int | None:
 
 def load_bundled() -> PciIds:
     """The NVIDIA section of ``pci.ids`` that ships with gfd."""
+    import importlib.resources  # (only a read that needs PCI names: not on every start)
+
     resource = importlib.resources.files("gfd").joinpath(BUNDLED)
     try:
         text = resource.read_text(encoding="utf-8")

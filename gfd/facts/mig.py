@@ -4,9 +4,6 @@ the MIG labels out rather than guessed (docs/nvml-errors.md)."""
 
 from __future__ import annotations
 
-from fractions import Fraction
-from math import ceil, floor
-
 from gfd.facts.gpus import counted
 from gfd.snapshot import Gpu, MigDevice, Snapshot
 
@@ -29,8 +26,10 @@ def profile_name(mig: MigDevice, parent: Gpu) -> tuple[str, tuple[str, ...]] | N
     total = parent.memory_total_bytes or 0
     if total <= 0:
         return None
-    eighths = ceil(Fraction(mig.memory_mib * 1048576 * 8, total))
-    gb = floor(Fraction(eighths, 8) * ceil(Fraction(total, 2**30)) + Fraction(1, 2))
+    # ceil(memory * 8 / total) eighths, then floor(eighths / 8 * ceil(total GiB) + 1/2) GB,
+    # in integers (exact, as GFD's rule is).
+    eighths = -(-mig.memory_mib * 1048576 * 8 // total)
+    gb = (eighths * -(-total // 2**30) + 4) // 8
     g, c = mig.gi_slices, mig.ci_slices
     name = f"{g}g.{gb}gb" if c == g else f"{c}c.{g}g.{gb}gb"
     return name, ("no NVML profile name: GFD's eighths rule on memory and slice counts",)

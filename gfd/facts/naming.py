@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 MAX_VALUE = 63
@@ -42,6 +41,8 @@ def short_name(text: str, limit: int) -> str:
     """``text`` if it fits ``limit``; else a prefix plus a stable 8-hex-digit hash of the whole."""
     if len(text) <= limit:
         return text
+    import hashlib  # (only for a name past its limit: not on every start)
+
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     head = text[: limit - len(digest) - 1].rstrip("-._")
     return f"{head}-{digest}"

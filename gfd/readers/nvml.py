@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid as uuidlib
 from collections.abc import Callable
 from ctypes import byref
 from dataclasses import dataclass, fields, replace
@@ -627,6 +626,12 @@ def _nvlink_active(handle: Any) -> bool | None:
     return False
 
 
+def _uuid(raw: bytes) -> str:
+    import uuid  # (only a GPU in an NVLink fabric has a cluster UUID: not on every start)
+
+    return str(uuid.UUID(bytes=raw))
+
+
 def _fabric(handle: Any) -> Fabric | None:
     info = _fabric_info(handle)
     if info is None:
@@ -635,7 +640,7 @@ def _fabric(handle: Any) -> Fabric | None:
     return Fabric(
         state=FABRIC_STATES[state] if state < len(FABRIC_STATES) else FABRIC_STATES[0],
         status_ok=int(info.status) == pynvml.NVML_SUCCESS,
-        cluster_uuid=str(uuidlib.UUID(bytes=bytes(info.clusterUuid))),
+        cluster_uuid=_uuid(bytes(info.clusterUuid)),
         clique_id=int(info.cliqueId),
     )
 

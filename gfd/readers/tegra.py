@@ -27,7 +27,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import uuid as uuidlib
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
@@ -303,7 +302,9 @@ def _uuid(api: _Api, index: int, device: int) -> str:
     except CallFailed as failed:
         log.debug("GPU %d: no UUID: %s", index, failed.describe(index))
         return ""
-    return f"GPU-{uuidlib.UUID(bytes=bytes(raw.bytes))}"
+    import uuid  # (a Tegra board only)
+
+    return f"GPU-{uuid.UUID(bytes=bytes(raw.bytes))}"
 
 
 # --------------------------------------------------------------------------- platform
