@@ -86,7 +86,7 @@ WARM_IMPORTS = ("gfd.cli", "gfd.daemon", "gfd.discovery", "gfd.logs", "gfd.metri
 TARGET_ORDER = ("cycle-cpu", "rss-file", "rss-api", "api-load", "api-watch", "api-real", "drift",
                 "latency",
                 "latency-events", "lost-gpu-events", "latency-polling", "idle-cpu", "idle-nvml",
-                "start")
+                "start", "oneshot-gfd", "outage-events")
 
 
 # ----------------------------------------------------------------------------- report helpers
@@ -472,20 +472,35 @@ def measure_pci_scan(node: Node, repeat: int = 200) -> dict[str, float]:
 
 
 NO_CACHE = "gfd run --oneshot, no bytecode cache (PYTHONDONTWRITEBYTECODE=1)"
+ONESHOT = "gfd run --oneshot"
+ONESHOT_H100 = "gfd run --oneshot, 8 x H100"
+FLOOR = "python -c 'import pynvml, dataclasses, logging, subprocess, json'"
+"""What any Python one-shot that reads NVML and logs imports before its own code: the
+interpreter, the NVML binding, and the standard modules gfd's start needs."""
+GFD_ONESHOT_S = {ONESHOT: 0.150, ONESHOT_H100: 0.180}
+"""GFD v0.20.0's real binary, ``--oneshot`` with the file sink, median wall on the same fake
+machines (DGX A100 13 MIG devices, 8 x H100): issue 28's measurement (its binary cannot be
+built here: its vendored client-go needs Go >= 1.25)."""
+ONESHOT_BUDGET = 0.6
+"""Issue 28: a one-shot at most 0.6 x GFD's."""
 
 
 def measure_startup(node: Node, runs: int) -> dict[str, Any]:
-    """Wall seconds of the three commands, interleaved so drift hits them alike."""
+    """Wall seconds of the commands, interleaved so drift hits them alike."""
     workdir = node.tmp / "oneshot"
     (workdir / "features.d").mkdir(parents=True)
     profile = profiles.dgx_a100_layout().write(workdir / "profile.txt")
+    h100 = profiles.hgx_h100().write(workdir / "h100.txt")
     out = workdir / "features.d" / "gfd"
     oneshot = [*gfd_command(), "run", "--oneshot", "--output-file", str(out), *node.host_args()]
     cached, uncached = node.env(profile), node.env(profile, bytecode_cache=False)
     commands = {
         "python -c pass": ([sys.executable, "-c", "pass"], cached),
+        FLOOR: ([sys.executable, "-c", "import pynvml, dataclasses, logging, subprocess, json"],
+                cached),
         "python -c 'import gfd.cli'": ([sys.executable, "-c", "import gfd.cli"], cached),
-        "gfd run --oneshot": (oneshot, cached),
+        ONESHOT: (oneshot, cached),
+        ONESHOT_H100: (oneshot, node.env(h100)),
         NO_CACHE: (oneshot, uncached),
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -497,16 +512,18 @@ def measure_startup(node: Node, runs: int) -> dict[str, Any]:
             elapsed = time.perf_counter() - started
             if result.returncode != 0:
                 raise RuntimeError(f"{name} failed ({result.returncode}): {result.stderr[-500:]}")
+            if name.startswith(ONESHOT) and labels_in(out) is None:
+                raise RuntimeError(f"{name} published nothing")
             times[name].append(elapsed)
-    if labels_in(out) is None:
-        raise RuntimeError("gfd run --oneshot published nothing")
     medians = {name: statistics.median(v[1:]) for name, v in times.items()}
     bare = medians["python -c pass"]
     return {
         "runs": runs,
         "seconds": {name: spread(v[1:], 1, 3) for name, v in times.items()},
         "multiple_of_bare_python": {name: round(m / bare, 2) for name, m in medians.items()},
-        "gfd_minus_bare_python_s": round(medians["gfd run --oneshot"] - bare, 3),
+        "gfd_minus_bare_python_s": round(medians[ONESHOT] - bare, 3),
+        "gfd_minus_floor_s": round(medians[ONESHOT] - medians[FLOOR], 3),
+        "of_gfd": {name: round(medians[name] / gfd, 2) for name, gfd in GFD_ONESHOT_S.items()},
     }
 
 
@@ -897,7 +914,7 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
     api_mem = r["api_memory_mib"][RUNTIME_ONLY]
     api_peak = max(v["VmHWM"] for v in api_mem.values())
     start = r["startup"]
-    oneshot = start["seconds"]["gfd run --oneshot"]["p50"]
+    oneshot = start["seconds"][ONESHOT]["p50"]
     lat = r["latency"]
     idle = r["idle"]
     command = "python -m benchmarks.agent --write"
@@ -963,8 +980,18 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
          "simulated DGX A100): <= 0.5 s wall", "value": oneshot, "limit": 0.5,
          "met": oneshot <= 0.5,
          "measured": f"{oneshot:.3f} s median = "
-                     f"{start['multiple_of_bare_python']['gfd run --oneshot']:.1f} x bare "
+                     f"{start['multiple_of_bare_python'][ONESHOT]:.1f} x bare "
                      f"`python -c pass` ({start['seconds']['python -c pass']['p50']:.3f} s)",
+         "command": command},
+        {"id": "oneshot-gfd", "target": f"One-shot wall <= {ONESHOT_BUDGET} x GFD's (file sink; "
+         "GFD v0.20.0: " + " / ".join(f"{s * 1000:.0f}" for s in GFD_ONESHOT_S.values()) +
+         " ms on the DGX A100 / 8 x H100)", "value": max(start["of_gfd"].values()),
+         "limit": ONESHOT_BUDGET, "met": max(start["of_gfd"].values()) <= ONESHOT_BUDGET,
+         "measured": " / ".join(f"{start['seconds'][name]['p50'] * 1000:.0f} ms = "
+                                f"{start['of_gfd'][name]:.2f} x" for name in GFD_ONESHOT_S) +
+                     f"; the floor (`{FLOOR.removeprefix('python -c ')}`) alone "
+                     f"{start['seconds'][FLOOR]['p50'] * 1000:.0f} ms = "
+                     f"{start['seconds'][FLOOR]['p50'] / GFD_ONESHOT_S[ONESHOT]:.2f} x",
          "command": command},
     ]
 
