@@ -17,6 +17,7 @@ import click
 
 from gfd import __version__, dra, render
 from gfd.cli_agent import ReloadAsked, run_agent
+from gfd.cli_fleet import fleet_cmd
 from gfd.cli_options import (
     SELECTOR_MISSES,
     Exit,
@@ -275,6 +276,9 @@ def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared:
                else render.document(render.one(list(out.documents)), output), nl=False)
 
 
+cli.add_command(fleet_cmd)
+
+
 @cli.command("docs")
 @click.argument("what", type=click.Choice(["labels", "settings"]), default="labels")
 def docs_cmd(what: str) -> None:
@@ -315,6 +319,7 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     sys.exit(run_agent(explicit(params), early=ctx.obj))
 
 
-def main(argv: list[str] | None = None, *, early: ReloadAsked | None = None) -> None:
-    """Entry point (``gfd.launch`` calls it for the console script and ``python -m gfd``)."""
-    cli.main(args=argv, prog_name="gfd", obj=early)
+def main(argv: list[str] | None = None, *, early: ReloadAsked | None = None,
+         prog: str = "gfd") -> None:
+    """Entry point (``gfd.launch`` calls it for the console scripts and ``python -m gfd``)."""
+    cli.main(args=argv, prog_name=prog, obj=early)

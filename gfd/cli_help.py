@@ -28,6 +28,9 @@ EXIT_CODES: dict[str, dict[int, str]] = {
     "prune": {0: "pruned, or nothing to prune", 1: "runtime failure",
               2: "usage or configuration error"},
     "selector": {0: "printed", 2: "usage error"},
+    "fleet": {0: "printed", 1: "--check found a disagreement, or runtime failure",
+              2: "usage or configuration error",
+              3: "printed, but a LIST was refused or failed (marked incomplete)"},
     "docs": {0: "printed", 2: "usage error"},
     "completion": {0: "printed", 2: "usage error"},
 }
@@ -64,6 +67,7 @@ SUMMARIES = {
     "explain": "Explain why a label has its value on this machine.",
     "selector": "Print where a GPU pod may run and what it must request.",
     "devices": "Print the GPUs as the NVIDIA DRA driver publishes them.",
+    "fleet": "Show the cluster's GPUs: total, allocated, free; where a pod fits.",
     "docs": "Print the label or settings reference (Markdown).",
     "completion": "Print the shell completion script (bash, zsh, fish).",
 }

@@ -31,6 +31,8 @@ class Exit(enum.IntEnum):
     """``gfd diff``: it could not look (its 1 means "differences")."""
     NOT_STARTED = 3
     """``gfd devices``: the DRA driver's plugin would not start on this node."""
+    INCOMPLETE = 3
+    """``gfd fleet``: printed, but a LIST was refused or failed (the counts lack it)."""
 
 
 OUTPUTS: dict[str, tuple[str, ...]] = {
@@ -41,6 +43,7 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "explain": ("text", "json", "yaml"),
     "diff": ("text", "json", "yaml"),
     "selector": ("yaml", "json"),
+    "fleet": ("text", "wide", "json", "yaml"),
 }
 """``-o/--output`` of each command that prints data; the first is the default."""
 
@@ -221,9 +224,9 @@ _SELECTOR: tuple[Callable[[F], F], ...] = (
     _brief("--label-set", type=click.Choice(LABEL_SETS), default="extended",
            brief="compat: only GFD's labels.",
            help="compat: use only GFD's labels (for clusters labelled by GFD)."),
-    _brief("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]), default="auto",
-           brief="auto: a nodeSelector if it suffices.",
-           help="auto: a nodeSelector when exact values suffice, else node affinity."),
+    _FORM := _brief("--form", type=click.Choice(["auto", "nodeSelector", "affinity"]),
+                    default="auto", brief="auto: a nodeSelector if it suffices.",
+                    help="auto: a nodeSelector when exact values suffice, else node affinity."),
     _brief("--dra", is_flag=True, default=False,
            brief="A DRA ResourceClaimTemplate and a Pod.",
            help="Print a DRA ResourceClaimTemplate (CEL over the NVIDIA DRA driver's "
@@ -241,6 +244,20 @@ _SELECTOR: tuple[Callable[[F], F], ...] = (
 def selector_options(func: F) -> F:
     """``gfd selector``'s own options (it takes no settings)."""
     for option in reversed(_SELECTOR):
+        func = option(func)
+    return func
+
+
+_NOT_FOR_FLEET = 3
+"""The selector's last three options (--name, --feature-gates, --uuid) and --form shape a
+printed stanza; ``gfd fleet`` takes --feature-gates back (its DRA devices' CEL needs it)."""
+
+
+def fleet_filter_options(func: F) -> F:
+    """``gfd selector``'s filters for ``gfd fleet``'s "where a pod fits" (the same options,
+    parsed by the same code), without those that only shape the printed stanza."""
+    chosen = [o for o in _SELECTOR[:-_NOT_FOR_FLEET] if o is not _FORM] + [_SELECTOR[-2]]
+    for option in reversed(chosen):
         func = option(func)
     return func
 

@@ -42,3 +42,12 @@ def gpu_feature_discovery() -> None:
     from gfd.gpu_feature_discovery import main
 
     main(early=early.asked)
+
+
+def kubectl_gfd() -> None:
+    """The ``kubectl-gfd`` console script: kubectl runs it for ``kubectl gfd ...`` (its plugin
+    convention: an executable named ``kubectl-<name>`` on PATH)."""
+    early = EarlyReload().install()
+    from gfd.cli import main
+
+    main(early=early.asked, prog="kubectl gfd")

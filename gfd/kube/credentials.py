@@ -51,14 +51,16 @@ def unverified(where: str) -> None:
                 where)
 
 
-def configuration(kubeconfig: str) -> Any:
-    """The client's configuration from ``kubeconfig`` ("": the in-cluster service account),
-    its own retries off: gfd decides about retries and backoff itself."""
+def configuration(kubeconfig: str, *, context: str = "") -> Any:
+    """The client's configuration from ``kubeconfig`` ("": the in-cluster service account)
+    and its ``context`` ("": the current one), its own retries off: gfd decides about
+    retries and backoff itself."""
     cfg = client.Configuration()
     check_kubeconfig(kubeconfig)
     try:
         if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+            config.load_kube_config(config_file=kubeconfig, context=context or None,
+                                    client_configuration=cfg)
         else:
             config.load_incluster_config(client_configuration=cfg)
     except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:

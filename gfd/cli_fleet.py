@@ -1,0 +1,141 @@
+"""``gfd fleet`` (and ``kubectl gfd fleet``): the cluster's GPUs by kind, per node, where a
+pod fits, and what disagrees; its options, its output and its exit status. Reading is
+``gfd.fleet.source``'s, counting ``gfd.fleet``'s."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gfd import render
+from gfd.cli_help import Command
+from gfd.cli_options import Exit, fleet_filter_options, output_option
+from gfd.errors import ConfigError
+
+FLEET_NOTES = (
+    "Counted as the scheduler counts (docs/fleet.md): TOTAL is allocatable (the device "
+    "plugin) or the devices of the newest pool generation (DRA); ALLOCATED what bound, "
+    "unfinished pods request (the larger of the largest init container and the containers' "
+    "sum, sidecars included) or allocated claims hold; FREE what one-unit pods can still get "
+    "(DRA: within shared counters, untainted devices); PENDING what unscheduled pods ask "
+    "that admit a node of the kind. Cordoned, not-Ready and tainted nodes count apart. "
+    "Time-slicing and MPS units are replicas: which GPU a replica is on is not the API "
+    "server's to know. Reads: paginated LISTs of nodes, unfinished pods, resourceslices and "
+    "resourceclaims (manifests/fleet has the ClusterRole).")
+
+
+def _kubeconfig(given: str | None) -> str:
+    """kubectl's order: --kubeconfig, $KUBECONFIG, ~/.kube/config, then the pod's
+    ServiceAccount ("")."""
+    if given:
+        return given
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        return env.split(os.pathsep)[0]
+    home = Path.home() / ".kube" / "config"
+    return str(home) if home.is_file() else ""
+
+
+@click.command("fleet", cls=Command, epilog=FLEET_NOTES)
+@click.option("--kubeconfig", default=None, metavar="FILE",
+              help="Default: $KUBECONFIG, ~/.kube/config, in-cluster.")
+@click.option("--context", default="", metavar="NAME", help="The kubeconfig context to use.")
+@click.option("-l", "--selector", "node_selector", default="", metavar="SELECTOR",
+              help="Only nodes with these labels.")
+@click.option("--from", "from_file", default=None, metavar="FILE",
+              help="A kubectl dump; - stdin; @sample: a demo.")
+@click.option("--nodes", "per_node", is_flag=True, default=False,
+              help="One row per node and kind.")
+@click.option("--no-headers", is_flag=True, default=False, help="Tables without headers.")
+@click.option("--tolerate", multiple=True, metavar="KEY",
+              help="A taint key GPU pods tolerate.")
+@click.option("--check", is_flag=True, default=False,
+              help="List what disagrees (exit 1 if any).")
+@fleet_filter_options
+@output_option("fleet")
+def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_file: str | None,
+              per_node: bool, no_headers: bool, tolerate: tuple[str, ...], check: bool,
+              output: str, **filters: Any) -> None:
+    """Show the cluster's GPUs by kind (model, memory, MIG profile, sharing, resource, device
+    plugin or DRA): total, allocated, free and pending, as the scheduler counts them; with
+    the selector's filters, where such a pod fits now; with --check, which nodes' labels
+    disagree with what the scheduler sees."""
+    from gfd.fleet import checks as fleet_checks
+    from gfd.fleet import report, source
+    from gfd.fleet.count import count
+    from gfd.fleet.fits import fits as fleet_fits
+    from gfd.fleet.placement import DEFAULT_TOLERATED
+
+    parsed = _filters(filters)
+    if from_file is not None:
+        if kubeconfig or context:
+            raise ConfigError("--from reads a dump, not the API server: leave out "
+                              "--kubeconfig and --context")
+        fleet = source.from_dump(from_file, node_selector=node_selector,
+                                 stdin=sys.stdin)
+    else:
+        from gfd.kube.lists import Lister
+
+        lister = Lister(kubeconfig=_kubeconfig(kubeconfig), context=context)
+        try:
+            fleet = source.live(lister, node_selector=node_selector)
+        finally:
+            lister.close()
+    tolerated = tuple(dict.fromkeys((*DEFAULT_TOLERATED, *tolerate)))
+    counted = count(fleet, tolerated=tolerated)
+    fit = None
+    if parsed is not None:
+        f, label_set, gates = parsed
+        fit = fleet_fits(fleet, counted, f, label_set=label_set, gates=gates)
+        for line in f.warnings:
+            click.echo(line, err=True)
+    findings = fleet_checks.check(fleet, counted) if check else None
+    headers = not no_headers
+    if output in ("json", "yaml"):
+        doc = report.document(fleet, counted, fits=fit, findings=findings)
+        click.echo(render.document(doc, output), nl=False)
+    else:
+        if not per_node or output == "wide":
+            click.echo(report.summary_text(counted, headers=headers), nl=False)
+        if per_node or output == "wide":
+            if not per_node:
+                click.echo()
+            click.echo(report.nodes_text(counted, headers=headers), nl=False)
+        if fit is not None:
+            import yaml
+
+            click.echo()
+            click.echo(report.fits_text(fit, headers=headers), nl=False)
+            click.echo(yaml.safe_dump_all(fit.selector, sort_keys=False), nl=False)
+        if findings is not None:
+            click.echo()
+            click.echo(report.findings_text(findings), nl=False)
+    for line in report.notes(fleet, counted):
+        click.echo(line, err=True)
+    if findings:
+        sys.exit(Exit.FAILURE)
+    if fleet.incomplete:
+        sys.exit(Exit.INCOMPLETE)
+
+
+def _filters(params: dict[str, Any]) -> tuple[Any, str, dict[str, bool]] | None:
+    """The selector's filters parsed by the selector's own parser (None: none given)."""
+    from gfd.selector import Options, parse
+    from gfd.selector.claims import parse_gates
+
+    label_set, gates_text = params.pop("label_set"), params.pop("feature_gates")
+    given = {k: v for k, v in params.items() if v not in (None, "", False, 1)}
+    if not given:
+        if gates_text:
+            raise ConfigError("--feature-gates goes with --dra and the filters of a pod "
+                              "(where it fits)")
+        return None
+    f = parse(Options(**params))
+    if gates_text and not f.dra:
+        raise ConfigError("--feature-gates goes with --dra: the DRA driver's gates change "
+                          "what its devices publish")
+    return f, label_set, parse_gates(gates_text) if f.dra else {}
