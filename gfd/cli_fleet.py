@@ -128,7 +128,9 @@ def _filters(params: dict[str, Any]) -> tuple[Any, str, dict[str, bool]] | None:
     from gfd.selector.claims import parse_gates
 
     label_set, gates_text = params.pop("label_set"), params.pop("feature_gates")
-    given = {k: v for k, v in params.items() if v not in (None, "", False, 1)}
+    defaults = {"count": 1}
+    given = [k for k, v in params.items()
+             if v is not None and v is not False and v != "" and v != defaults.get(k)]
     if not given:
         if gates_text:
             raise ConfigError("--feature-gates goes with --dra and the filters of a pod "

@@ -64,6 +64,7 @@ class HandlersMixin:
             ("PATCH", f"/api/v1/nodes/{name}", NODES, "patch", self._patch_node),
             ("PUT", f"/api/v1/nodes/{name}", NODES, "update", self._put_node),
             ("GET", f"/api/v1/namespaces/{ns}/pods/{name}", PODS, "get", self._get_pod),
+            ("GET", "/api/v1/pods", PODS, "list", self._list_pods),
             ("GET", f"/apis/apps/v1/namespaces/{ns}/daemonsets/{name}", DAEMONSETS, "get",
              self._get_daemonset),
             ("GET", f"{nf}/nodefeatures", NODEFEATURES, "list", self._list_nodefeatures),
@@ -149,6 +150,9 @@ class HandlersMixin:
         return _Response(200, self._commit(NODES, stored, new_obj, owners, _dry(req)))
 
     # ------------------------------------------------------------------ handlers: pods, ds
+
+    def _list_pods(self, req: _Request, p: dict[str, str]) -> _Response:
+        return _Response(200, self._list(PODS, None, req))
 
     def _get_pod(self, req: _Request, p: dict[str, str]) -> _Response:
         return _Response(200, self._render(PODS, self._require(PODS, p["ns"], p["name"])))

@@ -77,7 +77,8 @@ EVENT_FIELDS = frozenset({
 })
 """The fields the API server selects Events by (besides metadata.name / namespace)."""
 SELECTABLE_FIELDS = {RESOURCESLICES: frozenset({"spec.nodeName", "spec.driver"}),
-                     EVENTS: EVENT_FIELDS}
+                     EVENTS: EVENT_FIELDS,
+                     PODS: frozenset({"spec.nodeName", "status.phase"})}
 """Field selectors a resource takes besides metadata.name and metadata.namespace (the real
 server's ResourceSlice strategy indexes exactly spec.nodeName and spec.driver)."""
 

@@ -129,6 +129,8 @@ class FakeApiServer(StoreMixin, HandlersMixin, WatchMixin, AdmissionMixin, Fault
             r: {} for r in RESOURCES.values()
         }
         self._rv = 1000
+        self.expired_continues: set[str] = set()
+        """Continue tokens a list answers with 410 Expired (the compaction passed them)."""
         self._crd_installed = True
         self._rules: list[_Rule] = []
         self._denied: dict[str, str] = {}

@@ -362,12 +362,21 @@ class StoreMixin:
                 items.append(item)
         meta_out: JSON = {"resourceVersion": str(self._rv)}
         limit = req.query.get("limit", "")
-        if req.query.get("continue"):
-            raise ApiError(501, "NotImplemented", "fake apiserver: continue on a list")
+        token = req.query.get("continue", "")
+        start = 0
+        if token:
+            if token in self.expired_continues:
+                raise ApiError(410, "Expired", "The provided continue parameter is too old to "
+                               "display a consistent list result. You can start a new list "
+                               "without the continue parameter.")
+            if not token.startswith("fake-continue-") or not token[14:].isdigit():
+                raise _bad_request(f"invalid continue token {token!r}")
+            start = int(token[14:])
+            items = items[start:]
         if limit.isdigit() and 0 < int(limit) < len(items):
             # The real server: a continue token, and the remaining count only when no
             # selector made it unknown.
-            meta_out["continue"] = f"fake-continue-{limit}"
+            meta_out["continue"] = f"fake-continue-{start + int(limit)}"
             if not req.query.get("fieldSelector") and not req.query.get("labelSelector"):
                 meta_out["remainingItemCount"] = len(items) - int(limit)
             items = items[: int(limit)]
