@@ -107,3 +107,9 @@ def test_a_forbidden_list_is_one_line_and_the_rest_is_shown_marked_incomplete(
     assert doc["complete"] is False
     assert any(line.startswith("list pods: forbidden") for line in doc["incomplete"])
     assert "incomplete: list pods: forbidden" in err
+
+
+def test_docs_show_the_samples_summary_as_the_command_prints_it() -> None:
+    _, out, _ = fleet("--from", "@sample")
+    docs = (Path(__file__).parents[1] / "docs" / "fleet.md").read_text()
+    assert f"$ gfd fleet --from @sample\n{out}```" in docs

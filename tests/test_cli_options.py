@@ -15,6 +15,7 @@ import pytest
 import yaml
 from click.shell_completion import ShellComplete
 from click.testing import CliRunner, Result
+from helpers import fleetsample
 
 from gfd.cli import cli
 from gfd.cli_help import EXIT_CODES
@@ -103,7 +104,8 @@ def test_log_level_is_honoured_by_the_one_shot_commands_that_are_quiet_by_defaul
 @pytest.mark.parametrize("command", sorted(OUTPUTS))
 def test_every_format_of_every_command_prints_what_it_says(command: str) -> None:
     args = {"selector": ["--product", "H100"], "explain": ["gpu.product"]}.get(command, [])
-    common = [] if command == "selector" else ["--simulate", "hgx-h100"]
+    common = {"selector": [], "fleet": ["--from", "@sample"]}.get(
+        command, ["--simulate", "hgx-h100"])
     outputs = {}
     code = 1 if command == "diff" else 0  # (nothing is published here: differences)
     quiet = {"GFD_NO_TIMESTAMP": "true"}  # two calls may straddle a second
@@ -384,7 +386,25 @@ def scenarios(tmp: Path) -> dict[tuple[str, int], list[str]]:
         ("selector", 2): ["selector", "--count", "2"],
         ("docs", 0): ["docs", "settings"], ("docs", 2): ["docs", "everything"],
         ("completion", 0): ["completion", "fish"], ("completion", 2): ["completion", "tcsh"],
+        ("fleet", 0): ["fleet", "--from", "@sample"],
+        ("fleet", 1): ["fleet", "--from", str(_fleet_dump(tmp, planted=True)), "--check"],
+        ("fleet", 2): ["fleet", "--from", "@sample", "--context", "elsewhere"],
+        ("fleet", 3): ["fleet", "--from", str(_fleet_dump(tmp, planted=False))],
     }
+
+
+def _fleet_dump(tmp: Path, *, planted: bool) -> Path:
+    """The sample fleet with one node's allocatable one short of its labels (``--check``
+    finds it), or its nodes alone (no pods read: incomplete)."""
+    dump = fleetsample.build()
+    if planted:
+        node = next(i for i in dump["items"] if i["kind"] == "Node")
+        node["status"]["allocatable"]["nvidia.com/gpu"] = "3"
+    else:
+        dump["items"] = [i for i in dump["items"] if i["kind"] == "Node"]
+    path = tmp / f"fleet-{'planted' if planted else 'nodes'}.json"
+    path.write_text(json.dumps(dump))
+    return path
 
 
 def test_every_exit_code_in_the_readme_is_what_the_command_does(tmp_path: Path) -> None:
@@ -399,6 +419,7 @@ def test_every_exit_code_in_the_readme_is_what_the_command_does(tmp_path: Path) 
             result = invoke(*args)
             got, err = result.exit_code, result.stderr
         assert got == code, (command, args, err)
-        if code and (command, code) not in (("diff", 1), ("devices", 3)):  # (no error:
-            # differences; the driver's own words)
+        if code and (command, code) not in (("diff", 1), ("devices", 3), ("fleet", 1),
+                                            ("fleet", 3)):  # (no error: differences; the
+            # driver's own words; what --check found; what was not read)
             assert err.splitlines()[-1].startswith("gfd: error: "), (command, args, err)
