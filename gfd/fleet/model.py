@@ -210,7 +210,7 @@ def pod_of(obj: dict[str, Any]) -> Pod | None:
     extended = _dict(status.get("extendedResourceClaimStatus"))
     to_dra = {(str(_dict(m).get("containerName", "")), str(_dict(m).get("resourceName", "")))
               for m in _list(extended.get("requestMappings"))}
-    requests = {k: v for k, v in pod_requests(spec, skip=to_dra).items() if gpu_resource(k)}
+    requests = pod_requests(spec, skip=to_dra, keep=gpu_resource)
     claims = [str(_dict(s).get("resourceClaimName") or "")
               for s in _list(status.get("resourceClaimStatuses"))]
     if extended.get("resourceClaimName"):

@@ -13,7 +13,7 @@ kubernetes ``staging/src/k8s.io/component-helpers/resource/helpers.go``, used by
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gfd.fleet.quantity import parse_quantity
@@ -21,7 +21,8 @@ from gfd.fleet.quantity import parse_quantity
 Amounts = dict[str, int]
 
 
-def _container(container: dict[str, Any], skip: set[tuple[str, str]]) -> Amounts:
+def _container(container: dict[str, Any], skip: set[tuple[str, str]],
+               keep: Callable[[str], bool]) -> Amounts:
     resources = container.get("resources")
     resources = resources if isinstance(resources, dict) else {}
     out: Amounts = {}
@@ -29,6 +30,8 @@ def _container(container: dict[str, Any], skip: set[tuple[str, str]]) -> Amounts
     for field in ("limits", "requests"):  # requests win over limits
         values = resources.get(field)
         for key, text in (values.items() if isinstance(values, dict) else ()):
+            if not keep(str(key)):
+                continue
             amount = parse_quantity(str(text))
             if amount is not None and (name, str(key)) not in skip:
                 out[str(key)] = int(amount) if amount == int(amount) else -(-amount.numerator
@@ -51,18 +54,24 @@ def _items(value: Any) -> Iterable[dict[str, Any]]:
     return (c for c in value if isinstance(c, dict)) if isinstance(value, list) else ()
 
 
-def pod_requests(spec: dict[str, Any], *, skip: set[tuple[str, str]] | None = None) -> Amounts:
+def _every(name: str) -> bool:
+    return True
+
+
+def pod_requests(spec: dict[str, Any], *, skip: set[tuple[str, str]] | None = None,
+                 keep: Callable[[str], bool] = _every) -> Amounts:
     """Resource name -> the pod's request, whole units (CPU in whole cores rounded up: gfd
     counts only extended resources, which are integers). ``skip``: (container, resource)
-    pairs left out (a request a DRA claim serves instead)."""
+    pairs left out (a request a DRA claim serves instead); ``keep``: the resources wanted
+    (the others are not read at all)."""
     skip = skip or set()
     total: Amounts = {}
     for container in _items(spec.get("containers")):
-        total = _add(total, _container(container, skip))
+        total = _add(total, _container(container, skip, keep))
     sidecars: Amounts = {}
     init_peak: Amounts = {}
     for container in _items(spec.get("initContainers")):
-        own = _container(container, skip)
+        own = _container(container, skip, keep)
         if container.get("restartPolicy") == "Always":
             total = _add(total, own)
             sidecars = _add(sidecars, own)
@@ -74,6 +83,6 @@ def pod_requests(spec: dict[str, Any], *, skip: set[tuple[str, str]] | None = No
     overhead = spec.get("overhead")
     if isinstance(overhead, dict):
         result = _add(result, {str(k): int(v) for k, v in (
-            (k, parse_quantity(str(t))) for k, t in overhead.items()) if v is not None
-            and v == int(v)})
+            (k, parse_quantity(str(t))) for k, t in overhead.items() if keep(str(k)))
+            if v is not None and v == int(v)})
     return {k: v for k, v in result.items() if v}
