@@ -100,6 +100,7 @@ def count(fleet: Fleet, *, tolerated: tuple[str, ...] = DEFAULT_TOLERATED) -> Co
             mine = held_by_node.setdefault(pod.node, {})
             for resource, amount in pod.requests.items():
                 mine[resource] = mine.get(resource, 0) + amount
+    groups = _groups(pending)
     rows: list[NodeRow] = []
     for name in sorted(fleet.nodes):
         node = fleet.nodes[name]
@@ -111,13 +112,14 @@ def count(fleet: Fleet, *, tolerated: tuple[str, ...] = DEFAULT_TOLERATED) -> Co
             row = NodeRow(node=name, kind=plugin_kind(node, resource), state=node_state,
                           reasons=reasons, total=total, allocated=allocated,
                           free=max(0, total - allocated))
-            row.pending = sum(p.requests.get(resource, 0) for p in pending if admits(p, node))
+            row.pending = sum(asked.get(resource, 0) for pod, asked in groups
+                              if resource in asked and admits(pod, node))
             rows.append(row)
     gathered = pools.gather(fleet.slices)
     held = pools.allocated(fleet.claims.values())
     rows += _dra_rows(fleet, gathered, held, pending, tolerated)
     rows.sort(key=lambda r: (r.node, r.kind))
-    return Counted(rows=rows, kinds=_kinds(rows, fleet, pending), tolerated=tolerated,
+    return Counted(rows=rows, kinds=_kinds(rows, fleet, pending, groups), tolerated=tolerated,
                    gathered=gathered, held=held, pending_pods=pending)
 
 
@@ -149,7 +151,26 @@ def _dra_rows(fleet: Fleet, gathered: dict[tuple[str, str], pools.Pool],
     return list(rows.values())
 
 
-def _kinds(rows: list[NodeRow], fleet: Fleet, pending: list[Pod]) -> list[KindRow]:
+Group = tuple[Pod, dict[str, int]]
+
+
+def _groups(pending: list[Pod]) -> list[Group]:
+    """Unscheduled pods by where they may go (nodeSelector and required affinity): one pod
+    of each placement and what they all ask together, so that each node is matched once per
+    placement, not once per pod."""
+    out: dict[object, Group] = {}
+    for pod in pending:
+        if not pod.requests:
+            continue
+        place = (tuple(sorted((pod.node_selector or {}).items())), pod.affinity)
+        _, asked = out.setdefault(place, (pod, {}))
+        for resource, amount in pod.requests.items():
+            asked[resource] = asked.get(resource, 0) + amount
+    return list(out.values())
+
+
+def _kinds(rows: list[NodeRow], fleet: Fleet, pending: list[Pod],
+           groups: list[Group]) -> list[KindRow]:
     out: dict[Kind, KindRow] = {}
     where: dict[Kind, list[NodeRow]] = {}
     for row in rows:
@@ -165,23 +186,22 @@ def _kinds(rows: list[NodeRow], fleet: Fleet, pending: list[Pod]) -> list[KindRo
             k.unschedulable_total += row.total
             k.unschedulable_allocated += row.allocated
     for kind, summary in out.items():
-        summary.pending = _demand(pending, fleet, kind, where[kind])
+        summary.pending = _demand(pending, groups, fleet, kind, where[kind])
     return sorted(out.values(), key=lambda r: (r.kind.manager == DRA, r.kind.model,
                                                r.kind.memory or 0, r.kind.mig_profile,
                                                r.kind.resource, r.kind.sharing))
 
 
-def _demand(pending: list[Pod], fleet: Fleet, kind: Kind, rows: list[NodeRow]) -> int:
+def _demand(pending: list[Pod], groups: list[Group], fleet: Fleet, kind: Kind,
+            rows: list[NodeRow]) -> int:
     """What unscheduled pods ask of ``kind``: each pod once, when it admits one of the kind's
     nodes (so a pod that could go to two kinds is demand on both)."""
     nodes = [fleet.nodes[r.node] for r in rows if r.node in fleet.nodes]
+    if kind.manager != DRA:
+        return sum(asked[kind.resource] for pod, asked in groups
+                   if kind.resource in asked and any(admits(pod, n) for n in nodes))
     total = 0
     for pod in pending:
-        if kind.manager != DRA:
-            asked = pod.requests.get(kind.resource, 0)
-            if asked and any(admits(pod, n) for n in nodes):
-                total += asked
-            continue
         for row in rows:
             node = fleet.nodes.get(row.node)
             if pod.claims and node is not None and admits(pod, node) and row.pending:
