@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gfd.dra import DRIVER
 from gfd.fleet import pools
 from gfd.fleet.cel import matches
 from gfd.fleet.kinds import DRA, Kind, device_kind, plugin_kind
@@ -128,6 +129,8 @@ def _dra_rows(fleet: Fleet, gathered: dict[tuple[str, str], pools.Pool],
               tolerated: tuple[str, ...]) -> list[NodeRow]:
     rows: dict[tuple[str, Kind], NodeRow] = {}
     for pool in gathered.values():
+        if pool.driver != DRIVER:
+            continue  # another driver's devices are no GPUs of NVIDIA's
         kinds = {id(d): device_kind(d) for d in pool.devices}
         for device in pool.devices:
             node_name = device.node or pool.name

@@ -75,8 +75,9 @@ def plugin_kind(node: Node, resource: str) -> Kind:
     memory = _int(labels.get(f"{P}{prefix}.memory"))
     if prefix == "gpu" and labels.get(f"{P}gpu.heterogeneous") == "true":
         memory = _int(labels.get(f"{P}gpu.memory.min")) or memory
-    if sharing == "mps" and memory is not None:
-        memory = _int(labels.get(f"{P}{prefix}.memory.per-replica")) or memory // replicas
+    if sharing == "mps" and memory is not None:  # each replica: its own GPU's / replicas
+        per = _int(labels.get(f"{P}{prefix}.memory.per-replica"))
+        memory = memory // replicas if per is None or memory // replicas < per else per
     if not model and f"{P}{prefix}.sharing-strategy" not in labels:
         sharing = "unknown"  # no labels: what the device plugin shares is not known
     return Kind(manager=DEVICE_PLUGIN, model=model, memory=memory, mig_profile=profile,
@@ -87,13 +88,13 @@ def device_kind(device: Device) -> Kind:
     """The kind of a DRA driver's device: its productName (sanitised, as ``gpu.product``
     spells it), memory capacity, MIG profile and the DeviceClass that selects it."""
     attrs = device.attributes
-    kind = str(attrs.get(dra.TYPE, "gpu"))
+    kind = str(attrs.get(dra.TYPE, "gpu" if device.driver == dra.DRIVER else ""))
     memory = device.capacity.get(dra.MEMORY)
     if memory is None and kind == "vfio":
         memory = device.capacity.get(dra.ADDRESSABLE_MEMORY)
     profile = str(attrs.get(dra.PROFILE, "")).replace("+", ".")
     try:
-        resource = dra.device_class(kind)
+        resource = dra.device_class(kind) if device.driver == dra.DRIVER else device.driver
     except StopIteration:
         resource = f"{device.driver} ({kind})"
     return Kind(manager=DRA, model=sanitise(str(attrs.get(dra.PRODUCT_NAME, ""))),

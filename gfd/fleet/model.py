@@ -16,6 +16,10 @@ GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 ``nvidia.com/mig-<profile>`` and ``.shared``)."""
 LABEL_PREFIX = "nvidia.com/"
 NO_SCHEDULE = ("NoSchedule", "NoExecute")
+FIELD = "\x00field:"
+"""A node-selector requirement on a field (``matchFields``: ``metadata.name``, as the
+DaemonSet controller pins its pods) is kept with its key behind this prefix, which no label
+key can carry."""
 ENDED = ("Succeeded", "Failed")
 
 
@@ -37,7 +41,7 @@ class Taint:
 class Node:
     name: str
     labels: dict[str, str]
-    """The ``nvidia.com/`` labels and ``kubernetes.io/hostname``, nothing else."""
+    """All of them: a pod's node affinity may select on any label."""
     allocatable: dict[str, int]
     """The device plugin's resources the node can give (allocatable), by name."""
     capacity: dict[str, int]
@@ -157,8 +161,7 @@ def _gpu_quantities(values: Any) -> dict[str, int]:
 def node_of(obj: dict[str, Any]) -> Node:
     meta, spec, status = _dict(obj.get("metadata")), _dict(obj.get("spec")), \
         _dict(obj.get("status"))
-    labels = {str(k): str(v) for k, v in _dict(meta.get("labels")).items()
-              if str(k).startswith(LABEL_PREFIX) or k == "kubernetes.io/hostname"}
+    labels = {str(k): str(v) for k, v in _dict(meta.get("labels")).items()}
     ready = any(_dict(c).get("type") == "Ready" and _dict(c).get("status") == "True"
                 for c in _list(status.get("conditions")))
     taints = tuple(Taint(key=str(_dict(t).get("key", "")), value=str(_dict(t).get("value") or ""),
@@ -179,6 +182,9 @@ def _terms(affinity: Any) -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...],
         tuple((str(_dict(e).get("key", "")), str(_dict(e).get("operator", "")),
                tuple(str(v) for v in _list(_dict(e).get("values"))))
               for e in _list(_dict(term).get("matchExpressions")))
+        + tuple((FIELD + str(_dict(e).get("key", "")), str(_dict(e).get("operator", "")),
+                 tuple(str(v) for v in _list(_dict(e).get("values"))))
+                for e in _list(_dict(term).get("matchFields")))
         for term in _list(required.get("nodeSelectorTerms")))
 
 

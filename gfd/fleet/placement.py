@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from gfd.fleet.model import NO_SCHEDULE, Node, Pod
+from gfd.fleet.model import FIELD, NO_SCHEDULE, Node, Pod
 
 Requirement = tuple[str, str, tuple[str, ...]]
 Term = tuple[Requirement, ...]
@@ -42,14 +42,17 @@ def requirement_matches(req: Requirement, labels: dict[str, str]) -> bool:
 
 
 def terms_match(terms: tuple[Term, ...] | list[list[Requirement]], labels: dict[str, str]) -> bool:
-    return any(all(requirement_matches(r, labels) for r in term) for term in terms)
+    """Terms OR-ed, each term's requirements AND-ed; an empty term selects nothing
+    (``nodeaffinity``'s ``nodeSelectorTerm.match``)."""
+    return any(term and all(requirement_matches(r, labels) for r in term) for term in terms)
 
 
 def admits(pod: Pod, node: Node) -> bool:
     """The pod's nodeSelector and required node affinity admit the node's labels."""
     if pod.node_selector and any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
         return False
-    return pod.affinity is None or terms_match(pod.affinity, node.labels)
+    return pod.affinity is None or terms_match(
+        pod.affinity, {**node.labels, f"{FIELD}metadata.name": node.name})
 
 
 def state(node: Node, tolerated: tuple[str, ...] = DEFAULT_TOLERATED) -> tuple[str, list[str]]:

@@ -11,15 +11,28 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL: dict[str, Fraction | int] = {
     "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
     "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_QUANTITY = re.compile(r"([+-]?[0-9]*\.?[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
+_QUANTITY = re.compile(
+    r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
+_NANO = Fraction(1, 10**9)
 
 
 def parse_quantity(text: str) -> Fraction | None:
-    """The quantity's value, or None when ``text`` is not a quantity."""
+    """The quantity's value, or None when ``text`` is not a quantity; a value finer than a
+    nano is rounded up to whole nanos, as ``ParseQuantity`` does."""
+    value = _value(text)
+    if value is None or value.denominator == 1:
+        return value
+    nanos = value / _NANO
+    return -(-nanos.numerator // nanos.denominator) * _NANO
+
+
+def _value(text: str) -> Fraction | None:
     match = _QUANTITY.fullmatch(text.strip())
     if not match:
         return None
-    number, suffix = Fraction(match.group(1)), match.group(2) or ""
+    digits = match.group(1)
+    number, suffix = Fraction(digits + "0" if digits.endswith(".") else digits), \
+        match.group(2) or ""
     if suffix in _BINARY:
         return number * _BINARY[suffix]
     if suffix in _DECIMAL:
