@@ -14,6 +14,7 @@ from gfd.fleet.quantity import parse_quantity
 
 _LIT = r"'((?:[^'\\]|\\.)*)'"
 _REF = r"device\.(attributes|capacity)\['([^']+)'\]\.([A-Za-z0-9_]+)"
+_REF_ANY = re.compile(_REF)
 _EQ = re.compile(rf"{_REF}\s*==\s*{_LIT}")
 _DRIVER = re.compile(rf"device\.driver\s*==\s*{_LIT}")
 _MATCH = re.compile(rf"{_REF}\.lowerAscii\(\)\.matches\({_LIT}\)")
@@ -44,6 +45,8 @@ def _clause(text: str, device: Device) -> bool | None:
         text = text[1:-1].strip()
     if m := _DRIVER.fullmatch(text):
         return device.driver == _unquote(m.group(1))
+    if (m := _REF_ANY.match(text)) and m.group(2) != device.driver:
+        return None  # a domain gfd does not read (the standard resource.kubernetes.io)
     if m := _EQ.fullmatch(text):
         value = _value(device, m.group(1), m.group(2), m.group(3))
         return value is not None and str(value) == _unquote(m.group(4))

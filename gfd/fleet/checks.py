@@ -51,10 +51,15 @@ def _expected_units(node: Node, resource: str) -> tuple[int, str] | None:
         count, said = _int(labels, "gpu.devices.full"), "gpu.devices.full"
     else:
         count, said = _int(labels, f"{prefix}.count"), f"{prefix}.count"
+    if prefix == "gpu" and labels.get(f"{P}gpu.heterogeneous") == "true" and strategy != "mixed":
+        # gpu.count is the primary model's: every model's count is the node's
+        models = [int(v) for k, v in labels.items()
+                  if k.startswith(f"{P}gpu.product.") and v.isdigit()]
+        count, said = (sum(models), "gpu.product.<model>") if models else (None, said)
     if count is None:
         return None
-    if prefix == "gpu" and strategy in ("none", "") and replicas == 0:
-        replicas = 1  # a MIG-enabled GPU is still one unit under --mig-strategy none
+    if prefix == "gpu" and replicas == 0:
+        return None  # MIG-enabled GPUs: gpu.replicas=0 cannot tell what the plugin shares
     if replicas is None:
         return count, f"{said}={count}"
     return count * replicas, f"{said}={count}, {prefix}.replicas={replicas}"

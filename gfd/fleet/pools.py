@@ -31,6 +31,12 @@ class Pool:
     def complete(self) -> bool:
         return self.slices == self.expected
 
+    @property
+    def invalid(self) -> bool:
+        """A device name published twice (``poolIsInvalid``)."""
+        names = [d.name for d in self.devices]
+        return len(names) != len(set(names))
+
 
 def gather(slices: Iterable[Slice]) -> dict[tuple[str, str], Pool]:
     """(driver, pool) -> the pool's newest generation, its devices and counter sets."""
@@ -87,6 +93,8 @@ def free_count(pool: Pool, held: dict[DeviceKey, str],
     """How many of the pool's devices that ``wanted`` accepts one-device claims can still get,
     one after the other: neither allocated nor tainted, and each within what the counters have
     left after the allocated devices and the ones counted before it."""
+    if not pool.complete or pool.invalid:
+        return 0  # the allocator skips the pool (allocator_stable.go: IsIncomplete, IsInvalid)
     left = _left(pool, held)
     count = 0
     for device in pool.devices:

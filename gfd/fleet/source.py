@@ -142,6 +142,9 @@ def from_dump(path: str, *, node_selector: str = "", stdin: IO[str] | None = Non
                 docs = list(_documents(stream, path))
     except OSError as exc:
         raise ConfigError(f"--from {path}: cannot read it: {one_line(str(exc))}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--from {path}: not text (compressed? unpack it first): "
+                          f"{one_line(str(exc))}") from exc
     for doc in docs:
         for obj in _objects(doc):
             resource = KINDS[obj["kind"]]

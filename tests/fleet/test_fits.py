@@ -1,0 +1,343 @@
+"""Where a pod with given filters fits now (``gfd fleet --product ... --count N``): the nodes
+a GPU pod can use now (not cordoned, Ready, no NoSchedule/NoExecute taint it does not
+tolerate) where every unit of the requested resource meets the filters and at least
+``count`` units are free; the pods that fit are ``sum(free // count)`` over those nodes.
+
+The truth: the device plugin's units per node from ``placement.units`` (what each unit is),
+read against the options alone (``satisfies``); the DRA driver's devices from
+``gfd.devices.resource_slices`` read against the options (``meets``), free as the
+allocator leaves them (not allocated, within the shared counters). The fleet avoids the
+nodes where gfd's labels cannot tell (``gfd.selector.labels.MISSED``: a model filter on a
+node of several models), so the truth and the answer must agree exactly."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import pytest
+from helpers import placement
+from helpers.placement import Unit
+
+from gfd.devices import resource_slices
+from gfd.facts.naming import sanitise
+from gfd.fleet.count import count
+from gfd.fleet.fits import Fits, fits
+from gfd.fleet.model import Fleet, claim_of, node_of, pod_of, slice_of
+from gfd.readers.simulate import simulate
+from gfd.selector import Filters, Options, parse
+
+GPU = "nvidia.com/gpu"
+DRIVER = "gpu.nvidia.com"
+Obj = dict[str, Any]
+machines = cache(placement.machines)
+
+
+@dataclass(frozen=True)
+class PluginNode:
+    name: str
+    machine: str
+    strategy: str = "none"
+    sharing: str = "none"
+    held: dict[str, int] = field(default_factory=dict)
+    usable: bool = True
+    node_spec: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def units(self) -> dict[str, list[Unit]]:
+        return placement.units(machines()[self.machine], self.strategy,
+                               placement.SHARING[self.sharing], "device-plugin")
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return placement.node_labels(machines()[self.machine], self.strategy,
+                                     placement.SHARING[self.sharing], "extended",
+                                     "device-plugin")
+
+
+PLUGIN_NODES = (
+    PluginNode("h100-a", "hgx-h100", held={GPU: 3}),
+    PluginNode("h100-b", "hgx-h100", held={GPU: 7}),
+    PluginNode("h100-cordoned", "hgx-h100", usable=False, node_spec={"unschedulable": True}),
+    PluginNode("h100-tainted", "hgx-h100", usable=False, node_spec={"taints": [
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}),
+    PluginNode("h100-gpu-taint", "hgx-h100", node_spec={"taints": [
+        {"key": GPU, "value": "present", "effect": "NoSchedule"}]}),
+    PluginNode("t4-ts", "t4-time-sliced", sharing="ts4", held={GPU: 5}),
+    PluginNode("t4-renamed", "t4-time-sliced", sharing="ts4-renamed"),
+    PluginNode("t4-mps", "t4-time-sliced", sharing="mps4", held={GPU: 1}),
+    PluginNode("a100-mixed", "dgx-a100-mig-mixed", strategy="mixed",
+               held={"nvidia.com/mig-1g.5gb": 2, GPU: 1}),
+    PluginNode("a100-single", "dgx-a100-mig-single", strategy="single", held={GPU: 10}),
+    PluginNode("a100-a10", "mixed-a100-a10"),
+    PluginNode("gb200", "gb200-nvl", held={GPU: 1}),
+    PluginNode("laptop", "geforce-laptop"),
+)
+
+
+def _node_obj(name: str, labels: dict[str, str], allocatable: dict[str, str],
+              spec: dict[str, Any]) -> Obj:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {**labels, "kubernetes.io/hostname": name}},
+            "spec": spec,
+            "status": {"capacity": allocatable, "allocatable": allocatable,
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _pod_obj(name: str, node: str, limits: dict[str, int]) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {
+                "limits": {k: str(v) for k, v in limits.items()}}}]},
+            "status": {"phase": "Running"}}
+
+
+@cache
+def plugin_fleet() -> Fleet:
+    f = Fleet(nodes={}, pods=[], slices=[], claims={}, incomplete=[])
+    for n in PLUGIN_NODES:
+        alloc = {r: str(len(u)) for r, u in n.units.items()}
+        node = node_of(_node_obj(n.name, n.labels, alloc, n.node_spec))
+        f.nodes[node.name] = node
+        for resource, amount in n.held.items():
+            pod = pod_of(_pod_obj(f"{n.name}-{resource}", n.name, {resource: amount}))
+            assert pod is not None
+            f.pods.append(pod)
+    return f
+
+
+def satisfies(unit: Unit, o: dict[str, Any], f: Filters) -> bool:
+    """What the options ask of one unit, from the options (and the parsed sharing, which
+    --count above 1 narrows to dedicated units)."""
+    if o.get("product"):
+        wanted = {w.lower() for w in sanitise(o["product"]).split("-") if w}
+        have = {w.lower() for w in sanitise(unit.model).split("-") if w}
+        if not wanted <= have:
+            return False
+    if "min_memory" in o and unit.memory_mib < o["min_memory"]:
+        return False
+    if o.get("family") and placement.family(unit.compute) != o["family"]:
+        return False
+    if o.get("min_compute"):
+        major, minor = (int(x) for x in o["min_compute"].split("."))
+        if unit.compute < (major, minor):
+            return False
+    if f.shared is True and unit.replicas == 1:
+        return False
+    if f.shared is False and unit.replicas > 1:
+        return False
+    return not (o.get("mig_profile") and unit.profile != o["mig_profile"])
+
+
+def plugin_truth(o: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    f = parse(Options(**o))
+    out = {}
+    for n in PLUGIN_NODES:
+        units = n.units.get(f.resource, [])
+        if not n.usable or not units or not all(satisfies(u, o, f) for u in units):
+            continue
+        free = len(units) - n.held.get(f.resource, 0)
+        if free >= f.count:
+            out[n.name] = (free, free // f.count)
+    return out
+
+
+PLUGIN_FILTERS: list[dict[str, Any]] = [
+    {"product": "H100"}, {"product": "H100", "count": 2}, {"product": "H100", "count": 3},
+    {"product": "A100"}, {"product": "T4", "shared": True}, {"product": "GB200", "count": 2},
+    {"min_memory": 20000}, {"min_memory": 40000}, {"min_memory": 4864}, {"min_memory": 3840},
+    {"family": "hopper"}, {"family": "blackwell", "count": 3},
+    {"family": "blackwell", "count": 4}, {"min_compute": "8.6"},
+    {"shared": True}, {"renamed": True}, {"dedicated": True}, {"dedicated": True, "count": 4},
+    {"mig_profile": "1g.5gb"}, {"mig_profile": "1g.5gb", "count": 3},
+    {"mig_profile": "3g.20gb"}, {"mig_profile": "7g.40gb", "dedicated": True},
+]
+
+
+@pytest.mark.parametrize("o", PLUGIN_FILTERS, ids=str)
+def test_a_pod_fits_where_every_unit_meets_the_filters_and_enough_are_free(
+        o: dict[str, Any]) -> None:
+    fl = plugin_fleet()
+    answer = fits(fl, count(fl), parse(Options(**o)))
+    truth = plugin_truth(o)
+    assert {n.node: (n.free, n.pods) for n in answer.nodes} == truth
+    assert answer.pods == sum(p for _, p in truth.values())
+    assert answer.count == o.get("count", 1)
+    assert answer.resource == parse(Options(**o)).resource
+
+
+def test_the_fleet_has_answers_of_every_size() -> None:
+    sizes = [sum(p for _, p in plugin_truth(o).values()) for o in PLUGIN_FILTERS]
+    assert 0 in sizes and max(sizes) > 10 and len(set(sizes)) > 6
+
+
+def test_the_answer_carries_the_selectors_stanza() -> None:
+    fl = plugin_fleet()
+    answer = fits(fl, count(fl), parse(Options(product="H100", count=2)))
+    (stanza,) = answer.selector
+    assert stanza["containers"][0]["resources"]["limits"] == {GPU: 2}
+
+
+# ----------------------------------------------------------------------------------- DRA
+
+
+@dataclass(frozen=True)
+class DraNode:
+    name: str
+    machine: str
+    gates: str = ""
+    held: tuple[str, ...] = ()
+    usable: bool = True
+
+
+DRA_NODES = (
+    DraNode("dra-h100", "hgx-h100", held=("gpu-0", "gpu-1")),
+    DraNode("dra-h100-cordoned", "hgx-h100", usable=False),
+    DraNode("dra-a100", "dgx-a100-mig-mixed", held=("gpu-4",)),
+    DraNode("dra-t4", "t4-time-sliced"),
+    DraNode("dra-gb", "gb200-nvl", gates="dynamic"),
+    DraNode("dra-h100-mig", "h100-mig", gates="dynamic"),
+)
+
+
+@cache
+def dra_slices(machine: str, node: str, gates: str) -> tuple[Obj, ...]:
+    g = {"DynamicMIG": True} if gates else None
+    return tuple(resource_slices(simulate(machine).snapshot, node=node, gates=g))
+
+
+def _first_partition(node: DraNode, size: str) -> str:
+    devices = [d for s in dra_slices(node.machine, node.name, node.gates)
+               for d in s["spec"].get("devices", [])]
+    return str(next(d["name"] for d in devices if d["name"].startswith(f"gpu-0-mig-{size}")))
+
+
+def dra_held(node: DraNode) -> tuple[str, ...]:
+    """What claims hold there: the listed devices, and under DynamicMIG the first 3g
+    partition of GPU 0 (so the counters matter)."""
+    return node.held + ((_first_partition(node, "3g"),) if node.gates else ())
+
+
+@cache
+def dra_fleet() -> Fleet:
+    f = Fleet(nodes={}, pods=[], slices=[], claims={}, incomplete=[])
+    for n in DRA_NODES:
+        labels = placement.node_labels(machines()[n.machine], "none", None, "extended", "dra")
+        node = node_of(_node_obj(n.name, labels, {}, {} if n.usable else {
+            "unschedulable": True}))
+        f.nodes[node.name] = node
+        f.slices += [slice_of(s) for s in dra_slices(n.machine, n.name, n.gates)]
+        held = dra_held(n)
+        if held:
+            claim = claim_of({"metadata": {"name": f"{n.name}-claim", "namespace": "ml"},
+                              "status": {"allocation": {"devices": {"results": [
+                                  {"request": "gpu", "driver": DRIVER, "pool": n.name,
+                                   "device": d} for d in held]}}}})
+            f.claims[(claim.namespace, claim.name)] = claim
+    return f
+
+
+def _attr(raw: Obj, name: str) -> Any:
+    value = raw["attributes"].get(name)
+    return None if value is None else next(iter(value.values()))
+
+
+def _bytes(text: str) -> int:
+    for suffix, factor in (("Gi", 2**30), ("Mi", 2**20)):
+        if text.endswith(suffix):
+            return int(text[: -len(suffix)]) * factor
+    return int(text)
+
+
+def meets(o: dict[str, Any], raw: Obj) -> bool:
+    """What the options ask of one device, from its attributes (dra.md §3)."""
+    if _attr(raw, "type") != ("mig" if o.get("mig_profile") else "gpu"):
+        return False
+    if o.get("product"):
+        wanted = {w.lower() for w in sanitise(o["product"]).split("-") if w}
+        have = {w.lower() for w in sanitise(_attr(raw, "productName")).split("-") if w}
+        if not wanted <= have:
+            return False
+    memory = raw["capacity"].get("memory")
+    if "min_memory" in o and (memory is None or _bytes(memory["value"]) < o["min_memory"]
+                              * 2**20):
+        return False
+    cc = tuple(int(x) for x in _attr(raw, "cudaComputeCapability").split(".")[:2])
+    if o.get("family") and placement.family((cc[0], cc[1])) != o["family"]:
+        return False
+    return not (o.get("mig_profile")
+                and _attr(raw, "profile") != o["mig_profile"].replace(".me", "+me"))
+
+
+def allocatable_now(raw_slices: tuple[Obj, ...], held: tuple[str, ...], o: dict[str, Any]
+                    ) -> int:
+    """One-device claims one after the other, in slice order: a device not held, meeting
+    the filters, whose consumption keeps every counter of its pool at or above zero."""
+    left: dict[str, dict[str, int]] = {}
+    devices = []
+    for s in raw_slices:
+        for c in s["spec"].get("sharedCounters", []):
+            left[c["name"]] = {k: _bytes(v["value"]) for k, v in c["counters"].items()}
+        devices += s["spec"].get("devices", [])
+
+    def take(d: Obj, sign: int) -> None:
+        for use in d.get("consumesCounters", []):
+            for k, v in use["counters"].items():
+                left[use["counterSet"]][k] -= sign * _bytes(v["value"])
+
+    for d in devices:
+        if d["name"] in held:
+            take(d, 1)
+    got = 0
+    for d in devices:
+        if d["name"] in held or not meets(o, d):
+            continue
+        take(d, 1)
+        if all(v >= 0 for counters in left.values() for v in counters.values()):
+            got += 1
+        else:
+            take(d, -1)
+    return got
+
+
+def dra_truth(o: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    out = {}
+    for n in DRA_NODES:
+        if not n.usable:
+            continue
+        free = allocatable_now(dra_slices(n.machine, n.name, n.gates), dra_held(n), o)
+        if free >= o.get("count", 1):
+            out[n.name] = (free, free // o.get("count", 1))
+    return out
+
+
+DRA_FILTERS: list[dict[str, Any]] = [
+    {"product": "H100"}, {"product": "H100", "count": 2}, {"product": "A100", "count": 3},
+    {"min_memory": 80000}, {"min_memory": 15000, "count": 4}, {"family": "hopper"},
+    {"family": "turing", "count": 2}, {"mig_profile": "1g.5gb"},
+    {"mig_profile": "1g.5gb", "count": 4}, {"mig_profile": "1g.23gb"},
+    {"mig_profile": "3g.40gb"}, {"mig_profile": "1g.10gb.me"},
+    {"mig_profile": "3g.20gb", "product": "A100"},
+]
+
+
+@pytest.mark.parametrize("o", DRA_FILTERS, ids=str)
+def test_a_claim_fits_where_enough_devices_meet_its_cel_and_are_free(o: dict[str, Any]) -> None:
+    fl = dra_fleet()
+    answer = fits(fl, count(fl), parse(Options(dra=True, **o)), gates={"DynamicMIG": True})
+    truth = dra_truth(o)
+    assert {n.node: (n.free, n.pods) for n in answer.nodes} == truth
+    assert answer.pods == sum(p for _, p in truth.values())
+
+
+def test_the_dra_fleet_has_answers_of_every_size() -> None:
+    sizes = [sum(p for _, p in dra_truth(o).values()) for o in DRA_FILTERS]
+    assert max(sizes) > 10 and len(set(sizes)) > 5
+
+
+def test_a_node_selection_that_leaves_no_node_fits_no_pod() -> None:
+    fl = copy.copy(plugin_fleet())
+    fl.nodes = {k: v for k, v in fl.nodes.items() if k == "h100-cordoned"}
+    answer: Fits = fits(fl, count(fl), parse(Options(product="H100")))
+    assert answer.nodes == () and answer.pods == 0
