@@ -77,6 +77,10 @@ MIG = {"migStrategy": "mixed"}
 CONFIG = {"config": {"content": {"version": "v1", "flags": {"migStrategy": "none"}}}}
 EXISTING_CONFIG = {"config": {"existingConfigMap": "device-plugin-config",
                               "key": "any.yaml"}}
+FLEET = {"fleet": {"rbac": {"create": True}}}
+FLEET_OBJECTS = {"ClusterRole/-/gfd-fleet", "ClusterRoleBinding/-/gfd-fleet",
+                 "ServiceAccount/gfd/gfd-fleet"}
+"""What ``fleet.rbac.create`` adds (manifests/fleet): `gfd fleet`'s read-only access."""
 
 
 def merged(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -359,6 +363,8 @@ RENDER_CASES = {
     "nodefeature+dra": {"mode": "nodefeature", "resourceManager": "dra"},
     "nodefeature+rules": {"mode": "nodefeature", "nodeFeatureRules": {"enabled": True}},
     "node+device-plugin": {"mode": "node", "resourceManager": "device-plugin"},
+    "file+fleet": merged({"mode": "file"}, FLEET),
+    "nodefeature+dra+fleet": merged({"mode": "nodefeature", "resourceManager": "dra"}, FLEET),
 }
 SIDECAR_CASES = {
     "nfd-sidecar": SIDECAR,
@@ -416,6 +422,10 @@ TWINS = {
     # Beside the GPU Operator's DRA mode: the values file the chart ships for it.
     "gpucluster": Twin(yaml.safe_load((CHART / "values-gpucluster.yaml").read_text()),
                        ("overlays/dra",)),
+    # gfd fleet's read-only ClusterRole, its binding and ServiceAccount: any mode's release
+    "file+fleet": Twin(merged({"mode": "file"}, FLEET), ("overlays/file", "fleet")),
+    "node+fleet": Twin(merged({"mode": "node"}, FLEET),
+                       ("overlays/node", "node-label-guard", "fleet")),
 }
 
 
@@ -646,9 +656,11 @@ def test_rbac_and_token_per_mode_are_least_privilege(chart: Chart) -> None:
                 "node": ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]}
     slices = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
               "verbs": ["list"]}
-    for name, values, docs in all_renders(chart):
+    for name, values, all_docs in all_renders(chart):
         mode = values.get("mode", "file")
         auto = values.get("resourceManager", "auto") == "auto"
+        # fleet.rbac.create's objects: test_fleet_rbac_is_off_by_default_and_only_lists
+        docs = [d for d in all_docs if object_id(d) not in FLEET_OBJECTS]
         kinds = [k for k in expected[mode] if auto or mode != "nodefeature"
                  or not k.startswith("Cluster")]
         assert sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS) == kinds, name
@@ -746,8 +758,11 @@ def test_downward_api_names_node_namespace_and_pod(chart: Chart) -> None:
      "not both"),
     (merged(SIDECAR, CONFIG), "config.existingConfigMap"),
     (merged(SIDECAR, {"runtimeClassName": "nvidia"}), "runtimeClassName"),
+    (merged(SIDECAR, FLEET), "fleet.rbac.create"),
+    ({"fleet": {"rbac": {"create": "yes"}}}, "fleet.rbac.create"),
 ], ids=["unknown-mode", "unknown-mig-strategy", "misspelt-value", "two-configs",
-        "sidecar-with-inline-config", "sidecar-with-runtime-class"])
+        "sidecar-with-inline-config", "sidecar-with-runtime-class", "sidecar-with-fleet-rbac",
+        "fleet-rbac-not-a-boolean"])
 def test_chart_refuses_values_it_cannot_honour(chart: Chart, values: dict[str, Any],
                                                message: str) -> None:
     assert message in chart.error(values)
@@ -943,3 +958,51 @@ def test_the_manifests_readme_rbac_table_is_what_the_overlays_grant(kustomize: A
                                                                      overlay: str) -> None:
     said = documented_grants(ROOT / "manifests" / "README.md", f"| `overlays/{overlay}`")
     assert said == granted(kustomize((f"overlays/{overlay}",)))
+
+
+# --------------------------------------------------------------------------- gfd fleet
+
+
+FLEET_RULES = {("", "nodes"): {"list"}, ("", "pods"): {"list"},
+               ("resource.k8s.io", "resourceslices"): {"list"},
+               ("resource.k8s.io", "resourceclaims"): {"list"}}
+"""The four paginated LISTs of `gfd fleet` (docs/fleet.md), and nothing else."""
+
+
+def rules_of(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def test_fleet_rbac_is_off_by_default_and_grants_only_four_lists(chart: Chart) -> None:
+    for name, values, docs in all_renders(chart):
+        fleet = {object_id(d) for d in docs if d["metadata"]["name"].endswith("-fleet")}
+        wanted = values.get("fleet", {}).get("rbac", {}).get("create", False)
+        assert fleet == (FLEET_OBJECTS if wanted else set()), name
+    docs = {object_id(d): d for d in chart.render(merged({"mode": "file"}, FLEET))}
+    assert rules_of(docs["ClusterRole/-/gfd-fleet"]) == FLEET_RULES
+    binding = docs["ClusterRoleBinding/-/gfd-fleet"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+                                  "kind": "ClusterRole", "name": "gfd-fleet"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gfd-fleet",
+                                    "namespace": NAMESPACE}]
+
+
+def test_fleet_rbac_takes_the_release_name(chart: Chart) -> None:
+    docs = {object_id(d): d for d in chart.render(merged({"fullnameOverride": "labeller"},
+                                                         FLEET))}
+    binding = docs["ClusterRoleBinding/-/labeller-fleet"]
+    assert binding["roleRef"]["name"] == docs["ClusterRole/-/labeller-fleet"]["metadata"][
+        "name"]
+    assert binding["subjects"][0]["name"] == docs["ServiceAccount/gfd/labeller-fleet"][
+        "metadata"]["name"]
+
+
+def test_the_manifests_readme_says_what_the_fleet_role_grants(kustomize: Any) -> None:
+    said = documented_grants(ROOT / "manifests" / "README.md", "| `fleet`")
+    assert said == granted(kustomize(("fleet",))) == {
+        (resource, verb) for (_, resource), verbs in FLEET_RULES.items() for verb in verbs}

@@ -76,6 +76,12 @@ NODEFEATURE_RULES = {("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "upd
 RESOURCESLICE_RULES = {("resource.k8s.io", "resourceslices"): {"list"}}
 NODE_RULES = {("", "nodes"): {"get", "patch", "list", "watch"}, **RESOURCESLICE_RULES}
 EVENT_RULES = {("", "events"): {"create", "patch"}}
+# manifests/fleet: `gfd fleet`'s four paginated, cluster-wide LISTs, for people and CronJobs
+FLEET_RULES = {("", "nodes"): {"list"}, ("", "pods"): {"list"},
+               ("resource.k8s.io", "resourceslices"): {"list"},
+               ("resource.k8s.io", "resourceclaims"): {"list"}}
+NO_CONTAINER = ("node-label-guard", "nodefeaturerules", "fleet")
+"""Kustomizations of policies and permissions: no workload, no image."""
 OPERATOR_KINDS = "monitoring.coreos.com/"
 """The Prometheus Operator's kinds (components/monitoring): no Kubernetes schema to check
 them against; tests/deploy/test_monitoring.py checks what they carry."""
@@ -582,6 +588,18 @@ def test_node_mode_grants_exactly_get_and_patch_on_nodes() -> None:
     assert binds_gfd(binding, role)
 
 
+def test_the_fleet_role_grants_exactly_gfd_fleets_four_lists() -> None:
+    rbac = rbac_of("fleet")
+    (role,) = rbac["ClusterRole"]
+    assert rbac_rules(role) == FLEET_RULES
+    (binding,) = rbac["ClusterRoleBinding"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+                                  "kind": "ClusterRole", "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gfd-fleet",
+                                    "namespace": "gfd"}]
+    assert not rbac["Role"] and not rbac["RoleBinding"]
+
+
 @pytest.mark.parametrize(("directory", "sink"), [("overlays/nodefeature", "nodefeature"),
                                                  ("overlays/node", "node")])
 def test_api_modes_get_a_token_and_their_sink(directory: str, sink: str) -> None:
@@ -617,8 +635,11 @@ def test_dra_overlay_runs_beside_the_gpu_operators_dra_mode() -> None:
 
 
 def test_no_rbac_rule_is_a_wildcard_or_an_escalation() -> None:
-    for _, _, doc in full_object_docs():
+    for path, _, doc in full_object_docs():
         if doc.get("kind") not in ("Role", "ClusterRole"):
+            continue
+        if source_dir(path) == "fleet":  # gfd fleet's role: lists only, checked below
+            assert rbac_rules(doc) == FLEET_RULES
             continue
         for (group, resource), verbs in rbac_rules(doc).items():
             assert "*" not in (group, resource) and "*" not in verbs, doc["metadata"]["name"]
@@ -665,7 +686,7 @@ def check_container_security(what: str, where: str, c: dict[str, Any],
 @pytest.mark.parametrize("directory", BUILDABLE, ids=BUILDABLE_IDS)
 def test_rendered_gfd_containers_are_locked_down(directory: Path) -> None:
     found = list(gfd_containers(render(directory)))
-    if rel(directory) in ("node-label-guard", "nodefeaturerules"):  # no container: policies
+    if rel(directory) in NO_CONTAINER:  # policies and permissions
         assert not found
         return
     assert found, f"{rel(directory)} runs no gfd container"
@@ -709,7 +730,7 @@ def test_one_image_reference_everywhere() -> None:
         if "image" in c:
             assert c["image"] == expected, f"{rel(path)}: {c['image']} != {expected}"
     for directory in BUILDABLE:
-        if rel(directory) in ("node-label-guard", "nodefeaturerules"):  # no image
+        if rel(directory) in NO_CONTAINER:  # no image
             continue
         (doc,) = load(directory / "kustomization.yaml")
         chain = [*(doc.get("components") or []), *(doc.get("resources") or [])]

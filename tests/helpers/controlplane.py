@@ -13,6 +13,8 @@ are served; ``stop()`` ends every process it started. On top of it:
 - ``install_rbac(mode)``: the Role/ClusterRole and bindings of ``manifests/overlays/<mode>``
   exactly as the YAML says, and nothing of the other modes, for the ServiceAccount of
   ``manifests/base``; ``service_account_kubeconfig``: a TokenRequest token for it;
+- ``install_fleet_rbac(without=...)``: ``gfd fleet``'s ClusterRole of ``manifests/fleet``
+  bound to its ServiceAccount, less the rules of the resources named;
 - ``compact``: compact etcd's history, ``metrics``: the API server's /metrics text;
 - ``start_scheduler``: kube-scheduler with the admin's kubeconfig.
 """
@@ -364,6 +366,15 @@ def rbac_objects(mode: str) -> list[JSON]:
     if not found:
         raise ControlPlaneError(f"manifests/overlays/{mode} lists no RBAC objects")
     return found
+
+
+def fleet_objects() -> list[JSON]:
+    """The objects of ``manifests/fleet`` (the files its kustomization lists): ``gfd fleet``'s
+    ClusterRole, its ClusterRoleBinding and the ServiceAccount it binds."""
+    folder = MANIFESTS / "fleet"
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    return [doc for resource in kustomization.get("resources", [])
+            for doc in load_yaml(folder / resource)]
 
 
 def _grant(rule: JSON, verb: str) -> tuple[str, str, str, str]:
@@ -753,6 +764,33 @@ class ControlPlane:
         _poll(lambda: all(self.allowed(user, rule, verb) == want
                           for rule, verb, want in expected),
               f"RBAC of mode {mode} to take effect", timeout)
+
+    def install_fleet_rbac(self, without: Iterable[str] = (), timeout: float = 30.0) -> JSON:
+        """Bind the ServiceAccount of manifests/fleet to its ClusterRole exactly as the YAML
+        says, less every rule naming a resource in ``without``; wait until the authorizer
+        agrees (SubjectAccessReview: each rule of the YAML allowed, or not); return the
+        ServiceAccount."""
+        objects = fleet_objects()
+        (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
+        (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+        dropped = set(without)
+        unknown = dropped - {r for rule in role["rules"] for r in rule["resources"]}
+        if unknown:
+            raise ControlPlaneError(f"manifests/fleet grants nothing on {sorted(unknown)}")
+        self.create_namespace(account["metadata"]["namespace"])
+        for obj in objects:
+            if obj is role:
+                obj = {**role, "rules": [rule for rule in role["rules"]
+                                         if not dropped & set(rule["resources"])]}
+            self.apply(obj)
+        user = (f"system:serviceaccount:{account['metadata']['namespace']}:"
+                f"{account['metadata']['name']}")
+        expected = [(rule, verb, not dropped & set(rule["resources"]))
+                    for rule in role["rules"] for verb in rule["verbs"]]
+        _poll(lambda: all(self.allowed(user, rule, verb) == want
+                          for rule, verb, want in expected),
+              f"the fleet's RBAC without {sorted(dropped)} to take effect", timeout)
+        return account
 
     def _rules(self, mode: str) -> Iterator[JSON]:
         for obj in rbac_objects(mode):
