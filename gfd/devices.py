@@ -14,7 +14,9 @@ A pure projection of the snapshot by the rules of the driver release ``dra.RELEA
   with MIG on; never in a vGPU guest) every GPU instance profile x possible placement is a
   ``mig`` device without ``uuid`` or ``memorySlice<N>``, consuming counters from the shared
   counter set ``gpu-<minor>-counter-set``; the full GPU (not on Ampere with MIG on) carries
-  the largest profile's capacities and consumes every counter.
+  the largest profile's capacities and consumes every counter. A GPU that offers no profile
+  (NVML answers NOT_SUPPORTED or INVALID_ARGUMENT to each query) has no partitions and no
+  counter set: its full GPU is published as under the default gates.
 - ``PassthroughSupport``: every NVIDIA GPU on the PCI bus (``Snapshot.pci``, go-nvlib's scan)
   is also ``gpu-vfio-<i>``, whatever its MIG mode or driver: a GPU bound to ``vfio-pci``,
   which NVML cannot see, too; no IOMMU on the host, no start.
@@ -343,8 +345,13 @@ def _toggles(gpu: Gpu) -> bool:
 
 
 def _dynamic(gpu: Gpu, snapshot: Snapshot) -> tuple[list[Device], CounterSet | None]:
-    """inspectMigProfilesAndPlacements and the partitionable devices of one GPU."""
-    if not gpu.mig_profiles:
+    """inspectMigProfilesAndPlacements (nvlib.go:1202-1277) and the partitionable devices of
+    one GPU. A GPU that offers no profile with a placement (NVML answered every profile query
+    NOT_SUPPORTED or INVALID_ARGUMENT, which the driver skips: nvlib.go:1218-1234) has no
+    partitions: the driver publishes the full GPU alone, its capacity the plain ``memory``
+    and no counters (partitions.go:53-58, 76-78, 92-94: maxCapacities stays empty), or
+    nothing where MIG is on and cannot be toggled (nvlib.go:271-273)."""
+    if gpu.mig_profiles is None:
         return [Device(name="", type="mig", gpu=gpu.index, attributes=(), capacity=(),
                        missing=("the GPU's MIG profiles and placements (the snapshot predates "
                                 "them: record it again with this gfd)",))], None
@@ -377,13 +384,13 @@ def _dynamic(gpu: Gpu, snapshot: Snapshot) -> tuple[list[Device], CounterSet | N
             slices = max(slices, placement.size)
             for name, value in capacity:
                 maxima[name] = max(maxima.get(name, value), value)
-    if not maxima:
-        return [], None
+    whole = not gpu.mig_enabled or _toggles(gpu)  # (Ampere with MIG on: partitions only)
+    if not maxima:  # no partition: the full GPU with its memory, no counters, no counter set
+        return [_gpu_device(gpu, snapshot)] if whole else [], None
     largest = [(n, maxima[n]) for n in dra.MIG_CAPACITIES]
     everything = _counters(largest, 0, slices)
-    devices = [] if gpu.mig_enabled and not _toggles(gpu) else [
-        _gpu_device(gpu, snapshot, capacity=largest, counter_set=counter_set,
-                    consumes=everything)]
+    devices = [_gpu_device(gpu, snapshot, capacity=largest, counter_set=counter_set,
+                           consumes=everything)] if whole else []
     return devices + migs, CounterSet(name=counter_set, counters=everything)
 
 
@@ -448,8 +455,9 @@ def _passthrough(snapshot: Snapshot) -> list[Device]:
 
 
 def _passthrough_unscanned(snapshot: Snapshot) -> list[Device]:
-    """A snapshot recorded before gfd scanned the PCI bus: NVML's GPUs, in bus order, with
-    what only the scan can tell listed as missing (and GPUs NVML cannot see not at all)."""
+    """A snapshot without the PCI bus scan (recorded before gfd made it): NVML's GPUs, in bus
+    order, with what only the scan can tell listed as missing (and GPUs NVML cannot see not
+    at all)."""
     import uuid as uuidlib
 
     devices = []
