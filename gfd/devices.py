@@ -25,7 +25,9 @@ A pure projection of the snapshot by the rules of the driver release ``dra.RELEA
   refused gates), the plugin does not start and publishes nothing: ``refusal`` says why.
 
 A device whose facts the snapshot does not hold (a snapshot recorded before gfd read them)
-is listed with ``missing`` instead of a made-up value, and ``published()`` leaves it out.
+is listed with ``missing`` instead of a made-up value, and ``published()`` leaves it out;
+what it lacks is said in words true for where the snapshot came from (a recording, a
+simulated machine, or a read of this one).
 """
 
 from __future__ import annotations
@@ -353,8 +355,8 @@ def _dynamic(gpu: Gpu, snapshot: Snapshot) -> tuple[list[Device], CounterSet | N
     nothing where MIG is on and cannot be toggled (nvlib.go:271-273)."""
     if gpu.mig_profiles is None:
         return [Device(name="", type="mig", gpu=gpu.index, attributes=(), capacity=(),
-                       missing=("the GPU's MIG profiles and placements (the snapshot predates "
-                                "them: record it again with this gfd)",))], None
+                       missing=("the GPU's MIG profiles and placements "
+                                f"({_unread(snapshot, 'them')})",))], None
     if gpu.memory_total_bytes is None or gpu.unknown("memory"):
         raise _Refused(f"error getting MIG info for GPU {gpu.index}: error visiting MIG "
                        "profiles: error getting device memory info")
@@ -472,12 +474,22 @@ def _passthrough_unscanned(snapshot: Snapshot) -> list[Device]:
         devices.append(Device(
             name=dra.vfio_name(position), type="vfio", gpu=gpu.index, attributes=tuple(attrs),
             capacity=(), missing=("deviceID, numa, productName, iommuFDEnabled, "
-                                  "addressableMemory (the PCI bus scan: the snapshot predates "
-                                  "it, record it again with this gfd)",)))
+                                  "addressableMemory (the PCI bus scan: "
+                                  f"{_unread(snapshot, 'it')})",)))
     return devices
 
 
 # -- the whole node --------------------------------------------------------------------------
+
+
+def _unread(snapshot: Snapshot, it: str) -> str:
+    """Why the snapshot lacks a fact, in words true for where it came from: ``it`` names the
+    fact (``it``, ``them``)."""
+    if snapshot.recorded:
+        return f"the snapshot predates {it}: record it again with this gfd"
+    if snapshot.source.startswith("simulate:"):
+        return f"the simulated machine does not describe {it}"
+    return f"this read did not ask for {it}: gfd devices and gfd snapshot do"
 
 
 def _skipped(gpu: Gpu) -> bool:
@@ -513,7 +525,7 @@ def _enumerate(snapshot: Snapshot, on: dict[str, bool]) -> tuple[list[Device], l
             devices.append(Device(name="", type="mig" if gpu.mig_enabled else "gpu",
                                   gpu=gpu.index, attributes=(), capacity=(), missing=(
                                       "name (the minor number, nvmlDeviceGetMinorNumber: "
-                                      "not in this snapshot)",)))
+                                      f"{_unread(snapshot, 'it')})",)))
             continue
         if on[dra.DYNAMIC_MIG] and _dynamic_capable(gpu, snapshot):
             found, counter_set = _dynamic(gpu, snapshot)

@@ -304,6 +304,12 @@ class Snapshot:
     """The NVIDIA GPUs on the PCI bus, NVML's or not (``gfd devices`` under the DRA driver's
     PassthroughSupport gate); None when not read (a snapshot recorded before gfd read it)."""
 
+    @property
+    def recorded(self) -> bool:
+        """Whether it is a recorded snapshot (``--snapshot``: a file or standard input), not
+        a read of this machine or a simulated one: what it lacks, its recording lacked."""
+        return self.source.startswith("file:") or self.source == "stdin"
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict, with the schema version."""
         data = _to_plain(self)

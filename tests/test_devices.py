@@ -388,6 +388,39 @@ def test_any_other_error_on_a_profile_query_stops_the_plugin(nvml_machine: Any,
         assert project(snap, gates) == ()
 
 
+def test_an_incomplete_device_says_why_in_words_true_for_where_it_came_from() -> None:
+    """What a snapshot lacks is its recording's doing only for a recorded one: a read of this
+    machine (a library caller's, without the device facts) or a simulated machine says so in
+    its own words, never that a snapshot predates anything."""
+    sim = simulate("hgx-h100").snapshot
+    lacking = [  # (what the snapshot lacks, the gates that need it)
+        (replace(sim, gpus=(replace(sim.gpus[0], mig_profiles=None),)), DYNAMIC),
+        (replace(sim, gpus=(replace(sim.gpus[0], minor=None),)), {}),
+        (replace(sim, pci=None, gpus=sim.gpus[:1]), PASSTHROUGH)]
+
+    def why(source: str) -> list[str]:
+        return [next(d for d in project(replace(snap, source=source), gates)
+                     if d.missing).missing[0] for snap, gates in lacking]
+
+    recorded = [
+        "the GPU's MIG profiles and placements (the snapshot predates them: record it again "
+        "with this gfd)",
+        "name (the minor number, nvmlDeviceGetMinorNumber: the snapshot predates it: record "
+        "it again with this gfd)",
+        "deviceID, numa, productName, iommuFDEnabled, addressableMemory (the PCI bus scan: "
+        "the snapshot predates it: record it again with this gfd)"]
+    assert why("file:/tmp/old.json") == why("stdin") == recorded
+    assert why("nvml") == [
+        "the GPU's MIG profiles and placements (this read did not ask for them: gfd devices "
+        "and gfd snapshot do)",
+        "name (the minor number, nvmlDeviceGetMinorNumber: this read did not ask for it: gfd "
+        "devices and gfd snapshot do)",
+        "deviceID, numa, productName, iommuFDEnabled, addressableMemory (the PCI bus scan: "
+        "this read did not ask for it: gfd devices and gfd snapshot do)"]
+    assert all("the simulated machine does not describe" in w and "snapshot" not in w
+               for w in why("simulate:hgx-h100"))
+
+
 def test_dynamic_mig_on_a_gb200_names_its_profiles_by_go_nvlibs_rule() -> None:
     """The simulated GB200 (190464 MiB) carries the MIG user guide's GB200 profiles. go-nvlib
     names each from its memory (getMigMemorySizeGB: eighths of the GPU, rounded up, times its

@@ -106,6 +106,9 @@ def test_a_document_without_a_schema_is_read_as_this_schema() -> None:
 
 def test_load_snapshot_records_where_the_snapshot_came_from() -> None:
     assert load_snapshot(RICH.to_json(), source="file:/tmp/x.json").source == "file:/tmp/x.json"
+    assert load_snapshot(RICH.to_json(), source="file:/tmp/x.json").recorded
+    assert load_snapshot(RICH.to_json(), source="stdin").recorded
+    assert not RICH.recorded and not simulate("hgx-h100").snapshot.recorded
 
 
 def test_mig_profiles_tell_a_gpu_that_offers_none_from_one_not_read() -> None:
