@@ -46,16 +46,23 @@ def labels(values: Mapping[str, str], fmt: str) -> str:
     return document(ordered, fmt)
 
 
+_MEMORY = ("memory", "addressableMemory")
+"""The capacities ``gfd devices -o text`` shows as a device's memory: a GPU's and a MIG
+device's ``memory``, a passthrough device's ``addressableMemory`` (its BARs)."""
+
+
 def devices_text(doc: Mapping[str, Any]) -> str:
-    """``gfd devices -o text``: one line per device (name, type, product, memory), and what
-    is missing where a device cannot be described fully."""
+    """``gfd devices -o text``: one line per device (name, type, product, memory: a
+    passthrough device's is its ``addressableMemory``), and what is missing where a device
+    cannot be described fully."""
 
     def attribute(device: Mapping[str, Any], name: str) -> str:
         value = device.get("attributes", {}).get(name, {})
         return str(next(iter(value.values()), "-")) if value else "-"
 
     def memory(device: Mapping[str, Any]) -> str:
-        return str(device.get("capacity", {}).get("memory", {}).get("value", "-"))
+        capacity = device.get("capacity", {})
+        return next((str(capacity[n]["value"]) for n in _MEMORY if n in capacity), "-")
 
     rows = [("NAME", "TYPE", "PRODUCT", "MEMORY")]
     rows += [(d["name"], attribute(d, "type"), attribute(d, "productName"), memory(d))
