@@ -106,6 +106,13 @@ def test_the_devices_table_shows_a_passthrough_devices_memory_its_addressable_me
     assert rows["gpu-2"][-1] == "23028Mi" and "-" not in {r[-1] for r in rows.values()}
 
 
+def test_the_devices_table_names_a_device_it_cannot_name_by_its_gpu() -> None:
+    doc = {"devices": [{"gpu": 3, "attributes": {}, "capacity": {},
+                        "missing": ["name (the minor number)"]}]}
+    assert render.devices_text(doc).splitlines()[1:] == [
+        "(GPU 3)   -      -         -", "(GPU 3): missing name (the minor number)"]
+
+
 def test_the_start_line_names_the_sink_and_only_the_settings_not_at_their_default() -> None:
     settings = Settings(mig_strategy="mixed", output_file="-", sleep_interval=None)
     line = render.settings_line(settings)
