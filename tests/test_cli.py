@@ -352,11 +352,12 @@ def test_diff_shows_what_run_would_write_then_in_sync_after_it(tmp_path: Path) -
     before = invoke("diff", "--simulate", "hgx-h100", "--output-file", out)
     assert before.exit_code == 1
     assert "+ nvidia.com/gpu.count=8" in before.stdout.splitlines()
-    assert before.stderr.strip().endswith("at file")
+    assert before.stderr.strip().endswith(f"~0 -0 at feature file {out}")
     assert invoke("run", "--simulate", "hgx-h100", "-o", out, "--oneshot").exit_code == 0
     after = invoke("diff", "--simulate", "hgx-h100", "--output-file", out)
     assert after.exit_code == 0 and after.stdout == ""
-    assert after.stderr.startswith("in sync: ") and after.stderr.strip().endswith("at file")
+    assert after.stderr.startswith("in sync: ")
+    assert after.stderr.strip().endswith(f" labels at feature file {out}")
 
 
 def test_diff_lists_changed_and_removed_labels(tmp_path: Path) -> None:
@@ -384,7 +385,7 @@ def test_diff_at_the_node_shows_a_label_another_writer_overwrote_as_changed(
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
         "~ nvidia.com/gpu.product: hand-edited -> NVIDIA-H100-80GB-HBM3"]
-    assert result.stderr.strip() == "+0 ~1 -0 at node"
+    assert result.stderr.strip() == "+0 ~1 -0 at Node n1"
 
 
 def test_prune_removes_gfds_file_and_lists_the_labels(tmp_path: Path) -> None:
@@ -393,9 +394,10 @@ def test_prune_removes_gfds_file_and_lists_the_labels(tmp_path: Path) -> None:
     result = invoke("prune", "--simulate", "hgx-h100", "-o", str(out))
     assert result.exit_code == 0 and not out.exists()
     assert result.stdout.splitlines() == ["- nvidia.com/gpu.count", "- nvidia.com/gpu.family"]
-    assert result.stderr.strip() == "pruned 2 labels at file"
+    assert result.stderr.strip() == f"pruned 2 labels at feature file {out}"
     again = invoke("prune", "--simulate", "hgx-h100", "-o", str(out))
-    assert again.exit_code == 0 and again.stderr.strip() == "nothing to prune at file"
+    assert again.exit_code == 0
+    assert again.stderr.strip() == f"nothing to prune at feature file {out}"
 
 
 def test_run_oneshot_to_stdout_prints_the_labels_once() -> None:
