@@ -18,7 +18,7 @@ from fakes.apiserver import FakeApiServer
 from gfd import __version__
 from gfd.cli import cli
 from gfd.readers.simulate import SIMULATIONS, simulate
-from gfd.snapshot import Gpu, load_snapshot
+from gfd.snapshot import Gpu, ResourceManager, load_snapshot
 
 T4_SHARED = """
 version: v1
@@ -308,6 +308,39 @@ def test_explain_under_dra_says_what_the_label_means_there_and_what_it_leaves_ou
     assert gone.exit_code == 1
     assert ("gpu.replicas is not a label on this machine; it is not published under resource "
             "manager dra (--resource-manager dra)") in gone.stderr
+
+
+def test_a_simulated_or_recorded_machine_says_which_manager_it_assumed_not_the_hosts(
+        tmp_path: Path) -> None:
+    """This host's kubelet says nothing about a simulated or recorded machine: ``auto``
+    assumes its manager (a snapshot's: the one recorded with it) and says how to choose the
+    other, in one line, whatever this host's /var/lib/kubelet holds."""
+    code, _, err = run("labels", "--simulate", "hgx-h100")
+    assert code == 0 and err == ("resource manager: device-plugin (assumed for a simulated "
+                                 "machine; --resource-manager dra for the DRA driver's labels)\n")
+    recorded = simulate("hgx-h100").snapshot
+    dra = tmp_path / "dra.json"
+    dra.write_text(replace(recorded, resource_manager=ResourceManager(
+        name="dra", evidence="--resource-manager dra")).to_json())
+    code, labels, err = run("labels", "--snapshot", str(dra))
+    assert code == 0 and labels["nvidia.com/gpu.present"] == "true"
+    assert err == ("resource manager: dra (as the snapshot recorded it; --resource-manager "
+                   "device-plugin for the device plugin's labels)\n")
+    explained = invoke("explain", "gpu.count", "--snapshot", str(dra))
+    assert explained.stdout.splitlines()[-1] == (
+        "  resource manager: dra (as the snapshot recorded it; --resource-manager "
+        "device-plugin for the device plugin's labels)")
+    older = tmp_path / "older.json"  # recorded before gfd recorded the manager
+    data = json.loads(recorded.to_json())
+    del data["resource_manager"]
+    older.write_text(json.dumps(data))
+    assert run("labels", "--snapshot", str(older))[2] == (
+        "resource manager: device-plugin (assumed: the snapshot records none; "
+        "--resource-manager dra for the DRA driver's labels)\n")
+    for args in (("features",), ("explain", "gpu.count"), ("labels",)):
+        for machine in (("--simulate", "hgx-h100"), ("--snapshot", str(older))):
+            result = invoke(*args, *machine)
+            assert result.exit_code == 0 and "kubelet" not in result.output, (args, machine)
 
 
 def test_labels_says_on_stderr_which_resource_manager_they_are_for(tmp_path: Path) -> None:
