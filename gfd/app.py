@@ -20,7 +20,13 @@ from gfd.labelers.pipeline import Labelling
 from gfd.parts import EventRecorder, Parts
 from gfd.projection import Projection, project
 from gfd.readers.host import HostReader
-from gfd.readers.resourcemanager import DRA_DRIVER, SLICE_RECHECK, ResourceManagerReader
+from gfd.readers.resourcemanager import (
+    DEFAULT_REGISTRY,
+    DRA_DRIVER,
+    SLICE_RECHECK,
+    ResourceManagerReader,
+    assumed,
+)
 from gfd.schedule import Duty
 from gfd.sinks.base import Sink
 from gfd.snapshot import Snapshot
@@ -109,8 +115,7 @@ def make_manager(settings: Settings, *, api: bool = False,
     for this node's ResourceSlices of the DRA driver, through a client of its own: one LIST
     at start and once a day (``SLICE_RECHECK``, a duty of the loop), never per cycle; that
     LIST runs in a cycle and takes its time from the cycle's ``budget``."""
-    if (not api or settings.resource_manager != "auto" or not settings.node_name
-            or settings.effective_sink not in ("node", "nodefeature")):
+    if not _asks_slices(settings, api=api):
         return ResourceManagerReader(settings.resource_manager, settings.plugins_registry)
     # A client of its own, not the sink's: this reader lives with the discovery, the sink's
     # client with the sink, and a reload rebuilds either one alone (each setting's Part in
@@ -124,12 +129,32 @@ def make_manager(settings: Settings, *, api: bool = False,
                                  release=kube.close)
 
 
+def _asks_slices(settings: Settings, *, api: bool) -> bool:
+    """Whether ``auto`` asks the API server for the node's ResourceSlices: in a running agent
+    whose sink talks to it."""
+    return (api and settings.resource_manager == "auto" and bool(settings.node_name)
+            and settings.effective_sink in ("node", "nodefeature"))
+
+
+def _assumes_manager(settings: Settings, *, api: bool) -> bool:
+    """Whether the resource manager is assumed, not looked for: ``auto`` on a simulated or
+    recorded machine, which this host's kubelet (its default plugin registry) says nothing
+    about. A registry given elsewhere, or the node's ResourceSlices, are still looked at."""
+    return (bool(settings.simulate or settings.snapshot) and settings.resource_manager == "auto"
+            and settings.plugins_registry == DEFAULT_REGISTRY
+            and not _asks_slices(settings, api=api))
+
+
 def make_discovery(settings: Settings, unusable: UnusableGpus | None = None, *,
                    api: bool = False, on_request: OnRequest | None = None,
                    budget: Budget | None = None, device_facts: bool = False) -> Discovery:
     """The readers for these settings, composed into one snapshot per read. ``unusable``:
     the agent's marks of GPUs an event made unusable (kept across reloads); ``api`` and
-    ``budget``: see :func:`make_manager`; ``device_facts``: see :func:`read_once`."""
+    ``budget``: see :func:`make_manager`; ``device_facts``: see :func:`read_once`. On a
+    simulated or recorded machine ``auto`` assumes its resource manager
+    (``resourcemanager.assumed``) rather than look at this host's kubelet."""
+    if _assumes_manager(settings, api=api):
+        return _discovery(settings, unusable, None, device_facts)
     manager = make_manager(settings, api=api, on_request=on_request, budget=budget)
     try:
         return _discovery(settings, unusable, manager, device_facts)
@@ -139,7 +164,7 @@ def make_discovery(settings: Settings, unusable: UnusableGpus | None = None, *,
 
 
 def _discovery(settings: Settings, unusable: UnusableGpus | None,
-               manager: ResourceManagerReader, device_facts: bool) -> Discovery:
+               manager: ResourceManagerReader | None, device_facts: bool) -> Discovery:
     host = HostReader(machine_type_file=settings.machine_type_file,
                       sysfs_root=settings.sysfs_root, scan_vgpu=not settings.no_vgpu_labels)
     if settings.simulate or settings.snapshot:
@@ -151,6 +176,9 @@ def _discovery(settings: Settings, unusable: UnusableGpus | None,
             fixed = read_snapshot_file(settings.snapshot)
         if settings.no_vgpu_labels:  # as if the scan had not run there either
             fixed = replace(fixed, vgpu=None)
+        if manager is None:
+            fixed = replace(fixed, resource_manager=assumed(fixed,
+                                                            simulated=bool(settings.simulate)))
         return Discovery(None, host, fixed=fixed, manager=manager)
     smi = None
     # nvidia-smi numbers the GPUs NVML sees: none of them is a vfio GPU.

@@ -182,11 +182,11 @@ def diff_cmd(ctx: click.Context, /, output: str, **params: Any) -> None:
                nl=False)
     carried = "" if current_features is None else f" and {len(features)} feature elements"
     if change.empty and drift.empty:
-        click.echo(f"in sync: {len(wanted)} labels{carried} at {sink.name}", err=True)
+        click.echo(f"in sync: {len(wanted)} labels{carried} at {sink.where}", err=True)
         sys.exit(Exit.OK)
     if not drift.empty:
-        click.echo(f"features: {drift.summary()} at {sink.name}", err=True)
-    click.echo(f"{change.summary()} at {sink.name}", err=True)
+        click.echo(f"features: {drift.summary()} at {sink.where}", err=True)
+    click.echo(f"{change.summary()} at {sink.where}", err=True)
     sys.exit(Exit.FAILURE)
 
 
@@ -209,8 +209,8 @@ def prune_cmd(ctx: click.Context, /, **params: Any) -> None:
     for k in result.change.removed:
         click.echo(f"- {k}")
     removed = len(result.change.removed)
-    click.echo(f"pruned {removed} labels at {sink.name}" if removed
-               else f"nothing to prune at {sink.name}", err=True)
+    click.echo(f"pruned {removed} labels at {sink.where}" if removed
+               else f"nothing to prune at {sink.where}", err=True)
 
 
 @cli.command("explain")

@@ -5,10 +5,13 @@ full, under its section); ``gfd --help``'s one-line summaries."""
 from __future__ import annotations
 
 import copy
+import re
 import textwrap
+from collections.abc import Iterable
 from typing import Any
 
 import click
+from click.formatting import measure_table
 
 from gfd.config import Entry, Part, Section
 
@@ -76,6 +79,46 @@ SUMMARIES = {
 _SECTION_TITLES = {s: f"{s.value.capitalize()} options" for s in Section}
 
 
+_NO_BREAK = "\u2011"
+"""A non-breaking hyphen: stands in for a word's hyphens while click wraps it."""
+
+
+def _whole(text: str, width: int) -> str:
+    """``text`` with the hyphens of each word that fits ``width`` made non-breaking."""
+    return re.sub(r"\S+", lambda m: m[0].replace("-", _NO_BREAK) if len(m[0]) <= width
+                  else m[0], text)
+
+
+class HelpFormatter(click.HelpFormatter):
+    """click's, but a word that fits its column is never split at its hyphens: a machine
+    (``t4-time-sliced``), a flag (``--plugins-registry``), a value (``device-plugin``) stays
+    whole on one line, as it is typed (a longer one, a long path, still breaks)."""
+
+    def write_dl(self, rows: Iterable[tuple[str, str]], col_max: int = 30,
+                 col_spacing: int = 2) -> None:
+        rows = list(rows)
+        first = min(measure_table(rows)[0], col_max) + col_spacing if rows else 0
+        width = max(self.width - first - 2, 10)  # (click's width of the second column)
+        start = len(self.buffer)
+        super().write_dl([(term, _whole(text, width)) for term, text in rows], col_max,
+                         col_spacing)
+        self._restore(start)
+
+    def write_text(self, text: str) -> None:
+        start = len(self.buffer)
+        super().write_text(_whole(text, self.width - self.current_indent))
+        self._restore(start)
+
+    def _restore(self, start: int) -> None:
+        self.buffer[start:] = [s.replace(_NO_BREAK, "-") for s in self.buffer[start:]]
+
+
+class HelpContext(click.Context):
+    """A context whose help is written by :class:`HelpFormatter`."""
+
+    formatter_class = HelpFormatter
+
+
 class BriefOption(click.Option):
     """An option with two helps: ``brief`` for the short ``--help``, ``help`` in full for
     ``--help-all``."""
@@ -101,6 +144,8 @@ class Command(click.Command):
     change its output with their help, its other settings by group (flags only), its exit
     codes, and last the way to see everything: ``--help-all`` (each setting under its
     section, in full, and the command's notes)."""
+
+    context_class = HelpContext
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

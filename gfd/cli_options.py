@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 from click.formatting import join_options
 
-from gfd.cli_help import BriefOption, Command
+from gfd.cli_help import BriefOption, Command, HelpContext
 from gfd.config import BY_NAME, TABLE, Entry, Part, Settings
 from gfd.errors import ConfigError, GfdError
 from gfd.labelers.options import LABEL_SETS
@@ -392,6 +392,7 @@ class Group(click.Group):
     (2 for usage and config), and click's usage errors (2) in the same form."""
 
     command_class = Command
+    context_class = HelpContext
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

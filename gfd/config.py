@@ -209,8 +209,10 @@ class Settings:
              "labels); dra (hardware truth and gpu.present, no device-plugin resource labels, "
              "sharing ignored); auto: dra while the NVIDIA DRA kubelet plugin is registered "
              "(its socket in --plugins-registry) or, with an API sink, the node has "
-             f"{dra.DRIVER} ResourceSlices, else device-plugin. gpu-feature-discovery: "
-             "device-plugin.")
+             f"{dra.DRIVER} ResourceSlices, else device-plugin; on --simulate or --snapshot "
+             "(not this host's machine) auto assumes device-plugin, or the manager the snapshot "
+             "recorded, unless --plugins-registry names a registry to look in. "
+             "gpu-feature-discovery: device-plugin.")
     plugins_registry: str = setting(
         DEFAULT_PLUGINS_REGISTRY, kind=PathKind(), flags=("--plugins-registry",),
         env=("GFD_PLUGINS_REGISTRY",), part=Part.DISCOVERY,

@@ -14,7 +14,9 @@ A pure projection of the snapshot by the rules of the driver release ``dra.RELEA
   with MIG on; never in a vGPU guest) every GPU instance profile x possible placement is a
   ``mig`` device without ``uuid`` or ``memorySlice<N>``, consuming counters from the shared
   counter set ``gpu-<minor>-counter-set``; the full GPU (not on Ampere with MIG on) carries
-  the largest profile's capacities and consumes every counter.
+  the largest profile's capacities and consumes every counter. A GPU that offers no profile
+  (NVML answers NOT_SUPPORTED or INVALID_ARGUMENT to each query) has no partitions and no
+  counter set: its full GPU is published as under the default gates.
 - ``PassthroughSupport``: every NVIDIA GPU on the PCI bus (``Snapshot.pci``, go-nvlib's scan)
   is also ``gpu-vfio-<i>``, whatever its MIG mode or driver: a GPU bound to ``vfio-pci``,
   which NVML cannot see, too; no IOMMU on the host, no start.
@@ -23,7 +25,9 @@ A pure projection of the snapshot by the rules of the driver release ``dra.RELEA
   refused gates), the plugin does not start and publishes nothing: ``refusal`` says why.
 
 A device whose facts the snapshot does not hold (a snapshot recorded before gfd read them)
-is listed with ``missing`` instead of a made-up value, and ``published()`` leaves it out.
+is listed with ``missing`` instead of a made-up value, and ``published()`` leaves it out;
+what it lacks is said in words true for where the snapshot came from (a recording, a
+simulated machine, or a read of this one).
 """
 
 from __future__ import annotations
@@ -343,11 +347,16 @@ def _toggles(gpu: Gpu) -> bool:
 
 
 def _dynamic(gpu: Gpu, snapshot: Snapshot) -> tuple[list[Device], CounterSet | None]:
-    """inspectMigProfilesAndPlacements and the partitionable devices of one GPU."""
-    if not gpu.mig_profiles:
+    """inspectMigProfilesAndPlacements (nvlib.go:1202-1277) and the partitionable devices of
+    one GPU. A GPU that offers no profile with a placement (NVML answered every profile query
+    NOT_SUPPORTED or INVALID_ARGUMENT, which the driver skips: nvlib.go:1218-1234) has no
+    partitions: the driver publishes the full GPU alone, its capacity the plain ``memory``
+    and no counters (partitions.go:53-58, 76-78, 92-94: maxCapacities stays empty), or
+    nothing where MIG is on and cannot be toggled (nvlib.go:271-273)."""
+    if gpu.mig_profiles is None:
         return [Device(name="", type="mig", gpu=gpu.index, attributes=(), capacity=(),
-                       missing=("the GPU's MIG profiles and placements (the snapshot predates "
-                                "them: record it again with this gfd)",))], None
+                       missing=("the GPU's MIG profiles and placements "
+                                f"({_unread(snapshot, 'them')})",))], None
     if gpu.memory_total_bytes is None or gpu.unknown("memory"):
         raise _Refused(f"error getting MIG info for GPU {gpu.index}: error visiting MIG "
                        "profiles: error getting device memory info")
@@ -377,13 +386,13 @@ def _dynamic(gpu: Gpu, snapshot: Snapshot) -> tuple[list[Device], CounterSet | N
             slices = max(slices, placement.size)
             for name, value in capacity:
                 maxima[name] = max(maxima.get(name, value), value)
-    if not maxima:
-        return [], None
+    whole = not gpu.mig_enabled or _toggles(gpu)  # (Ampere with MIG on: partitions only)
+    if not maxima:  # no partition: the full GPU with its memory, no counters, no counter set
+        return [_gpu_device(gpu, snapshot)] if whole else [], None
     largest = [(n, maxima[n]) for n in dra.MIG_CAPACITIES]
     everything = _counters(largest, 0, slices)
-    devices = [] if gpu.mig_enabled and not _toggles(gpu) else [
-        _gpu_device(gpu, snapshot, capacity=largest, counter_set=counter_set,
-                    consumes=everything)]
+    devices = [_gpu_device(gpu, snapshot, capacity=largest, counter_set=counter_set,
+                           consumes=everything)] if whole else []
     return devices + migs, CounterSet(name=counter_set, counters=everything)
 
 
@@ -448,8 +457,9 @@ def _passthrough(snapshot: Snapshot) -> list[Device]:
 
 
 def _passthrough_unscanned(snapshot: Snapshot) -> list[Device]:
-    """A snapshot recorded before gfd scanned the PCI bus: NVML's GPUs, in bus order, with
-    what only the scan can tell listed as missing (and GPUs NVML cannot see not at all)."""
+    """A snapshot without the PCI bus scan (recorded before gfd made it): NVML's GPUs, in bus
+    order, with what only the scan can tell listed as missing (and GPUs NVML cannot see not
+    at all)."""
     import uuid as uuidlib
 
     devices = []
@@ -464,12 +474,22 @@ def _passthrough_unscanned(snapshot: Snapshot) -> list[Device]:
         devices.append(Device(
             name=dra.vfio_name(position), type="vfio", gpu=gpu.index, attributes=tuple(attrs),
             capacity=(), missing=("deviceID, numa, productName, iommuFDEnabled, "
-                                  "addressableMemory (the PCI bus scan: the snapshot predates "
-                                  "it, record it again with this gfd)",)))
+                                  "addressableMemory (the PCI bus scan: "
+                                  f"{_unread(snapshot, 'it')})",)))
     return devices
 
 
 # -- the whole node --------------------------------------------------------------------------
+
+
+def _unread(snapshot: Snapshot, it: str) -> str:
+    """Why the snapshot lacks a fact, in words true for where it came from: ``it`` names the
+    fact (``it``, ``them``)."""
+    if snapshot.recorded:
+        return f"the snapshot predates {it}: record it again with this gfd"
+    if snapshot.source.startswith("simulate:"):
+        return f"the simulated machine does not describe {it}"
+    return f"this read did not ask for {it}: gfd devices and gfd snapshot do"
 
 
 def _skipped(gpu: Gpu) -> bool:
@@ -505,7 +525,7 @@ def _enumerate(snapshot: Snapshot, on: dict[str, bool]) -> tuple[list[Device], l
             devices.append(Device(name="", type="mig" if gpu.mig_enabled else "gpu",
                                   gpu=gpu.index, attributes=(), capacity=(), missing=(
                                       "name (the minor number, nvmlDeviceGetMinorNumber: "
-                                      "not in this snapshot)",)))
+                                      f"{_unread(snapshot, 'it')})",)))
             continue
         if on[dra.DYNAMIC_MIG] and _dynamic_capable(gpu, snapshot):
             found, counter_set = _dynamic(gpu, snapshot)

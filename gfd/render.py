@@ -46,24 +46,34 @@ def labels(values: Mapping[str, str], fmt: str) -> str:
     return document(ordered, fmt)
 
 
+_MEMORY = ("memory", "addressableMemory")
+"""The capacities ``gfd devices -o text`` shows as a device's memory: a GPU's and a MIG
+device's ``memory``, a passthrough device's ``addressableMemory`` (its BARs)."""
+
+
 def devices_text(doc: Mapping[str, Any]) -> str:
-    """``gfd devices -o text``: one line per device (name, type, product, memory), and what
-    is missing where a device cannot be described fully."""
+    """``gfd devices -o text``: one line per device (name, type, product, memory: a
+    passthrough device's is its ``addressableMemory``), and what is missing where a device
+    cannot be described fully (one whose name cannot be told goes by its GPU)."""
 
     def attribute(device: Mapping[str, Any], name: str) -> str:
         value = device.get("attributes", {}).get(name, {})
         return str(next(iter(value.values()), "-")) if value else "-"
 
     def memory(device: Mapping[str, Any]) -> str:
-        return str(device.get("capacity", {}).get("memory", {}).get("value", "-"))
+        capacity = device.get("capacity", {})
+        return next((str(capacity[n]["value"]) for n in _MEMORY if n in capacity), "-")
+
+    def name(device: Mapping[str, Any]) -> str:
+        return str(device["name"]) if "name" in device else f"(GPU {device['gpu']})"
 
     rows = [("NAME", "TYPE", "PRODUCT", "MEMORY")]
-    rows += [(d["name"], attribute(d, "type"), attribute(d, "productName"), memory(d))
+    rows += [(name(d), attribute(d, "type"), attribute(d, "productName"), memory(d))
              for d in doc["devices"]]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "   " + r[3]
              for r in rows]
-    lines += [f"{d['name']}: missing {', '.join(map(str, d['missing']))}"
+    lines += [f"{name(d)}: missing {', '.join(map(str, d['missing']))}"
               for d in doc["devices"] if d.get("missing")]
     return "\n".join(lines) + "\n"
 

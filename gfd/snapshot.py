@@ -180,10 +180,11 @@ class Gpu:
     addressing_mode: str | None = None
     """nvmlDeviceGetAddressingMode, one of ADDRESSING_MODES; None when not supported (or the
     driver lacks the call), or not read (only ``gfd devices`` and ``gfd snapshot`` read it)."""
-    mig_profiles: tuple[GiProfile, ...] = ()
+    mig_profiles: tuple[GiProfile, ...] | None = None
     """The GPU instance profiles of a MIG-capable GPU with their possible placements (read
-    whatever the MIG mode); empty when not MIG-capable or not read (only ``gfd devices`` and
-    ``gfd snapshot`` read them)."""
+    whatever the MIG mode); empty when it offers none (not MIG-capable, or NVML answered
+    every profile query NOT_SUPPORTED or INVALID_ARGUMENT); None when not read (only ``gfd
+    devices`` and ``gfd snapshot`` read them; a snapshot recorded before gfd did has none)."""
     error: str | None = None
     """A fatal read error for this GPU (e.g. ``GPU is lost``): the GPU is unhealthy."""
     degraded: tuple[Degraded, ...] = ()
@@ -302,6 +303,12 @@ class Snapshot:
     pci: PciBus | None = None
     """The NVIDIA GPUs on the PCI bus, NVML's or not (``gfd devices`` under the DRA driver's
     PassthroughSupport gate); None when not read (a snapshot recorded before gfd read it)."""
+
+    @property
+    def recorded(self) -> bool:
+        """Whether it is a recorded snapshot (``--snapshot``: a file or standard input), not
+        a read of this machine or a simulated one: what it lacks, its recording lacked."""
+        return self.source.startswith("file:") or self.source == "stdin"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict, with the schema version."""
@@ -425,7 +432,7 @@ _FIELD_SPECS: dict[tuple[type, str], tuple[str, type]] = {
     (PciBus, "gpus"): ("list", PciGpu),
     (Gpu, "mig_devices"): ("list", MigDevice),
     (Gpu, "degraded"): ("list", Degraded),
-    (Gpu, "mig_profiles"): ("list", GiProfile),
+    (Gpu, "mig_profiles"): ("list?", GiProfile),
     (GiProfile, "placements"): ("list", Placement),
     (Gpu, "fabric"): ("obj?", Fabric),
     (Gpu, "compute_capability"): ("pair?", int),

@@ -36,6 +36,7 @@ from gfd.configsource import QUIET
 from gfd.discovery import Discovery
 from gfd.errors import ApiError, ConfigError, DiscoveryError
 from gfd.readers.nvml import NvmlReader
+from gfd.readers.resourcemanager import assumed
 from gfd.readers.simulate import simulate
 from gfd.readers.smi import SmiReader
 from gfd.readers.tegra import TegraReader
@@ -303,6 +304,21 @@ def test_a_simulation_is_a_fixed_snapshot_without_a_gpu_source() -> None:
     assert discovery.gpus is None and discovery.smi is None
     assert discovery.fixed == simulate("hgx-h100").snapshot
     assert discovery.read() == replace(discovery.fixed, resource_manager=DRA)
+
+
+@pytest.mark.parametrize("source", ["simulate", "snapshot"])
+def test_auto_on_a_simulated_or_recorded_machine_assumes_its_manager_without_the_hosts_kubelet(
+        tmp_path: Path, source: str) -> None:
+    """Only where the plugin registry is this host's kubelet's (the default): one given
+    elsewhere is looked at (below)."""
+    path = tmp_path / "snap.json"
+    path.write_text(simulate("hgx-h100").snapshot.to_json())
+    settings = Settings(simulate="hgx-h100") if source == "simulate" else Settings(
+        snapshot=str(path))
+    discovery = make_discovery(settings)
+    assert discovery.manager is None  # nothing looks at this host's plugin registry
+    assert discovery.read().resource_manager == assumed(simulate("hgx-h100").snapshot,
+                                                        simulated=source == "simulate")
 
 
 def test_auto_finds_the_resource_manager_in_the_plugins_registry(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from fakes.apiserver import FakeApiServer
 from gfd import __version__
 from gfd.cli import cli
 from gfd.readers.simulate import SIMULATIONS, simulate
-from gfd.snapshot import Gpu, load_snapshot
+from gfd.snapshot import Gpu, ResourceManager, load_snapshot
 
 T4_SHARED = """
 version: v1
@@ -310,6 +310,39 @@ def test_explain_under_dra_says_what_the_label_means_there_and_what_it_leaves_ou
             "manager dra (--resource-manager dra)") in gone.stderr
 
 
+def test_a_simulated_or_recorded_machine_says_which_manager_it_assumed_not_the_hosts(
+        tmp_path: Path) -> None:
+    """This host's kubelet says nothing about a simulated or recorded machine: ``auto``
+    assumes its manager (a snapshot's: the one recorded with it) and says how to choose the
+    other, in one line, whatever this host's /var/lib/kubelet holds."""
+    code, _, err = run("labels", "--simulate", "hgx-h100")
+    assert code == 0 and err == ("resource manager: device-plugin (assumed for a simulated "
+                                 "machine; --resource-manager dra for the DRA driver's labels)\n")
+    recorded = simulate("hgx-h100").snapshot
+    dra = tmp_path / "dra.json"
+    dra.write_text(replace(recorded, resource_manager=ResourceManager(
+        name="dra", evidence="--resource-manager dra")).to_json())
+    code, labels, err = run("labels", "--snapshot", str(dra))
+    assert code == 0 and labels["nvidia.com/gpu.present"] == "true"
+    assert err == ("resource manager: dra (as the snapshot recorded it; --resource-manager "
+                   "device-plugin for the device plugin's labels)\n")
+    explained = invoke("explain", "gpu.count", "--snapshot", str(dra))
+    assert explained.stdout.splitlines()[-1] == (
+        "  resource manager: dra (as the snapshot recorded it; --resource-manager "
+        "device-plugin for the device plugin's labels)")
+    older = tmp_path / "older.json"  # recorded before gfd recorded the manager
+    data = json.loads(recorded.to_json())
+    del data["resource_manager"]
+    older.write_text(json.dumps(data))
+    assert run("labels", "--snapshot", str(older))[2] == (
+        "resource manager: device-plugin (assumed: the snapshot records none; "
+        "--resource-manager dra for the DRA driver's labels)\n")
+    for args in (("features",), ("explain", "gpu.count"), ("labels",)):
+        for machine in (("--simulate", "hgx-h100"), ("--snapshot", str(older))):
+            result = invoke(*args, *machine)
+            assert result.exit_code == 0 and "kubelet" not in result.output, (args, machine)
+
+
 def test_labels_says_on_stderr_which_resource_manager_they_are_for(tmp_path: Path) -> None:
     code, labels, err = run("labels", "--simulate", "hgx-h100",
                             "--plugins-registry", str(tmp_path))
@@ -352,11 +385,12 @@ def test_diff_shows_what_run_would_write_then_in_sync_after_it(tmp_path: Path) -
     before = invoke("diff", "--simulate", "hgx-h100", "--output-file", out)
     assert before.exit_code == 1
     assert "+ nvidia.com/gpu.count=8" in before.stdout.splitlines()
-    assert before.stderr.strip().endswith("at file")
+    assert before.stderr.strip().endswith(f"~0 -0 at feature file {out}")
     assert invoke("run", "--simulate", "hgx-h100", "-o", out, "--oneshot").exit_code == 0
     after = invoke("diff", "--simulate", "hgx-h100", "--output-file", out)
     assert after.exit_code == 0 and after.stdout == ""
-    assert after.stderr.startswith("in sync: ") and after.stderr.strip().endswith("at file")
+    assert after.stderr.startswith("in sync: ")
+    assert after.stderr.strip().endswith(f" labels at feature file {out}")
 
 
 def test_diff_lists_changed_and_removed_labels(tmp_path: Path) -> None:
@@ -384,7 +418,7 @@ def test_diff_at_the_node_shows_a_label_another_writer_overwrote_as_changed(
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
         "~ nvidia.com/gpu.product: hand-edited -> NVIDIA-H100-80GB-HBM3"]
-    assert result.stderr.strip() == "+0 ~1 -0 at node"
+    assert result.stderr.strip() == "+0 ~1 -0 at Node n1"
 
 
 def test_prune_removes_gfds_file_and_lists_the_labels(tmp_path: Path) -> None:
@@ -393,9 +427,10 @@ def test_prune_removes_gfds_file_and_lists_the_labels(tmp_path: Path) -> None:
     result = invoke("prune", "--simulate", "hgx-h100", "-o", str(out))
     assert result.exit_code == 0 and not out.exists()
     assert result.stdout.splitlines() == ["- nvidia.com/gpu.count", "- nvidia.com/gpu.family"]
-    assert result.stderr.strip() == "pruned 2 labels at file"
+    assert result.stderr.strip() == f"pruned 2 labels at feature file {out}"
     again = invoke("prune", "--simulate", "hgx-h100", "-o", str(out))
-    assert again.exit_code == 0 and again.stderr.strip() == "nothing to prune at file"
+    assert again.exit_code == 0
+    assert again.stderr.strip() == f"nothing to prune at feature file {out}"
 
 
 def test_run_oneshot_to_stdout_prints_the_labels_once() -> None:

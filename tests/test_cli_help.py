@@ -160,9 +160,26 @@ def test_a_settings_brief_is_at_most_three_lines_and_help_all_and_the_reference_
         assert " ".join(entry.spec.help.split())[:60] in reference, entry.flag
 
 
-def test_simulate_help_lists_every_machine() -> None:
-    text = " ".join(help_of("labels").split())
-    assert f"One of: {', '.join(sorted(SIMULATIONS))}." in text.replace("- ", "-")
+@pytest.mark.parametrize("width", [60, 80, 120])
+@pytest.mark.parametrize("command", sorted(BY_NAME["simulate"].spec.commands))
+def test_simulate_help_lists_every_machine_each_whole_on_one_line(command: str,
+                                                                  width: int) -> None:
+    result = CliRunner().invoke(cli, [command, HELP_ALL], env=CLEAN, terminal_width=width)
+    assert result.exit_code == 0, result.output
+    assert f"One of: {', '.join(sorted(SIMULATIONS))}." in " ".join(result.stdout.split())
+    for machine in SIMULATIONS:  # never wrapped at its hyphens: it is typed whole
+        assert re.search(rf"(?<![\w-]){re.escape(machine)}(?![\w-])", result.stdout), machine
+
+
+@pytest.mark.parametrize("flag", ["--help", HELP_ALL])
+@pytest.mark.parametrize("command", sorted(cli.commands))
+def test_help_splits_no_word_at_a_hyphen_where_it_fits_its_column(command: str,
+                                                                  flag: str) -> None:
+    """Flags (``--plugins-registry``), values (``device-plugin``, ``nvidia-smi``) and
+    machines stay whole; only a word longer than the column (a long default path) breaks."""
+    broken = [m[1] for line in help_of(command, flag).splitlines()
+              if (m := re.search(r"(\S+-)$", line))]
+    assert all(b.startswith("/") for b in broken), broken
 
 
 @pytest.mark.parametrize("command", sorted(EXIT_CODES))

@@ -88,10 +88,12 @@ def test_devices_and_features_take_the_hosts_reading_arguments_unlisted_and_prin
 
 
 def test_log_level_is_honoured_by_the_one_shot_commands_that_are_quiet_by_default(
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     """A setting offered changes something: `--log-level info` on explain (quiet: errors only
-    by default) shows the resource manager's info line; without it, nothing is logged."""
-    args = ["explain", "gpu.count", "--simulate", "hgx-h100"]
+    by default) shows the resource manager's info line (auto looking in the registry it is
+    given); without it, nothing is logged."""
+    args = ["explain", "gpu.count", "--simulate", "hgx-h100", "--plugins-registry",
+            str(tmp_path)]
     quiet = invoke(*args)
     told = invoke(*args, "--log-level", "info")
     assert quiet.exit_code == told.exit_code == 0

@@ -7,6 +7,7 @@ cannot describe fully listed with what is missing instead of a made-up value."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +30,7 @@ from gfd.devices import (
 )
 from gfd.readers.nvml import NvmlReader
 from gfd.readers.simulate import SIMULATIONS, simulate
-from gfd.snapshot import Degraded, MigDevice, Snapshot
+from gfd.snapshot import Degraded, MigDevice, Snapshot, load_snapshot
 
 RELEASE = json.loads((Path(__file__).parent / "data" / "dra" / f"{dra.RELEASE}.json")
                      .read_text())
@@ -302,10 +303,122 @@ def test_dynamic_mig_on_ampere_publishes_partitions_only_where_mig_is_on() -> No
 
 
 def test_dynamic_mig_needs_the_profile_tables_a_recorded_snapshot_may_lack() -> None:
-    snap = simulate("hgx-h100").snapshot
-    old = replace(snap, gpus=tuple(replace(g, mig_profiles=()) for g in snap.gpus))
+    """A snapshot recorded before gfd read the profile tables has no ``mig_profiles`` field:
+    it loads as not read (None), never as a GPU that offers none."""
+    data = simulate("hgx-h100").snapshot.to_dict()
+    for g in data["gpus"]:
+        del g["mig_profiles"]
+    old = load_snapshot(json.dumps(data), source="file:old.json")
     devices = project(old, DYNAMIC)
-    assert len(devices) == 8 and all("MIG profiles" in d.missing[0] for d in devices)
+    assert len(devices) == 8 and all(d.missing == (
+        "the GPU's MIG profiles and placements (the snapshot predates them: record it again "
+        "with this gfd)",) for d in devices)
+
+
+NO_PROFILE = {"gb200": profiles.gb200_clique, "h100": profiles.hgx_h100}
+"""A GB200-like and an H100-like machine: MIG-capable GPUs that toggle MIG without a reset.
+The fake has no GB200 profile table, so every profile query on a GB200 answers
+NOT_SUPPORTED, as on the GB200 the driver was tried on; each H100 offers the H100's."""
+
+PROFILE_CALLS = ("nvmlDeviceGetGpuInstanceProfileInfoV", "nvmlDeviceGetGpuInstanceProfileInfo")
+"""The GPU-instance profile queries (gfd asks the named V call first, go-nvml the other)."""
+
+
+def offering_no_profile(machine: profiles.Machine, index: int, error: str,
+                        calls: tuple[str, ...] = PROFILE_CALLS) -> profiles.Machine:
+    """``machine`` with GPU ``index`` answering ``error`` to every one of ``calls``."""
+    machine.gpus[index] = replace(machine.gpus[index], fail=dict.fromkeys(calls, error))
+    return machine
+
+
+@pytest.mark.parametrize("calls", [PROFILE_CALLS,
+                                   ("nvmlDeviceGetGpuInstancePossiblePlacements_v2",)],
+                         ids=["profile-info", "placements"])
+@pytest.mark.parametrize("error", ["NOT_SUPPORTED", "INVALID_ARGUMENT"])
+@pytest.mark.parametrize("model", sorted(NO_PROFILE))
+def test_dynamic_mig_publishes_a_gpu_whose_profiles_nvml_does_not_offer_whole(
+        nvml_machine: Any, model: str, error: str, calls: tuple[str, ...]) -> None:
+    """The driver skips a profile NVML answers NOT_SUPPORTED or INVALID_ARGUMENT for, in
+    getGpuInfo (nvlib.go:547-568), in go-nvlib's VisitMigProfiles (vendor/github.com/NVIDIA/
+    go-nvlib/pkg/nvlib/device/device.go:368-375) and in inspectMigProfilesAndPlacements
+    (nvlib.go:1217-1234), so a GPU that offers none has no MigSpec and empty maxCapacities
+    (nvlib.go:1275). DynamicMIG still adds its full GPU where MIG is off or toggles
+    (nvlib.go:271-273), published by PartGetDevice (partitions.go:102-117) with the plain
+    memory capacity (PartCapacities, partitions.go:53-58) and no consumesCounters
+    (partitions.go:89-94), and no shared counter set for it (partitions.go:70-78,
+    driver.go:234-236): the whole GPU, no partitions."""
+    machine = offering_no_profile(NO_PROFILE[model](), 1, error, calls)
+    memory = machine.gpus[1].memory_bytes
+    snap = read(nvml_machine, machine)
+    offer_none = {g.index for g in snap.gpus if g.mig_profiles == ()}
+    assert offer_none == ({0, 1, 2, 3} if model == "gb200" else {1})
+    assert all(g.mig_capable and not g.degraded for g in snap.gpus)
+    pub = publication(snap, DYNAMIC)
+    assert pub.refusal == "" and all(d.complete for d in pub.devices)
+    mine = [d for d in pub.devices if d.gpu == 1]
+    assert [d.name for d in mine] == ["gpu-1"]
+    assert mine[0].capacity == (("memory", memory),)
+    assert mine[0].counter_set == "" and mine[0].consumes == ()
+    assert "consumesCounters" not in mine[0].to_api()
+    assert mine[0] == {d.name: d for d in project(snap)}["gpu-1"]  # as under the default gates
+    partitioned = [g.index for g in snap.gpus if g.index not in offer_none]
+    assert [c.name for c in pub.counter_sets] == [f"gpu-{i}-counter-set" for i in partitioned]
+    assert len(pub.devices) == len(offer_none) + 26 * len(partitioned)  # 25 + the full GPU
+    # the driver's split slices: no counter set names it, its GPU's slice holds it alone
+    slices = resource_slices(snap, node="n", gates=DYNAMIC)
+    assert [c["name"] for c in slices[0]["spec"]["sharedCounters"]] == [
+        c.name for c in pub.counter_sets]
+    assert [[d["name"] for d in s["spec"]["devices"]] for s in slices[1:]][1] == ["gpu-1"]
+
+
+@pytest.mark.parametrize("model", sorted(NO_PROFILE))
+def test_any_other_error_on_a_profile_query_stops_the_plugin(nvml_machine: Any,
+                                                             model: str) -> None:
+    """Any other answer to a profile query fails getGpuInfo under every gate
+    (nvlib.go:555-556, "error retrieving GpuInstanceProfileInfo for profile %d on GPU %v";
+    its placements: nvlib.go:566-567) and, under DynamicMIG,
+    inspectMigProfilesAndPlacements (nvlib.go:1224-1226, 1235-1237): the plugin does not
+    start."""
+    snap = read(nvml_machine, offering_no_profile(NO_PROFILE[model](), 1, "UNKNOWN"))
+    assert snap.gpus[1].mig_profiles is None
+    for gates in ({}, DYNAMIC):
+        assert re.fullmatch(r"error getting MIG profiles and their placements for device 1: "
+                            r"nvmlDeviceGetGpuInstanceProfileInfoV?: Unknown Error",
+                            would_not_start(snap, gates))
+        assert project(snap, gates) == ()
+
+
+def test_an_incomplete_device_says_why_in_words_true_for_where_it_came_from() -> None:
+    """What a snapshot lacks is its recording's doing only for a recorded one: a read of this
+    machine (a library caller's, without the device facts) or a simulated machine says so in
+    its own words, never that a snapshot predates anything."""
+    sim = simulate("hgx-h100").snapshot
+    lacking = [  # (what the snapshot lacks, the gates that need it)
+        (replace(sim, gpus=(replace(sim.gpus[0], mig_profiles=None),)), DYNAMIC),
+        (replace(sim, gpus=(replace(sim.gpus[0], minor=None),)), {}),
+        (replace(sim, pci=None, gpus=sim.gpus[:1]), PASSTHROUGH)]
+
+    def why(source: str) -> list[str]:
+        return [next(d for d in project(replace(snap, source=source), gates)
+                     if d.missing).missing[0] for snap, gates in lacking]
+
+    recorded = [
+        "the GPU's MIG profiles and placements (the snapshot predates them: record it again "
+        "with this gfd)",
+        "name (the minor number, nvmlDeviceGetMinorNumber: the snapshot predates it: record "
+        "it again with this gfd)",
+        "deviceID, numa, productName, iommuFDEnabled, addressableMemory (the PCI bus scan: "
+        "the snapshot predates it: record it again with this gfd)"]
+    assert why("file:/tmp/old.json") == why("stdin") == recorded
+    assert why("nvml") == [
+        "the GPU's MIG profiles and placements (this read did not ask for them: gfd devices "
+        "and gfd snapshot do)",
+        "name (the minor number, nvmlDeviceGetMinorNumber: this read did not ask for it: gfd "
+        "devices and gfd snapshot do)",
+        "deviceID, numa, productName, iommuFDEnabled, addressableMemory (the PCI bus scan: "
+        "this read did not ask for it: gfd devices and gfd snapshot do)"]
+    assert all("the simulated machine does not describe" in w and "snapshot" not in w
+               for w in why("simulate:hgx-h100"))
 
 
 def test_dynamic_mig_on_a_gb200_names_its_profiles_by_go_nvlibs_rule() -> None:

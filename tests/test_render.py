@@ -9,10 +9,11 @@ from dataclasses import replace
 
 import yaml
 
-from gfd import render
+from gfd import devices, dra, render
 from gfd.config import TABLE, Settings
 from gfd.labelers.base import Label
 from gfd.labelers.catalog import describe
+from gfd.readers.simulate import simulate
 from gfd.sharing import SharedResource, Sharing
 from gfd.sinks.base import diff
 from gfd.snapshot import ResourceManager
@@ -96,6 +97,20 @@ def test_the_devices_table_has_a_row_per_device_and_says_what_is_missing() -> No
     assert lines[2].split() == ["gpu-1-mig-1g", "mig", "-", "-"]
     assert lines[3] == "gpu-1-mig-1g: missing productName"
     assert lines[0].index("TYPE") == lines[1].index("gpu  ") == lines[2].index("mig  ")
+
+
+def test_the_devices_table_shows_a_passthrough_devices_memory_its_addressable_memory() -> None:
+    doc = devices.document(simulate("mixed-a100-a10").snapshot, {dra.PASSTHROUGH_SUPPORT: True})
+    rows = {line.split()[0]: line.split() for line in render.devices_text(doc).splitlines()[1:]}
+    assert rows["gpu-vfio-3"][1] == "vfio" and rows["gpu-vfio-3"][-1] == "64Gi"  # an A10's BARs
+    assert rows["gpu-2"][-1] == "23028Mi" and "-" not in {r[-1] for r in rows.values()}
+
+
+def test_the_devices_table_names_a_device_it_cannot_name_by_its_gpu() -> None:
+    doc = {"devices": [{"gpu": 3, "attributes": {}, "capacity": {},
+                        "missing": ["name (the minor number)"]}]}
+    assert render.devices_text(doc).splitlines()[1:] == [
+        "(GPU 3)   -      -         -", "(GPU 3): missing name (the minor number)"]
 
 
 def test_the_start_line_names_the_sink_and_only_the_settings_not_at_their_default() -> None:

@@ -106,6 +106,25 @@ def test_a_document_without_a_schema_is_read_as_this_schema() -> None:
 
 def test_load_snapshot_records_where_the_snapshot_came_from() -> None:
     assert load_snapshot(RICH.to_json(), source="file:/tmp/x.json").source == "file:/tmp/x.json"
+    assert load_snapshot(RICH.to_json(), source="file:/tmp/x.json").recorded
+    assert load_snapshot(RICH.to_json(), source="stdin").recorded
+    assert not RICH.recorded and not simulate("hgx-h100").snapshot.recorded
+
+
+def test_mig_profiles_tell_a_gpu_that_offers_none_from_one_not_read() -> None:
+    """``[]``: NVML was asked and offered no profile; ``null``, or no field at all (a snapshot
+    recorded before gfd read them): not read. Each round-trips as itself."""
+    offers_none, unread = gpu_document(mig_profiles=[]), gpu_document(mig_profiles=None)
+    assert load_snapshot(json.dumps(offers_none), source="test").gpus[0].mig_profiles == ()
+    assert load_snapshot(json.dumps(unread), source="test").gpus[0].mig_profiles is None
+    old = gpu_document()
+    del old["gpus"][0]["mig_profiles"]
+    loaded = load_snapshot(json.dumps(old), source="test")
+    assert loaded.gpus[0].mig_profiles is None and loaded.gpus[1].mig_profiles is None
+    for data in (offers_none, unread):
+        snap = Snapshot.from_dict(data)
+        assert Snapshot.from_json(snap.to_json()) == snap
+        assert Snapshot.from_text(yaml.safe_dump(snap.to_dict())) == snap
 
 
 # ----------------------------------------------------------------------------- refusals

@@ -442,12 +442,12 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
             static = replace(static, fabric=facts.ask("fabric", lambda: _fabric(handle),
                                                       hold=lambda g: g.fabric, unknown=None))
     mig_devices: tuple[MigDevice, ...] = ()
-    mig_profiles: tuple[GiProfile, ...] = ()
+    mig_profiles: tuple[GiProfile, ...] | None = () if plan.device_facts else None
     if mig_capable and plan.device_facts:  # static: in the tables until a full read
         profile_tables = tables.setdefault(uuid, ProfileTables())
         mig_profiles = facts.ask("mig_profiles",
                                  lambda: read_gi_profiles(handle, profile_tables),
-                                 hold=lambda g: g.mig_profiles, unknown=())
+                                 hold=lambda g: g.mig_profiles, unknown=None)
     if mig_enabled:
         if plan.mig_devices_due(same, static_due) or same is None:
             profile_tables = tables.setdefault(uuid, ProfileTables())

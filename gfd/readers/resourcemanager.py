@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from gfd import dra
 from gfd.errors import GfdError
 from gfd.fswatch import Watch
-from gfd.snapshot import ResourceManager
+from gfd.snapshot import ResourceManager, Snapshot
 from gfd.triggers import Fire, Trigger, died
 
 log = logging.getLogger(__name__)
@@ -183,3 +183,26 @@ class ResourceManagerReader:
             else:
                 self._slice_error = ""
         return self._slices
+
+
+def assumed(snapshot: Snapshot, *, simulated: bool) -> ResourceManager:
+    """The resource manager of a machine that is not this host (``--simulate``, ``--snapshot``)
+    under ``auto``, whose kubelet says nothing about it: device-plugin for a simulated
+    machine (as GFD assumes), the one recorded with a snapshot (device-plugin where it
+    records none); the evidence says so and how to choose the other."""
+    if simulated:
+        return _assumed("device-plugin", "assumed for a simulated machine")
+    recorded = snapshot.resource_manager
+    if not recorded.evidence or recorded.name not in _OTHER:
+        return _assumed("device-plugin", "assumed: the snapshot records none")
+    return _assumed(recorded.name, "as the snapshot recorded it")
+
+
+_OTHER = {"device-plugin": ("dra", "the DRA driver's labels"),
+          "dra": ("device-plugin", "the device plugin's labels")}
+"""Each resource manager: the other one, and what choosing it gives."""
+
+
+def _assumed(name: str, why: str) -> ResourceManager:
+    other, gives = _OTHER[name]
+    return ResourceManager(name=name, evidence=f"{why}; --resource-manager {other} for {gives}")

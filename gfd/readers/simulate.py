@@ -246,6 +246,7 @@ def _gpu(i: int, name: str, memory: int, cc: tuple[int, int], arch: str, brand: 
         compute_capability=cc, architecture=arch, brand=brand, pci_bus_id=_bus(i),
         pci_class="0x030200", compute_mode="default", mig_pending_enabled=None,
         numa_node=i // 4, pcie_root=f"pci0000:{0x10 + 0x20 * (i // 2):02x}",
+        mig_profiles=(),
     )
     base.update(kw)
     return Gpu(**base)  # type: ignore[arg-type]

@@ -58,6 +58,13 @@ class Sink(Protocol):
     """A publish target. Sinks never see GPUs: only sorted ``key -> value`` labels."""
 
     name: str
+    """The kind of target (``file``, ``stdout``, ``node``, ``nodefeature``): metrics and logs
+    label by it."""
+
+    @property
+    def where(self) -> str:
+        """The target itself, for a message: ``feature file /etc/.../gfd``, ``Node n1``."""
+        ...
 
     def publish(self, labels: dict[str, str], *,
                 features: Features | None = None) -> PublishResult:

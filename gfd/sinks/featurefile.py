@@ -276,6 +276,10 @@ class FeatureFileSink:
     _unreadable: str = field(default="", init=False)
     """Why the last read found a file it could not read (for prune's refusal)."""
 
+    @property
+    def where(self) -> str:
+        return f"feature file {shown(self.path)}"
+
     # -- the output path ------------------------------------------------------------
 
     def _target(self) -> os.stat_result | None:

@@ -222,6 +222,10 @@ class NodeSink:
         self.api.close()
 
     @property
+    def where(self) -> str:
+        return f"Node {self.node}"
+
+    @property
     def uid(self) -> str:
         """The Node's uid as gfd last read or applied it ("" before; Events name it)."""
         return self._uid

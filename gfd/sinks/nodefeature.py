@@ -280,6 +280,10 @@ class NodeFeatureSink:
         self.api.close()
 
     @property
+    def where(self) -> str:
+        return self._what
+
+    @property
     def _what(self) -> str:
         return f"NodeFeature {self.namespace}/{object_name(self.node)}"
 

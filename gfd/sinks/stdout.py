@@ -20,6 +20,10 @@ class StdoutSink:
     name: str = "stdout"
     _last: dict[str, str] | None = field(default=None, init=False)
 
+    @property
+    def where(self) -> str:
+        return "standard output"
+
     def published_features(self) -> dict[str, str] | None:
         return None  # labels only
 

@@ -177,9 +177,10 @@ def test_prune_removes_gfds_one_shot_file_and_refuses_a_file_gfd_did_not_write(
     assert pruned.returncode == 0, pruned.stderr
     assert "- nvidia.com/gpu.count" in pruned.stdout.splitlines() and not mine.exists()
     assert pruned.stderr.splitlines()[-1] == (
-        f"pruned {len(pruned.stdout.splitlines())} labels at file")
+        f"pruned {len(pruned.stdout.splitlines())} labels at feature file {mine}")
     again = gfd("prune", "-o", str(mine))
-    assert again.returncode == 0 and again.stderr.splitlines()[-1] == "nothing to prune at file"
+    assert again.returncode == 0 and again.stderr.splitlines()[-1] == (
+        f"nothing to prune at feature file {mine}")
 
 
 def test_an_idle_agent_keeps_refreshing_the_expiry(tmp_path: Path, agents: list[Agent]) -> None:

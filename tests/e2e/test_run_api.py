@@ -170,6 +170,7 @@ def test_diff_and_prune_show_and_remove_only_what_gfd_published(
     edited shown as changed; prune: the Node labels gfd still owns (not the one kubectl took
     over), or gfd's own NodeFeature, gone."""
     profiles.hgx_h100().write(tmp_path / "profile.txt")
+    where = f"Node {NODE}" if sink == "node" else f"NodeFeature {NS}/{FEATURE}"
     gfd = runner(tmp_path, server, fake_nvml_lib)
     listed = gfd("features", "-o", "text")
     assert listed.returncode == 0, listed.stderr
@@ -178,20 +179,20 @@ def test_diff_and_prune_show_and_remove_only_what_gfd_published(
     before = gfd("diff", "--sink", sink)
     assert before.returncode == 1, before.stderr
     assert f"+ {PRODUCT}=NVIDIA-H100-80GB-HBM3" in before.stdout.splitlines()
-    assert last(before.stderr).endswith(f"~0 -0 at {sink}")
+    assert last(before.stderr).endswith(f"~0 -0 at {where}")
     feature_lines = [ln for ln in before.stdout.splitlines() if ln.startswith("+ feature ")]
     if sink == "node":  # the Node carries no features: none shown
         assert feature_lines == []
     else:  # every element gfd would write, and their count
         assert feature_lines == [f"+ feature {k}={v}" for k, v in sorted(features.items())]
-        assert f"features: +{len(features)} ~0 -0 at nodefeature" in before.stderr
+        assert f"features: +{len(features)} ~0 -0 at {where}" in before.stderr
     assert gfd("run", "--sink", sink, "--oneshot").returncode == 0
     in_sync = gfd("diff", "--sink", sink)
     assert in_sync.returncode == 0, in_sync.stdout + in_sync.stderr
     assert in_sync.stdout == "" and last(in_sync.stderr).startswith("in sync: ")
     if sink == "nodefeature":
         assert last(in_sync.stderr).endswith(
-            f"labels and {len(features)} feature elements at nodefeature")
+            f"labels and {len(features)} feature elements at {where}")
     if sink == "node":
         server.set_label(NODE, PRODUCT, "hand-edited", manager="kubectl")
     else:
@@ -201,7 +202,7 @@ def test_diff_and_prune_show_and_remove_only_what_gfd_published(
     edited = gfd("diff", "--sink", sink)
     assert edited.returncode == 1
     assert edited.stdout.splitlines() == [f"~ {PRODUCT}: hand-edited -> NVIDIA-H100-80GB-HBM3"]
-    assert last(edited.stderr) == f"+0 ~1 -0 at {sink}"
+    assert last(edited.stderr) == f"+0 ~1 -0 at {where}"
     if sink == "nodefeature":  # a feature someone else edited: drift shown, exit 1
         server.set_nodefeature_attribute(NS, FEATURE, "nvidia.driver", "cuda", "1.0",
                                          manager="kubectl")
@@ -210,12 +211,12 @@ def test_diff_and_prune_show_and_remove_only_what_gfd_published(
         assert drifted.stdout.splitlines() == [
             f"~ {PRODUCT}: hand-edited -> NVIDIA-H100-80GB-HBM3",
             f"~ feature nvidia.driver.cuda: 1.0 -> {features['nvidia.driver.cuda']}"]
-        assert "features: +0 ~1 -0 at nodefeature" in drifted.stderr
+        assert f"features: +0 ~1 -0 at {where}" in drifted.stderr
     pruned = gfd("prune", "--sink", sink)
     assert pruned.returncode == 0, pruned.stderr
     removed = pruned.stdout.splitlines()
     assert "- nvidia.com/gpu.count" in removed
-    assert last(pruned.stderr) == f"pruned {len(removed)} labels at {sink}"
+    assert last(pruned.stderr) == f"pruned {len(removed)} labels at {where}"
     if sink == "node":  # the edited key is kubectl's now (its field manager): left to it
         assert f"- {PRODUCT}" not in removed
         assert server.labels(NODE) == {"team": "ml", PRODUCT: "hand-edited"}
@@ -230,7 +231,7 @@ def test_diff_and_prune_show_and_remove_only_what_gfd_published(
     assert [r.method for r in server.requests if r.method not in ("GET",)] == []
     if sink == "nodefeature":
         assert again.returncode == 0, again.stderr
-        assert last(again.stderr) == "nothing to prune at nodefeature"
+        assert last(again.stderr) == f"nothing to prune at {where}"
     else:  # the key kubectl took over is not gfd's: refused, with one line saying whose
         assert again.returncode == 1, again.stderr
         assert last(again.stderr) == (
@@ -315,7 +316,8 @@ def test_prune_refuses_node_labels_gfd_did_not_apply(tmp_path: Path, server: Fak
     server.remove_label(NODE, "nvidia.com/gpu.count", manager="nfd-master")
     server.remove_label(NODE, PRODUCT, manager="nfd-master")
     nothing = gfd("prune", "--sink", "node")  # no nvidia.com label at all: nothing to do
-    assert nothing.returncode == 0 and last(nothing.stderr) == "nothing to prune at node"
+    assert nothing.returncode == 0 and last(nothing.stderr) == (
+        f"nothing to prune at Node {NODE}")
 
 
 @pytest.mark.parametrize(("server", "sink"), [

@@ -161,7 +161,7 @@ def test_without_device_facts_a_read_leaves_them_out_and_asks_none_of_their_call
     if len(off) == len(snapshot.gpus):
         assert fake.call_count("nvmlDeviceGetGpuInstanceProfileInfoV") == 0
     assert snapshot == replace(expected(machine), gpus=tuple(
-        replace(g, minor=None, architecture=None, addressing_mode=None, mig_profiles=())
+        replace(g, minor=None, architecture=None, addressing_mode=None, mig_profiles=None)
         for g in expected(machine).gpus))
     assert set(DEVICE_FACTS) <= set(FACTS)
 

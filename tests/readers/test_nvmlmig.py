@@ -4,8 +4,10 @@ its GPU instance, empty slots), and the profile tables read once per NVML sessio
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import pytest
 from fakes import profiles
 from fakes.fakenvml import CI, GI, Machine
 
@@ -83,3 +85,28 @@ def test_mig_profile_tables_are_read_once_per_session(nvml_machine: Any) -> None
     reader.read()
     assert sum(fake.call_count(c) for c in TABLE_CALLS) > tables
     reader.close()
+
+
+@pytest.mark.parametrize("error", ["NOT_SUPPORTED", "INVALID_ARGUMENT"])
+def test_a_gpu_that_offers_no_profile_reads_as_offering_none_not_as_unread(
+        nvml_machine: Any, error: str) -> None:
+    """NVML may answer NOT_SUPPORTED (or INVALID_ARGUMENT) to every GPU-instance profile
+    query of a MIG-capable GPU: the devices read records an empty table, which a snapshot
+    tells from a table not read (None: a read without the device facts)."""
+    machine = profiles.hgx_h100()
+    machine.gpus[1] = replace(machine.gpus[1], fail={
+        "nvmlDeviceGetGpuInstanceProfileInfoV": error,
+        "nvmlDeviceGetGpuInstanceProfileInfo": error})
+    nvml_machine(machine)
+    with NvmlReader(device_facts=True) as reader:
+        gpus = reader.read().gpus
+    assert gpus[1].mig_capable and gpus[1].mig_profiles == () and gpus[1].degraded == ()
+    assert gpus[0].mig_profiles and len(gpus[0].mig_profiles) == 7
+    assert [g.mig_profiles for g in read(nvml_machine, machine).gpus] == [None] * 8
+    machine.gpus[1] = replace(machine.gpus[1], fail={
+        "nvmlDeviceGetGpuInstanceProfileInfoV": "UNKNOWN",
+        "nvmlDeviceGetGpuInstanceProfileInfo": "UNKNOWN"})
+    nvml_machine(machine)
+    with NvmlReader(device_facts=True) as reader:
+        failed = reader.read().gpus[1]
+    assert failed.mig_profiles is None and [d.fact for d in failed.degraded] == ["mig_profiles"]

@@ -16,7 +16,8 @@ import pytest
 from helpers.process import wait_for
 
 from gfd.errors import ApiError
-from gfd.readers.resourcemanager import REGISTRATION_SOCKET, ResourceManagerReader
+from gfd.readers.resourcemanager import REGISTRATION_SOCKET, ResourceManagerReader, assumed
+from gfd.snapshot import ResourceManager, Snapshot
 from gfd.triggers import Trigger
 
 
@@ -32,6 +33,23 @@ def test_a_fixed_setting_is_taken_as_is(tmp_path: Path, setting: str) -> None:
     register(tmp_path)
     found = ResourceManagerReader(setting, str(tmp_path)).read()
     assert (found.name, found.evidence) == (setting, f"--resource-manager {setting}")
+
+
+@pytest.mark.parametrize(("recorded", "simulated", "name", "evidence"), [
+    (ResourceManager(name="dra", evidence="x"), True, "device-plugin",
+     "assumed for a simulated machine; --resource-manager dra for the DRA driver's labels"),
+    (ResourceManager(name="dra", evidence="2 ResourceSlice(s)"), False, "dra",
+     "as the snapshot recorded it; --resource-manager device-plugin for the device plugin's "
+     "labels"),
+    (ResourceManager(name="device-plugin", evidence="no sign of DRA"), False, "device-plugin",
+     "as the snapshot recorded it; --resource-manager dra for the DRA driver's labels"),
+    (ResourceManager(), False, "device-plugin",
+     "assumed: the snapshot records none; --resource-manager dra for the DRA driver's labels"),
+], ids=["simulated", "recorded-dra", "recorded-device-plugin", "recorded-none"])
+def test_a_machine_that_is_not_this_host_has_its_manager_assumed_and_says_so(
+        recorded: ResourceManager, simulated: bool, name: str, evidence: str) -> None:
+    found = assumed(Snapshot(resource_manager=recorded), simulated=simulated)
+    assert (found.name, found.evidence) == (name, evidence)
 
 
 def test_auto_picks_dra_where_the_plugin_is_registered(tmp_path: Path) -> None:
