@@ -39,6 +39,7 @@ import argparse
 import itertools
 import json
 import os
+import pstats
 import random
 import re
 import signal
@@ -88,7 +89,10 @@ APISERVER_ARGS = (
     # not-ready taint this plugin adds on create
     "--disable-admission-plugins", "TaintNodesByCondition",
 )
-WATCHED_RESOURCES = ("nodes", "pods", "resourceslices", "resourceclaims", "events", "leases")
+FLEET_RESOURCES = ("nodes", "pods", "resourceslices", "resourceclaims")
+"""What gfd fleet lists; its requests, etcd's and the cache's are counted for these."""
+BACKGROUND = ("PUT leases",)
+"""The API server's own heartbeat (its identity Lease every 10 s): in no command's count."""
 RETRIED = {429, 500, 502, 503, 504}
 _SAMPLE = re.compile(r"^(\w+)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -575,11 +579,12 @@ class ServerSample:
     apiserver_cpu: float
     etcd_cpu: float
     requests: Counter[str]
-    """``VERB resource`` -> count (apiserver_request_total), the fleet's resources."""
+    """``VERB resource`` -> count (apiserver_request_total), every resource but BACKGROUND."""
     etcd: Counter[str]
-    """``operation resource`` -> count (etcd_requests_total)."""
+    """``operation resource`` -> count (etcd_requests_total), FLEET_RESOURCES."""
     cache_lists: Counter[str]
-    """``resource_prefix`` -> LISTs served from the watch cache (apiserver_cache_list_total)."""
+    """resource -> LISTs served from the watch cache (apiserver_cache_list_total),
+    FLEET_RESOURCES."""
 
 
 def server_sample(plane: ControlPlane) -> ServerSample:
@@ -592,12 +597,15 @@ def server_sample(plane: ControlPlane) -> ServerSample:
             continue
         name, value = match.group(1), float(match.group(3))
         labels = dict(_LABEL.findall(match.group(2) or ""))
-        if name == "apiserver_request_total" and labels.get("resource") in WATCHED_RESOURCES:
-            requests[f"{labels['verb']} {labels['resource']}"] += int(value)
-        elif name == "etcd_requests_total" and labels.get("resource") in WATCHED_RESOURCES:
-            etcd[f"{labels['operation']} {labels['resource']}"] += int(value)
-        elif name == "apiserver_cache_list_total":
-            cache[labels.get("resource") or labels.get("resource_prefix", "?")] += int(value)
+        resource = labels.get("resource", "")
+        if name == "apiserver_request_total" and resource:
+            call = f"{labels['verb']} {resource}"
+            if call not in BACKGROUND:
+                requests[call] += int(value)
+        elif name == "etcd_requests_total" and resource in FLEET_RESOURCES:
+            etcd[f"{labels['operation']} {resource}"] += int(value)
+        elif name == "apiserver_cache_list_total" and resource in FLEET_RESOURCES:
+            cache[resource] += int(value)
     return ServerSample(cpu_seconds(plane.apiserver.pid), cpu_seconds(plane.etcd.pid),
                         requests, etcd, cache)
 
@@ -607,6 +615,8 @@ class Run:
     command: str
     wall_s: float
     rss_mib: float
+    cpu_s: float
+    """The command's own user + system CPU seconds."""
     returncode: int
     output_mib: float
     apiserver_cpu_s: float
@@ -636,7 +646,8 @@ def measure(plane: ControlPlane, name: str, argv: list[str], env: dict[str, str]
     after = server_sample(plane)
     return Run(
         command=name, wall_s=round(wall, 3), rss_mib=round(usage.ru_maxrss / 1024, 1),
-        returncode=proc.returncode, output_mib=round(out.stat().st_size / MIB, 2),
+        cpu_s=round(usage.ru_utime + usage.ru_stime, 2), returncode=proc.returncode,
+        output_mib=round(out.stat().st_size / MIB, 2),
         apiserver_cpu_s=round(after.apiserver_cpu - before.apiserver_cpu, 2),
         etcd_cpu_s=round(after.etcd_cpu - before.etcd_cpu, 2),
         requests=dict(sorted(((after.requests - before.requests)).items())),
@@ -707,7 +718,7 @@ def counted(fleet: JSON) -> dict[str, Any]:
 
 
 def stage(plane: ControlPlane, commands: Commands, count: int, repeat: int,
-          describe_timeout: float, want: dict[str, Any]) -> dict[str, Any]:
+          describe_timeout: float, want: dict[str, Any], profiled: bool) -> dict[str, Any]:
     """Every command at this pod count: gfd and kubectl get ``repeat`` times, interleaved,
     kubectl describe once."""
     runs: dict[str, list[Run]] = {GFD: [], KUBECTL_GET: [], KUBECTL_DESCRIBE: []}
@@ -718,9 +729,10 @@ def stage(plane: ControlPlane, commands: Commands, count: int, repeat: int,
         timeout = describe_timeout if name == KUBECTL_DESCRIBE else 900.0
         run = measure(plane, name, commands.argv(name), commands.env, out, timeout)
         runs[name].append(run)
-        print(f"  {count:,} pods: {name}: {run.wall_s:.2f} s, peak RSS {run.rss_mib:.0f} MiB, "
-              f"exit {run.returncode}, API server {run.apiserver_cpu_s:.2f} CPU-s, "
-              f"{sum(run.requests.values())} requests", flush=True)
+        print(f"  {count:,} pods: {name}: {run.wall_s:.2f} s ({run.cpu_s:.2f} CPU-s), peak "
+              f"RSS {run.rss_mib:.0f} MiB, exit {run.returncode}, API server "
+              f"{run.apiserver_cpu_s:.2f} CPU-s, {sum(run.requests.values())} requests",
+              flush=True)
         if name == GFD:
             fleet = json.loads(out.read_text()) if out.stat().st_size else {}
             got = counted(fleet)
@@ -735,6 +747,7 @@ def stage(plane: ControlPlane, commands: Commands, count: int, repeat: int,
                 path.unlink(missing_ok=True)
     return {"pods": count, "runs": {k: [r.__dict__ for r in v] for k, v in runs.items()},
             "gfd": last_gfd, "pod_sizes": pod_sizes(plane),
+            "profile": profile(plane, commands, count) if profiled else None,
             "apiserver_rss_mib": round(rss_mib(plane.apiserver.pid), 1),
             "etcd_rss_mib": round(rss_mib(plane.etcd.pid), 1)}
 
@@ -757,6 +770,167 @@ def pod_sizes(plane: ControlPlane) -> dict[str, int]:
                                          for i in items)}
 
 
+# ----------------------------------------------------------------------------- profiling
+
+MEMORY_DRIVER = r"""
+import json, linecache, sys, tracemalloc
+from collections import Counter
+from pathlib import Path
+
+def status():
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return {k: int(v.split()[0]) / 1024 for k, v in (l.split(":", 1) for l in lines)
+            if k in ("VmRSS", "VmHWM")}
+
+import gfd.cli, gfd.cli_fleet, gfd.kube.calls, gfd.kube.lists, gfd.render
+from gfd.fleet import checks, count, fits, placement, report, source
+floor = status()["VmRSS"]
+tracemalloc.start(8)
+best = {"size": 0, "snapshot": None, "at": ""}
+
+def mark(at):
+    size = tracemalloc.get_traced_memory()[0]
+    if size > best["size"] + 2**20:  # a new largest moment, by a MiB at least
+        best.update(size=size, snapshot=tracemalloc.take_snapshot(), at=at)
+
+class Marking:
+    def __init__(self, at):
+        self.at = at
+    def __getattr__(self, name):
+        return getattr(json, name)
+    def loads(self, *args, **kwargs):
+        out = json.loads(*args, **kwargs)
+        mark(self.at)
+        return out
+    def dumps(self, *args, **kwargs):
+        out = json.dumps(*args, **kwargs)
+        mark(self.at)
+        return out
+
+gfd.kube.calls.json = Marking("a page just decoded (json.loads; its body still held)")
+gfd.render.json = Marking("the output just rendered (json.dumps)")
+code = 0
+try:
+    gfd.cli.main(["fleet", "-o", "json", "--kubeconfig", sys.argv[1]])
+except SystemExit as exc:
+    code = exc.code
+peak = tracemalloc.get_traced_memory()[1]
+mark("the end")
+sites = Counter()
+for stat in best["snapshot"].statistics("traceback"):
+    frames = list(stat.traceback)
+    ours = [f for f in frames if "/gfd/" in f.filename and "/site-packages/" not in f.filename]
+    if ours:
+        frame = max(ours, key=frames.index)  # the innermost of gfd's own frames
+        line = linecache.getline(frame.filename, frame.lineno).strip()
+        site = f"{frame.filename.split('/gfd/', 1)[1]}:{frame.lineno} `{line[:70]}`"
+    elif any("importlib" in f.filename for f in frames):
+        site = "imports (modules' code and data)"
+    else:
+        frame = frames[-1]
+        site = f"{Path(frame.filename).name}:{frame.lineno}"
+    sites[site] += stat.size
+Path(sys.argv[2]).write_text(json.dumps({
+    "exit": code, "floor_rss_mib": round(floor, 1), "vmhwm_mib": round(status()["VmHWM"], 1),
+    "traced_peak_mib": round(peak / 2**20, 1),
+    "snapshot_mib": round(best["size"] / 2**20, 1), "snapshot_at": best["at"],
+    "sites": [[site, round(size / 2**20, 1)] for site, size in sites.most_common(12)],
+}))
+"""
+"""`gfd fleet -o json` in-process under tracemalloc: the RSS after its imports (the floor),
+and the Python heap by gfd's own allocating line at the largest moment seen (right after a
+page is decoded, or the output rendered)."""
+
+CPU_BUCKETS = (  # (title, test on (file, function)), first match wins
+    ("waiting for the API server (socket reads)",
+     lambda f, fn: "_ssl._SSLSocket" in fn or fn == "<method 'recv_into' of '_socket.socket' "
+                                                "objects>"),
+    ("decoding the pages (json.loads)", lambda f, fn: f.endswith("json/decoder.py")),
+    ("quantities (fractions.Fraction, for gfd.fleet)", lambda f, fn: f.endswith("fractions.py")),
+    ("rendering the output (json.dumps, gfd.render)",
+     lambda f, fn: f.endswith(("json/encoder.py", "/gfd/render.py")) or "_json.encode" in fn),
+    ("gfd.fleet: reducing pages to its model, counting, reporting",
+     lambda f, fn: "/gfd/fleet/" in f or f.endswith("/gfd/cli_fleet.py")),
+    ("HTTP client (urllib3, http.client, ssl, kubernetes client, gfd.kube)",
+     lambda f, fn: any(s in f for s in ("urllib3", "http/client.py", "/ssl.py", "socket.py",
+                                        "/kubernetes/", "/gfd/kube/"))),
+    ("imports (start-up)",
+     lambda f, fn: "importlib" in f or fn in ("<built-in method builtins.compile>",
+                                              "<built-in method marshal.loads>",
+                                              "<built-in method posix.stat>")),
+)
+
+
+def cpu_profile(path: Path) -> JSON:
+    """A cProfile file summarised: own time by bucket, and gfd's slowest functions. A
+    function no bucket names (a builtin such as dict.get, a stdlib helper) counts where its
+    callers are, in proportion to the time it spent for each."""
+    stats = pstats.Stats(str(path))
+    table: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    shares: dict[tuple[str, int, str], Counter[str]] = {}
+    open_keys: set[tuple[str, int, str]] = set()
+
+    def bucket_of(key: tuple[str, int, str]) -> Counter[str]:
+        """The buckets of one unit of ``key``'s own time (a call cycle counts as other)."""
+        if key in shares:
+            return shares[key]
+        file, _line, func = key
+        named = next((title for title, test in CPU_BUCKETS if test(file, func)), None)
+        if named or key in open_keys or key not in table:
+            return Counter({named or "other": 1.0})
+        callers = table[key][4]
+        spent = sum(c[2] for c in callers.values())
+        if spent <= 0:
+            return Counter({"other": 1.0})
+        open_keys.add(key)
+        out: Counter[str] = Counter()
+        for caller, entry in callers.items():
+            for title, share in bucket_of(caller).items():
+                out[title] += share * entry[2] / spent
+        open_keys.discard(key)
+        shares[key] = out
+        return out
+
+    buckets: Counter[str] = Counter()
+    ours: list[tuple[float, str, float]] = []
+    for key, (_cc, calls, own, cumulative, _callers) in table.items():
+        for title, share in bucket_of(key).items():
+            buckets[title] += own * share
+        file, line, func = key
+        if "/gfd/" in file and "/site-packages/" not in file:
+            where = f"{file.split('/gfd/', 1)[1]}:{line}({func})"
+            ours.append((own, f"{where} x{calls}", cumulative))
+    total = sum(buckets.values())
+    ours.sort(reverse=True)
+    return {"total_s": round(total, 2),
+            "buckets": [[title, round(own, 2), round(100 * own / total, 1)]
+                        for title, own in buckets.most_common()],
+            "gfd_functions": [[where, round(own, 2), round(cum, 2)]
+                              for own, where, cum in ours[:10]]}
+
+
+def profile(plane: ControlPlane, commands: Commands, count: int) -> JSON:
+    """One `gfd fleet -o json` under cProfile, one under tracemalloc (each slower than a
+    plain run: their shares and sites are what counts)."""
+    out = commands.work / f"profile-{count}.out"
+    prof = commands.work / f"profile-{count}.prof"
+    python = str(SCRIPTS / "python")
+    cpu = measure(plane, "cProfile", [python, "-m", "cProfile", "-o", str(prof), "-m", "gfd",
+                                      "fleet", "-o", "json", "--kubeconfig",
+                                      str(commands.admin)], commands.env, out, 1800.0)
+    result: JSON = {"cprofile_wall_s": cpu.wall_s, "cpu": cpu_profile(prof)}
+    memory = commands.work / f"memory-{count}.json"
+    traced = measure(plane, "tracemalloc", [python, "-c", MEMORY_DRIVER, str(commands.admin),
+                                            str(memory)], commands.env, out, 1800.0)
+    result["tracemalloc_wall_s"] = traced.wall_s
+    result["memory"] = json.loads(memory.read_text()) if memory.is_file() else {
+        "error": (out.parent / f"{out.name}.err").read_text()[-500:]}
+    for path in (out, prof, memory, out.parent / f"{out.name}.err"):
+        path.unlink(missing_ok=True)
+    print(f"  {count:,} pods: profiled: {json.dumps(result)}", flush=True)
+    return result
+
+
 # ----------------------------------------------------------------------------- results
 
 
@@ -771,13 +945,17 @@ def summarise(stages: list[JSON]) -> list[JSON]:
         rows.append({
             "pods": s["pods"],
             "gfd_wall_s": median(g, "wall_s"), "gfd_rss_mib": max(r["rss_mib"] for r in g),
+            "gfd_cpu_s": median(g, "cpu_s"), "get_cpu_s": median(k, "cpu_s"),
             "get_wall_s": median(k, "wall_s"), "get_rss_mib": max(r["rss_mib"] for r in k),
             "describe_wall_s": median(d, "wall_s"), "describe_rss_mib": d[0]["rss_mib"],
             "describe_exit": d[0]["returncode"],
             "gfd_apiserver_cpu_s": median(g, "apiserver_cpu_s"),
             "get_apiserver_cpu_s": median(k, "apiserver_cpu_s"),
             "describe_apiserver_cpu_s": d[0]["apiserver_cpu_s"],
-            "gfd_requests": g[-1]["requests"], "get_requests": k[-1]["requests"],
+            "gfd_requests": {c: n for c, n in g[-1]["requests"].items()
+                             if c.split()[1] in FLEET_RESOURCES},
+            "get_requests": {c: n for c, n in k[-1]["requests"].items()
+                             if c.split()[1] in FLEET_RESOURCES},
             "describe_requests": sum(d[0]["requests"].values()),
             "gfd_etcd_requests": g[-1]["etcd_requests"],
             "gfd_cache_lists": g[-1]["cache_lists"],
@@ -786,7 +964,7 @@ def summarise(stages: list[JSON]) -> list[JSON]:
     return rows
 
 
-def targets(rows: list[JSON], command: str) -> list[JSON]:
+def targets(rows: list[JSON], nodes: int, command: str) -> list[JSON]:
     first, last = rows[0], rows[-1]
     wall_met = all(r["ratio"] <= WALL_RATIO for r in rows)
     rss_met = all(r["gfd_rss_mib"] <= RSS_LIMIT_MIB for r in rows)
@@ -794,15 +972,16 @@ def targets(rows: list[JSON], command: str) -> list[JSON]:
     counts = " / ".join(f"{r['pods']:,}" for r in rows)
     return [
         {"id": "fleet-view-wall",
-         "target": f"`gfd fleet -o json` at 5,000 nodes: <= {WALL_RATIO:g} x the wall time of "
+         "target": f"`gfd fleet -o json` at {nodes:,} nodes: <= {WALL_RATIO:g} x the wall time of "
                    f"`kubectl get pods -A -o json` ({counts} pods)",
          "measured": "; ".join(f"{r['pods']:,} pods: {r['gfd_wall_s']:.2f} s vs "
                                f"{r['get_wall_s']:.2f} s = {r['ratio']:.2f} x" for r in rows),
          "met": wall_met, "command": command},
         {"id": "fleet-view-rss",
          "target": f"`gfd fleet` peak RSS <= {RSS_LIMIT_MIB:g} MiB, not growing with the pod "
-                   f"count ({counts} pods)",
-         "measured": "; ".join(f"{r['pods']:,} pods: {r['gfd_rss_mib']:.0f} MiB" for r in rows)
+                   f"count (the largest count's within {100 * (RSS_GROWTH - 1):.0f} % of the "
+                   f"smallest's; {counts} pods)",
+         "measured": "; ".join(f"{r['pods']:,} pods: {r['gfd_rss_mib']:.1f} MiB" for r in rows)
          + f" (kubectl get pods: {last['get_rss_mib']:.0f} MiB at {last['pods']:,})",
          "met": rss_met and flat, "command": command},
     ]
@@ -823,9 +1002,12 @@ def report(result: JSON) -> str:
         lines.append(f"| {title} | " + " | ".join(cell(r) for r in rows) + " |")
 
     row("**`gfd fleet -o json`: wall (s, median)**", lambda r: f"**{r['gfd_wall_s']:.2f}**")
-    row("**`gfd fleet`: peak RSS (MiB)**", lambda r: f"**{r['gfd_rss_mib']:.0f}**")
+    row("**`gfd fleet`: peak RSS (MiB)**", lambda r: f"**{r['gfd_rss_mib']:.1f}**")
+    row("`gfd fleet`: its own CPU (s, median)", lambda r: f"{r['gfd_cpu_s']:.2f}")
     row("`kubectl get pods -A -o json`: wall (s, median)", lambda r: f"{r['get_wall_s']:.2f}")
     row("`kubectl get pods -A -o json`: peak RSS (MiB)", lambda r: f"{r['get_rss_mib']:.0f}")
+    row("`kubectl get pods -A -o json`: its own CPU (s, median)",
+        lambda r: f"{r['get_cpu_s']:.2f}")
     row("**gfd fleet / kubectl get pods (wall)**", lambda r: f"**{r['ratio']:.2f} x**")
     row("`kubectl describe nodes`: wall (s, one run)",
         lambda r: f"{r['describe_wall_s']:.1f}" + ("" if r["describe_exit"] == 0
@@ -855,6 +1037,7 @@ def report(result: JSON) -> str:
     targets_lines = "\n".join(
         f"- {t['target']}: {t['measured']} — **{'met' if t['met'] else 'missed'}**"
         for t in result["targets"])
+    profiles = "".join(profile_report(s) for s in result["stages"] if s.get("profile"))
     return (
         f"Command: `{result['command']}` (with `{ENABLE_HINT}`) — {m['date']}, {m['cpu']} "
         f"x{m['nproc']}, Python {m['python']}, kernel {m['kernel']}, **load average at the "
@@ -869,7 +1052,30 @@ def report(result: JSON) -> str:
         f"{c['repeat']} times each, interleaved, `kubectl describe nodes` once; every "
         f"command as a child process with the admin's kubeconfig, its output to a file, "
         f"peak RSS its own `ru_maxrss`.\n\n"
-        + "\n".join(lines) + "\n\n" + targets_lines + "\n")
+        + "\n".join(lines) + "\n\n" + targets_lines + "\n" + profiles)
+
+
+def profile_report(stage: JSON) -> str:
+    """Where one profiled `gfd fleet` spent its time and held its memory."""
+    prof, count = stage["profile"], stage["pods"]
+    cpu, memory = prof["cpu"], prof["memory"]
+    buckets = "; ".join(f"{title} {share:g} % ({own:g} s)" for title, own, share in
+                        cpu["buckets"])
+    functions = "; ".join(f"`{where}` {own:g} s own, {cum:g} s with callees"
+                          for where, own, cum in cpu["gfd_functions"][:6])
+    if "error" in memory:
+        held = f"tracemalloc run failed: {memory['error']}"
+    else:
+        sites = "; ".join(f"{site} {mib:g} MiB" for site, mib in memory["sites"][:8])
+        held = (f"RSS after gfd fleet's imports {memory['floor_rss_mib']:g} MiB, peak "
+                f"{memory['vmhwm_mib']:g} MiB under tracemalloc; Python heap traced at most "
+                f"{memory['traced_peak_mib']:g} MiB, {memory['snapshot_mib']:g} MiB at the "
+                f"largest moment seen ({memory['snapshot_at']}), held by: {sites}")
+    return (f"\nProfile at {count:,} pods (one run under cProfile, {prof['cprofile_wall_s']:g} s "
+            f"wall; one under tracemalloc, {prof['tracemalloc_wall_s']:g} s):\n\n"
+            f"- time, {cpu['total_s']:g} s of profiled own time: {buckets}\n"
+            f"- gfd's own functions, most own time first: {functions}\n"
+            f"- memory: {held}\n")
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -878,6 +1084,8 @@ def command_line(args: argparse.Namespace) -> str:
         parts.append(f"--dra-fraction {args.dra_fraction:g}")
     if args.repeat != 3:
         parts.append(f"--repeat {args.repeat}")
+    if args.profile:
+        parts.append("--profile")
     return f"python -m benchmarks.fleet_view {' '.join(parts)} --write"
 
 
@@ -895,6 +1103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--describe-timeout", type=float, default=1800.0,
                         help="seconds before `kubectl describe nodes` is killed")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", action="store_true",
+                        help="at each count, gfd fleet once more under cProfile and once "
+                             "under tracemalloc: where its time and memory go")
     parser.add_argument("--write", action="store_true",
                         help="update BENCHMARKS.md's fleet-view section and targets table")
     args = parser.parse_args(argv)
@@ -949,7 +1160,7 @@ def main(argv: list[str] | None = None) -> int:
                 want = expected(nodes, pods[:count])
                 print(f"measuring at {count:,} pods", flush=True)
                 stages.append(stage(plane, commands, count, args.repeat,
-                                    args.describe_timeout, want))
+                                    args.describe_timeout, want, args.profile))
             slices = len(resource_slices(DRA_SNAPSHOT, node="x")) * sum(
                 n.kind == "dra" for n in nodes)
             setup = {"nodes_s": round(nodes_s, 1), "pods_s": round(pod_seconds, 1),
@@ -973,7 +1184,7 @@ def main(argv: list[str] | None = None) -> int:
                    "workers": args.workers, "repeat": args.repeat, "seed": args.seed},
         "machine": {**machine_info(), "loadavg_at_start": list(load)},
         "command": command, "setup": setup, "stages": stages, "rows": rows,
-        "targets": targets(rows, command),
+        "targets": targets(rows, args.nodes, command),
         "runtime_seconds": round(time.monotonic() - started, 1),
     }
     RESULTS.parent.mkdir(exist_ok=True)
