@@ -24,8 +24,8 @@ FLEET_NOTES = (
     "(DRA: within shared counters, untainted devices); PENDING what unscheduled pods ask "
     "that admit a node of the kind. Cordoned, not-Ready and tainted nodes count apart. "
     "Time-slicing and MPS units are replicas: which GPU a replica is on is not the API "
-    "server's to know. Reads: paginated LISTs of nodes, unfinished pods, resourceslices and "
-    "resourceclaims (manifests/fleet has the ClusterRole).")
+    "server's to know. Reads: paginated LISTs of nodes, unfinished pods, resourceslices, "
+    "resourceclaims and deviceclasses (manifests/fleet has the ClusterRole).")
 
 
 def _kubeconfig(given: str | None) -> str:

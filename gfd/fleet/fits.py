@@ -3,10 +3,13 @@ units the fleet was counted to have, by the selector's own rules.
 
 Device plugin: a node qualifies when its labels meet the selector's node-selector terms
 (``selector.labels.terms``: every unit of the resource there meets the filters) and it has at
-least ``count`` free units of the resource. DRA (``--dra``): a node qualifies when its labels
-meet the example Pod's node affinity (``selector.claims.requirements``) and it has ``count``
-free devices that the claim's CEL (``selector.claims.cel``, with the DeviceClass's selector)
-accepts, within the shared counters. Only nodes a GPU pod can use now count."""
+least ``count`` free units of the resource, or, without that resource allocatable, ``count``
+free devices of a DeviceClass whose ``extendedResourceName`` is the resource.
+
+DRA (``--dra``): a node qualifies when its labels meet the example Pod's node affinity
+(``selector.claims.requirements``) and it has ``count`` free devices that the claim's CEL
+(``selector.claims.cel``, with the DeviceClass's selector) accepts, within the shared
+counters. Only nodes a GPU pod can use now count."""
 
 from __future__ import annotations
 
@@ -62,8 +65,35 @@ def fits(fleet: Fleet, counted: Counted, f: Filters, *, label_set: str = "extend
             continue
         if row.free >= f.count:
             found.append(NodeFit(node=row.node, free=row.free, pods=row.free // f.count))
-    return Fits(resource=f.resource, count=f.count, nodes=tuple(found),
+    found += _extended(fleet, counted, f, terms)
+    return Fits(resource=f.resource, count=f.count,
+                nodes=tuple(sorted(found, key=lambda n: n.node)),
                 selector=[labels.stanza(f, label_set=label_set)])
+
+
+def _extended(fleet: Fleet, counted: Counted, f: Filters,
+              terms: list[labels.Term]) -> list[NodeFit]:
+    """Nodes where a DeviceClass's ``extendedResourceName`` serves the resource: a pod asking
+    for it on a node that does not have it allocatable gets devices of that class through a
+    claim the scheduler makes (``DRAExtendedResource``, beta and on by default in 1.36)."""
+    classes = [c for c in fleet.classes.values() if c.extended_resource == f.resource]
+    usable = {r.node for r in counted.rows if r.usable}
+    found = []
+    for pool in counted.gathered.values():
+        if not pool.devices or not classes:
+            continue
+        name = pool.devices[0].node or pool.name
+        node = fleet.nodes.get(name)
+        if (name not in usable or node is None or f.resource in node.allocatable
+                or not terms_match([list(t) for t in terms], node.labels)):
+            continue
+        free = max(pools.free_count(pool, counted.held,
+                                    lambda d, c=c: all(matches(e, d) is True  # type: ignore[misc]
+                                                       for e in c.selectors))
+                   for c in classes)
+        if free >= f.count:
+            found.append(NodeFit(node=name, free=free, pods=free // f.count))
+    return found
 
 
 def _dra(fleet: Fleet, counted: Counted, f: Filters, label_set: str,

@@ -5,7 +5,7 @@ memory grows with the GPU facts, never with the objects' full specs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gfd.fleet.quantity import parse_quantity
@@ -124,6 +124,16 @@ class Claim:
     requests: tuple[Request, ...] = ()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...] = ()
+    """CEL expressions a device of the class meets."""
+    extended_resource: str = ""
+    """``spec.extendedResourceName``: a pod requesting it on a node without it allocatable
+    gets devices of this class through a claim the scheduler makes (``DRAExtendedResource``)."""
+
+
 @dataclass(slots=True)
 class Fleet:
     nodes: dict[str, Node]
@@ -135,6 +145,7 @@ class Fleet:
     source: str = ""
     selected: bool = False
     """Nodes were chosen by a label selector: devices of other nodes are left out."""
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- reductions
@@ -295,9 +306,9 @@ def _node_of_allocation(allocation: dict[str, Any]) -> str:
     """The node an allocation is for: its nodeSelector's ``metadata.name`` field (or
     ``kubernetes.io/hostname`` label) requirement, as the scheduler writes it."""
     for term in _list(_dict(allocation.get("nodeSelector")).get("nodeSelectorTerms")):
-        for field in _list(_dict(term).get("matchFields")):
-            if _dict(field).get("key") == "metadata.name" and _dict(field).get("values"):
-                return str(_dict(field)["values"][0])
+        for match in _list(_dict(term).get("matchFields")):
+            if _dict(match).get("key") == "metadata.name" and _dict(match).get("values"):
+                return str(_dict(match)["values"][0])
         for expr in _list(_dict(term).get("matchExpressions")):
             if _dict(expr).get("key") == "kubernetes.io/hostname" and _dict(expr).get("values"):
                 return str(_dict(expr)["values"][0])
@@ -327,3 +338,12 @@ def claim_of(obj: dict[str, Any]) -> Claim:
     return Claim(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
                  allocated=allocated, node=_node_of_allocation(allocation),
                  requests=tuple(requests))
+
+
+def device_class_of(obj: dict[str, Any]) -> DeviceClass:
+    meta, spec = _dict(obj.get("metadata")), _dict(obj.get("spec"))
+    return DeviceClass(
+        name=str(meta.get("name", "")),
+        selectors=tuple(str(_dict(_dict(s).get("cel")).get("expression", ""))
+                        for s in _list(spec.get("selectors"))),
+        extended_resource=str(spec.get("extendedResourceName") or ""))

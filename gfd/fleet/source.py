@@ -1,8 +1,9 @@
 """Where the fleet is read from: the API server (paginated LISTs of Nodes, unfinished Pods,
-ResourceSlices and ResourceClaims, each page reduced to the fleet model as it arrives), or a
-dump (``kubectl get nodes,pods,resourceslices,resourceclaims -A -o json``, a List; or a
-stream of such documents, JSON or YAML) read the same way. A LIST that is refused or fails
-is one line in ``Fleet.incomplete``; what could be read is still counted."""
+ResourceSlices, ResourceClaims and DeviceClasses, each page reduced to the fleet model as it
+arrives), or a dump (``kubectl get nodes,pods,resourceslices,resourceclaims,deviceclasses -A
+-o json``, a List; or a stream of such documents, JSON or YAML) read the same way. A LIST
+that is refused or fails is one line in ``Fleet.incomplete``; what could be read is still
+counted."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gfd.errors import ApiError, ConfigError, one_line
-from gfd.fleet.model import Fleet, claim_of, node_of, pod_of, slice_of
+from gfd.fleet.model import Fleet, claim_of, device_class_of, node_of, pod_of, slice_of
 from gfd.kube.lists import Lister
 
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
@@ -23,6 +24,7 @@ READS = (
     ("pods", "/api/v1/pods"),
     ("resourceslices", "/apis/resource.k8s.io/v1/resourceslices"),
     ("resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims"),
+    ("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses"),
 )
 
 
@@ -44,6 +46,9 @@ def _take(fleet: Fleet, resource: str, items: Iterable[dict[str, Any]]) -> None:
         elif resource == "resourceclaims":
             claim = claim_of(obj)
             fleet.claims[(claim.namespace, claim.name)] = claim
+        elif resource == "deviceclasses":
+            found = device_class_of(obj)
+            fleet.classes[found.name] = found
 
 
 def _refused(resource: str, exc: ApiError) -> str:
@@ -79,7 +84,7 @@ SAMPLE = "@sample"
 """``--from @sample``: the small fleet shipped with gfd (docs/fleet.md shows its summary)."""
 SAMPLE_FILE = "data/fleet-sample.json"
 KINDS = {"Node": "nodes", "Pod": "pods", "ResourceSlice": "resourceslices",
-         "ResourceClaim": "resourceclaims"}
+         "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses"}
 
 
 def _objects(doc: Any) -> Iterator[dict[str, Any]]:
@@ -108,7 +113,7 @@ def _documents(stream: IO[str], name: str) -> Iterator[Any]:
             except ValueError as exc:
                 raise ConfigError(f"--from {name}: not JSON at character {at}: {exc} (give "
                                   "the output of `kubectl get nodes,pods,resourceslices,"
-                                  "resourceclaims -A -o json`)") from exc
+                                  "resourceclaims,deviceclasses -A -o json`)") from exc
             yield doc
         return
     import yaml
@@ -156,7 +161,7 @@ def from_dump(path: str, *, node_selector: str = "", stdin: IO[str] | None = Non
     if not seen:
         raise ConfigError(f"--from {path}: no Node, Pod, ResourceSlice or ResourceClaim in it "
                           "(give the output of `kubectl get nodes,pods,resourceslices,"
-                          "resourceclaims -A -o json`)")
+                          "resourceclaims,deviceclasses -A -o json`)")
     for resource in ("nodes", "pods"):  # an empty kind leaves no trace in a dump: only
         if resource not in seen:        # a cluster without nodes or pods is not one
             fleet.incomplete.append(f"{resource}: none in {path} (was it dumped?)")

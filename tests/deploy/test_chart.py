@@ -965,8 +965,9 @@ def test_the_manifests_readme_rbac_table_is_what_the_overlays_grant(kustomize: A
 
 FLEET_RULES = {("", "nodes"): {"list"}, ("", "pods"): {"list"},
                ("resource.k8s.io", "resourceslices"): {"list"},
-               ("resource.k8s.io", "resourceclaims"): {"list"}}
-"""The four paginated LISTs of `gfd fleet` (docs/fleet.md), and nothing else."""
+               ("resource.k8s.io", "resourceclaims"): {"list"},
+               ("resource.k8s.io", "deviceclasses"): {"list"}}
+"""The five paginated LISTs of `gfd fleet` (docs/fleet.md), and nothing else."""
 
 
 def rules_of(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
@@ -978,7 +979,7 @@ def rules_of(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
     return out
 
 
-def test_fleet_rbac_is_off_by_default_and_grants_only_four_lists(chart: Chart) -> None:
+def test_fleet_rbac_is_off_by_default_and_grants_only_five_lists(chart: Chart) -> None:
     for name, values, docs in all_renders(chart):
         fleet = {object_id(d) for d in docs if d["metadata"]["name"].endswith("-fleet")}
         wanted = values.get("fleet", {}).get("rbac", {}).get("create", False)

@@ -76,10 +76,11 @@ NODEFEATURE_RULES = {("nfd.k8s-sigs.io", "nodefeatures"): {"get", "create", "upd
 RESOURCESLICE_RULES = {("resource.k8s.io", "resourceslices"): {"list"}}
 NODE_RULES = {("", "nodes"): {"get", "patch", "list", "watch"}, **RESOURCESLICE_RULES}
 EVENT_RULES = {("", "events"): {"create", "patch"}}
-# manifests/fleet: `gfd fleet`'s four paginated, cluster-wide LISTs, for people and CronJobs
+# manifests/fleet: `gfd fleet`'s five paginated, cluster-wide LISTs, for people and CronJobs
 FLEET_RULES = {("", "nodes"): {"list"}, ("", "pods"): {"list"},
                ("resource.k8s.io", "resourceslices"): {"list"},
-               ("resource.k8s.io", "resourceclaims"): {"list"}}
+               ("resource.k8s.io", "resourceclaims"): {"list"},
+               ("resource.k8s.io", "deviceclasses"): {"list"}}
 NO_CONTAINER = ("node-label-guard", "nodefeaturerules", "fleet")
 """Kustomizations of policies and permissions: no workload, no image."""
 OPERATOR_KINDS = "monitoring.coreos.com/"
@@ -588,7 +589,7 @@ def test_node_mode_grants_exactly_get_and_patch_on_nodes() -> None:
     assert binds_gfd(binding, role)
 
 
-def test_the_fleet_role_grants_exactly_gfd_fleets_four_lists() -> None:
+def test_the_fleet_role_grants_exactly_gfd_fleets_five_lists() -> None:
     rbac = rbac_of("fleet")
     (role,) = rbac["ClusterRole"]
     assert rbac_rules(role) == FLEET_RULES

@@ -341,3 +341,38 @@ def test_a_node_selection_that_leaves_no_node_fits_no_pod() -> None:
     fl.nodes = {k: v for k, v in fl.nodes.items() if k == "h100-cordoned"}
     answer: Fits = fits(fl, count(fl), parse(Options(product="H100")))
     assert answer.nodes == () and answer.pods == 0
+
+
+# ------------------------------------------------- a DeviceClass serving an extended resource
+
+
+def _sample_without_classes() -> Fleet:
+    from helpers import fleetsample
+
+    from gfd.fleet.source import _take
+
+    dump = fleetsample.build()
+    fleet = Fleet(nodes={}, pods=[], slices=[], claims={}, incomplete=[])
+    kinds = {"Node": "nodes", "Pod": "pods", "ResourceSlice": "resourceslices",
+             "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses"}
+    for obj in dump["items"]:
+        _take(fleet, kinds[obj["kind"]], [obj])
+    return fleet
+
+
+def test_a_dra_node_serves_a_plain_gpu_request_through_its_classes_extended_resource() -> None:
+    """DRAExtendedResource (beta, on in 1.36): a pod asking for nvidia.com/gpu on a node
+    without it allocatable gets a device of the DeviceClass whose extendedResourceName is
+    nvidia.com/gpu (the driver's chart sets it on gpu.nvidia.com). The sample's DRA H100 node
+    publishes 8 whole GPUs, one held by a claim: 7 such pods fit there, beside the device
+    plugin node's 4 free GPUs; without that class, only the 4."""
+    fleet = _sample_without_classes()
+    f = parse(Options(product="H100"))
+    slices = resource_slices(simulate("hgx-h100").snapshot, node="h100-dra-1")
+    whole = sum(1 for s in slices for d in s["spec"]["devices"])
+    with_class = fits(fleet, count(fleet), f)
+    assert {n.node: n.free for n in with_class.nodes} == {"h100-dra-1": whole - 1,
+                                                          "hgx-h100-2": 4}
+    fleet.classes = {}
+    without = fits(fleet, count(fleet), f)
+    assert {n.node: n.free for n in without.nodes} == {"hgx-h100-2": 4}

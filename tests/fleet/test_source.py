@@ -224,10 +224,10 @@ def test_the_api_server_is_read_page_by_page() -> None:
     assert f.source == Lister.server and not f.selected
     assert [(what, fs, ls) for _, what, fs, ls in lister.asked] == [
         ("nodes", "", ""), ("pods", "status.phase!=Succeeded,status.phase!=Failed", ""),
-        ("resourceslices", "", ""), ("resourceclaims", "", "")]
+        ("resourceslices", "", ""), ("resourceclaims", "", ""), ("deviceclasses", "", "")]
     assert {p for p, *_ in lister.asked} == {
         "/api/v1/nodes", "/api/v1/pods", "/apis/resource.k8s.io/v1/resourceslices",
-        "/apis/resource.k8s.io/v1/resourceclaims"}
+        "/apis/resource.k8s.io/v1/resourceclaims", "/apis/resource.k8s.io/v1/deviceclasses"}
 
 
 def test_a_refused_list_is_one_line_and_the_rest_is_read() -> None:

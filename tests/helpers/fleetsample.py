@@ -1,5 +1,7 @@
 """The sample fleet gfd ships (``gfd fleet --from @sample``): a small cluster as
-``kubectl get nodes,pods,resourceslices,resourceclaims -A -o json`` prints it, built from the
+``kubectl get nodes,pods,resourceslices,resourceclaims,deviceclasses -A -o json`` prints
+it (the DeviceClasses as the DRA driver's chart makes them on resource.k8s.io/v1, the
+``gpu.nvidia.com`` one serving ``nvidia.com/gpu``), built from the
 simulated machines by the device plugin's rules (tests/helpers/placement.py: allocatable)
 and gfd's label pipeline (the labels ``gfd run`` publishes), the DRA nodes' ResourceSlices as
 ``gfd devices`` writes them. ``python -m helpers.fleetsample`` (from tests/) rewrites it;
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gfd import dra
 from gfd.devices import resource_slices
 from gfd.readers.simulate import simulate
 from helpers import placement
@@ -120,6 +123,12 @@ def build() -> JSON:
                for d in s["spec"].get("devices", [])
                if d["attributes"]["type"]["string"] == "mig"]
     items.append(_claim("dra-1-gpu", "gb200-dra-1", dynamic[0]["name"], "mig.nvidia.com"))
+    items += [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+               "metadata": {"name": name},
+               "spec": {"selectors": [{"cel": {"expression": cel}}],
+                        **({"extendedResourceName": "nvidia.com/gpu"}
+                           if name == dra.GPU_CLASS else {})}}
+              for name, cel in sorted(dra.DEVICE_CLASSES.items())]
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
             "items": items}
 

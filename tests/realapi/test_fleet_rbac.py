@@ -1,8 +1,8 @@
 """`gfd fleet` as the ServiceAccount of manifests/fleet against a real kube-apiserver (v1.36):
-the ClusterRole there is exactly what the server requires. With all four rules the answer is
+the ClusterRole there is exactly what the server requires. With all five rules the answer is
 complete; without any one of them the server refuses that LIST, and gfd fleet says so on
 one stderr line naming `list` and the resource, marks its answer incomplete and still shows
-what the other three LISTs read.
+what the other four LISTs read.
 
 The fleet is two GPU Nodes as gfd and the device plugin leave them (gfd's labels,
 ``nvidia.com/gpu`` allocatable) and one pod bound to the first, asking for two GPUs. A label
@@ -27,8 +27,8 @@ from helpers.controlplane import ControlPlane
 from helpers.process import ENV_PREFIXES
 
 JSON = dict[str, Any]
-RESOURCES = ("nodes", "pods", "resourceslices", "resourceclaims")
-"""The four LISTs of `gfd fleet`, one rule each in manifests/fleet."""
+RESOURCES = ("nodes", "pods", "resourceslices", "resourceclaims", "deviceclasses")
+"""The five LISTs of `gfd fleet`, one rule each in manifests/fleet."""
 GPUS_PER_NODE = 8
 ASKED = 2
 NAMESPACE = "fleet-rbac"

@@ -172,12 +172,9 @@ def test_free_is_how_many_one_unit_pods_the_scheduler_binds(
 
 
 FITS = [
-    # the label form: nvidia.com/gpu on A100 nodes (MIG single's slices are A100s too)
-    pytest.param(("--product", "A100"), id="--product A100", marks=pytest.mark.xfail(
-        strict=True, reason=(
-        "a DeviceClass's extendedResourceName (gpu.nvidia.com -> nvidia.com/gpu, the DRA "
-        "chart's, on by default in 1.36) lets a plain nvidia.com/gpu pod onto a DRA node; "
-        "gfd fleet lists no DeviceClasses yet, so 'where a pod fits' leaves those GPUs out"))),
+    # the label form: nvidia.com/gpu on A100 nodes (MIG single's slices are A100s too), and
+    # the DRA node's whole A100s, which the chart's DeviceClass maps nvidia.com/gpu to
+    ("--product", "A100"),
     # mixed strategy's mig-1g.5gb, replicated twice on one node, dedicated on the other
     ("--mig-profile", "1g.5gb"),
     ("--mig-profile", "1g.5gb", "--dedicated"),
@@ -185,11 +182,7 @@ FITS = [
     ("--shared",),
     ("--renamed",),
     # the heterogeneous node's A10 has less; MIG single's units are 1g.5gb slices
-    pytest.param(("--min-memory", "40000"), id="--min-memory 40000", marks=pytest.mark.xfail(
-        strict=True, reason=(
-        "a DeviceClass's extendedResourceName (gpu.nvidia.com -> nvidia.com/gpu, the DRA "
-        "chart's, on by default in 1.36) lets a plain nvidia.com/gpu pod onto a DRA node; "
-        "gfd fleet lists no DeviceClasses yet, so 'where a pod fits' leaves those GPUs out"))),
+    ("--min-memory", "40000"),
     # two units a pod: per node, its free units halved, rounded down
     ("--count", "2", "--dedicated"),
     # DRA: claims for whole H100s (a DynamicMIG GPU holding a partition is not whole)
