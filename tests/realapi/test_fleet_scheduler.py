@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,30 @@ def test_gfd_fleet_reads_the_whole_fleet(report: JSON) -> None:
     assert (report["apiVersion"], report["kind"]) == ("gfd/v1", "Fleet")
     assert report["complete"] is True and report["incomplete"] == []
     assert report["tolerated"] == ["nvidia.com/gpu"]
+
+
+def test_a_dump_of_the_cluster_answers_as_the_live_api_server(
+        report: JSON, admin_kubeconfig: Path, tmp_path: Path) -> None:
+    """`gfd fleet --from` on what `kubectl get nodes,pods,resourceslices,resourceclaims,
+    deviceclasses -A -o json` prints (a support bundle) says what the live reads say, filters
+    and --check included; nothing changes the cluster between the two."""
+    kubectl = Path(sys.executable).parent / "kubectl"
+    dump = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(admin_kubeconfig), "get",
+         "nodes,pods,resourceslices,resourceclaims,deviceclasses", "-A", "-o", "json"],
+        capture_output=True, text=True, timeout=120, check=True).stdout
+    (tmp_path / "dump.json").write_text(dump)
+    for filters in ((), ("--product", "A100"), ("--mig-profile", "1g.10gb", "--dra",
+                                                 "--feature-gates", "DynamicMIG=true")):
+        for extra in ((), ("--check",)):
+            args = ["fleet", *filters, *extra, "-o", "json"]
+            live = CliRunner().invoke(cli, [*args, "--kubeconfig", str(admin_kubeconfig)])
+            offline = CliRunner().invoke(cli, [*args, "--from", str(tmp_path / "dump.json")])
+            assert live.exit_code == offline.exit_code, (args, live.stderr, offline.stderr)
+            answers = [json.loads(r.stdout) for r in (live, offline)]
+            for doc in answers:
+                doc.pop("source")
+            assert answers[0] == answers[1], args
 
 
 def test_gfd_fleet_names_exactly_the_fleets_kinds(report: JSON) -> None:
