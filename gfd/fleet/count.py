@@ -73,7 +73,6 @@ class Counted:
     tolerated: tuple[str, ...]
     gathered: dict[tuple[str, str], Pool] = field(default_factory=dict)
     held: dict[DeviceKey, str] = field(default_factory=dict)
-    pending_pods: list[Pod] = field(default_factory=list)
 
 
 def _pending_dra(fleet: Fleet, pod: Pod, device: Device, kind: Kind) -> int:
@@ -118,16 +117,20 @@ def count(fleet: Fleet, *, tolerated: tuple[str, ...] = DEFAULT_TOLERATED) -> Co
             rows.append(row)
     gathered = pools.gather(fleet.slices)
     held = pools.allocated(fleet.claims.values())
-    rows += _dra_rows(fleet, gathered, held, pending, tolerated)
+    dra_rows, samples = _dra_rows(fleet, gathered, held, pending, tolerated)
+    rows += dra_rows
     rows.sort(key=lambda r: (r.node, r.kind))
-    return Counted(rows=rows, kinds=_kinds(rows, fleet, pending, groups), tolerated=tolerated,
-                   gathered=gathered, held=held, pending_pods=pending)
+    return Counted(rows=rows, kinds=_kinds(rows, fleet, pending, groups, samples),
+                   tolerated=tolerated, gathered=gathered, held=held)
 
 
 def _dra_rows(fleet: Fleet, gathered: dict[tuple[str, str], pools.Pool],
               held: dict[pools.DeviceKey, str], pending: list[Pod],
-              tolerated: tuple[str, ...]) -> list[NodeRow]:
+              tolerated: tuple[str, ...]) -> tuple[list[NodeRow], dict[Kind, Device]]:
+    """The DRA driver's devices by node and kind, and one device of each kind (what a
+    pending claim's CEL is tried on)."""
     rows: dict[tuple[str, Kind], NodeRow] = {}
+    samples: dict[Kind, Device] = {}
     for pool in gathered.values():
         if pool.driver != DRIVER:
             continue  # another driver's devices are no GPUs of NVIDIA's
@@ -138,6 +141,7 @@ def _dra_rows(fleet: Fleet, gathered: dict[tuple[str, str], pools.Pool],
             if node is None and device.node and fleet.selected:
                 continue  # a node the selection left out
             kind = kinds[id(device)]
+            samples.setdefault(kind, device)
             row = rows.get((node_name, kind))
             if row is None:
                 node_state, reasons = (state(node, tolerated) if node
@@ -151,7 +155,7 @@ def _dra_rows(fleet: Fleet, gathered: dict[tuple[str, str], pools.Pool],
                     pool, held, lambda d, k=kind, m=kinds: m[id(d)] == k)  # type: ignore[misc]
             row.total += 1
             row.allocated += pools.key(device) in held
-    return list(rows.values())
+    return list(rows.values()), samples
 
 
 Group = tuple[Pod, dict[str, int]]
@@ -172,8 +176,8 @@ def _groups(pending: list[Pod]) -> list[Group]:
     return list(out.values())
 
 
-def _kinds(rows: list[NodeRow], fleet: Fleet, pending: list[Pod],
-           groups: list[Group]) -> list[KindRow]:
+def _kinds(rows: list[NodeRow], fleet: Fleet, pending: list[Pod], groups: list[Group],
+           samples: dict[Kind, Device]) -> list[KindRow]:
     out: dict[Kind, KindRow] = {}
     where: dict[Kind, list[NodeRow]] = {}
     for row in rows:
@@ -189,33 +193,21 @@ def _kinds(rows: list[NodeRow], fleet: Fleet, pending: list[Pod],
             k.unschedulable_total += row.total
             k.unschedulable_allocated += row.allocated
     for kind, summary in out.items():
-        summary.pending = _demand(pending, groups, fleet, kind, where[kind])
+        summary.pending = _demand(pending, groups, fleet, kind, where[kind], samples.get(kind))
     return sorted(out.values(), key=lambda r: (r.kind.manager == DRA, r.kind.model,
                                                r.kind.memory or 0, r.kind.mig_profile,
                                                r.kind.resource, r.kind.sharing))
 
 
 def _demand(pending: list[Pod], groups: list[Group], fleet: Fleet, kind: Kind,
-            rows: list[NodeRow]) -> int:
+            rows: list[NodeRow], sample: Device | None) -> int:
     """What unscheduled pods ask of ``kind``: each pod once, when it admits one of the kind's
     nodes (so a pod that could go to two kinds is demand on both)."""
     nodes = [fleet.nodes[r.node] for r in rows if r.node in fleet.nodes]
     if kind.manager != DRA:
         return sum(asked[kind.resource] for pod, asked in groups
                    if kind.resource in asked and any(admits(pod, n) for n in nodes))
-    total = 0
-    for pod in pending:
-        for row in rows:
-            node = fleet.nodes.get(row.node)
-            if pod.claims and node is not None and admits(pod, node) and row.pending:
-                total += _pending_dra(fleet, pod, _sample(fleet, row), kind)
-                break
-    return total
-
-
-def _sample(fleet: Fleet, row: NodeRow) -> Device:
-    for s in fleet.slices:
-        for d in s.devices:
-            if (d.node or d.pool) == row.node and device_kind(d) == row.kind:
-                return d
-    raise LookupError(row.node)
+    if sample is None:
+        return 0
+    return sum(_pending_dra(fleet, pod, sample, kind) for pod in pending
+               if pod.claims and any(admits(pod, n) for n in nodes))

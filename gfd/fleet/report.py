@@ -86,7 +86,7 @@ def fits_text(fits: Fits, *, headers: bool = True) -> str:
     return head + table
 
 
-def findings_text(findings: list[Finding], *, headers: bool = True) -> str:
+def findings_text(findings: list[Finding]) -> str:
     if not findings:
         return "no disagreement found\n"
     return "".join(f"{f.node}: {f.check}: {f.message}\n  look at: {f.look_at}\n"

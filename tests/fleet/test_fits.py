@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -346,27 +347,24 @@ def test_a_node_selection_that_leaves_no_node_fits_no_pod() -> None:
 # ------------------------------------------------- a DeviceClass serving an extended resource
 
 
-def _sample_without_classes() -> Fleet:
+def _sample_fleet(tmp_path: Path) -> Fleet:
+    """The shipped sample as ``--from`` reads it (its DeviceClasses are the chart's)."""
     from helpers import fleetsample
 
-    from gfd.fleet.source import _take
+    from gfd.fleet.source import from_dump
 
-    dump = fleetsample.build()
-    fleet = Fleet(nodes={}, pods=[], slices=[], claims={}, incomplete=[])
-    kinds = {"Node": "nodes", "Pod": "pods", "ResourceSlice": "resourceslices",
-             "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses"}
-    for obj in dump["items"]:
-        _take(fleet, kinds[obj["kind"]], [obj])
-    return fleet
+    (tmp_path / "dump.json").write_text(fleetsample.text())
+    return from_dump(str(tmp_path / "dump.json"))
 
 
-def test_a_dra_node_serves_a_plain_gpu_request_through_its_classes_extended_resource() -> None:
+def test_a_dra_node_serves_a_plain_gpu_request_through_its_classes_extended_resource(
+        tmp_path: Path) -> None:
     """DRAExtendedResource (beta, on in 1.36): a pod asking for nvidia.com/gpu on a node
     without it allocatable gets a device of the DeviceClass whose extendedResourceName is
     nvidia.com/gpu (the driver's chart sets it on gpu.nvidia.com). The sample's DRA H100 node
     publishes 8 whole GPUs, one held by a claim: 7 such pods fit there, beside the device
     plugin node's 4 free GPUs; without that class, only the 4."""
-    fleet = _sample_without_classes()
+    fleet = _sample_fleet(tmp_path)
     f = parse(Options(product="H100"))
     slices = resource_slices(simulate("hgx-h100").snapshot, node="h100-dra-1")
     whole = sum(1 for s in slices for d in s["spec"]["devices"])
