@@ -27,6 +27,13 @@ def gpu_resource(name: str) -> bool:
     return name.startswith(GPU_RESOURCE_PREFIXES)
 
 
+class Version(str):
+    """A device attribute of type ``version`` (a semantic version): CEL compares it with
+    ``compareTo(semver(...))`` and never as a string, so its type is kept beside its text."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Taint:
     key: str
@@ -80,9 +87,14 @@ class Device:
     pool: str
     name: str
     node: str
-    attributes: dict[str, str | int | bool]
-    """Attribute name (unqualified in the driver's domain) -> value."""
+    attributes: dict[str, str | int | bool | Version]
+    """Attribute name -> value: unqualified in the driver's own domain, ``domain/name`` in any
+    other (``resource.kubernetes.io/pciBusID``), as a slice may spell them."""
     capacity: dict[str, int]
+    """Capacity name (the attributes' naming) -> value in base units (bytes), rounded up."""
+    allow_multiple: bool = False
+    """``allowMultipleAllocations``: several claims may share the device, up to its
+    capacity (``DRAConsumableCapacity``)."""
     consumes: tuple[tuple[str, dict[str, int]], ...] = ()
     """(counter set, counter -> amount)."""
     tainted: bool = False
@@ -254,10 +266,12 @@ def pod_of(obj: dict[str, Any]) -> Pod | None:
         agent=agent, agent_ready=ready)
 
 
-def _attribute(value: Any) -> str | int | bool | None:
+def _attribute(value: Any) -> str | int | bool | Version | None:
     for kind in ("string", "version", "int", "bool"):
         if kind in _dict(value):
             found = _dict(value)[kind]
+            if kind == "version":
+                return Version(str(found))
             return found if isinstance(found, (str, int, bool)) else str(found)
     return None
 
@@ -279,7 +293,7 @@ def slice_of(obj: dict[str, Any]) -> Slice:
     devices = []
     for d in _list(spec.get("devices")):
         d = _dict(d)
-        attrs: dict[str, str | int | bool] = {}
+        attrs: dict[str, str | int | bool | Version] = {}
         for name, value in _dict(d.get("attributes")).items():
             found = _attribute(value)
             if found is not None:
@@ -294,7 +308,8 @@ def slice_of(obj: dict[str, Any]) -> Slice:
         tainted = any(_dict(t).get("effect") in NO_SCHEDULE for t in _list(d.get("taints")))
         devices.append(Device(driver=driver, pool=pool_name, name=str(d.get("name", "")),
                               node=node, attributes=attrs, capacity=capacity, consumes=consumes,
-                              tainted=tainted))
+                              tainted=tainted,
+                              allow_multiple=d.get("allowMultipleAllocations") is True))
     counters = tuple((str(_dict(c).get("name", "")), _counters(_dict(c).get("counters")))
                      for c in _list(spec.get("sharedCounters")))
     return Slice(driver=driver, pool=pool_name, generation=int(pool.get("generation") or 0),
