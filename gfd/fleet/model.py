@@ -1,15 +1,21 @@
 """The fleet as plain values: each API object reduced, as it is read, to what the counting
-needs (a Node's labels, allocatable GPU resources and state; a Pod's node, GPU requests and
-placement; a ResourceSlice's devices and counters; a ResourceClaim's allocated devices), so
-memory grows with the GPU facts, never with the objects' full specs."""
+needs (a Node's labels, allocatable resources and state; a Pod's node, requests and
+placement; a ResourceSlice's devices and counters; a ResourceClaim's allocated devices and
+what it asks; a DeviceClass's selectors), so memory grows with the GPU facts, never with the
+objects' full specs. A pod that asks for no GPU and holds no claim is kept only as the pod slot
+and the CPU, memory and storage it takes on its node (``Usage``).
+
+A field of the wrong type (a ``status`` that is a list, a ``generation`` that is no integer)
+makes the whole object ``Malformed``: the reader skips it and names it, never guesses."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gfd.fleet.quantity import parse_quantity
-from gfd.fleet.requests import pod_requests
+from gfd.fleet.quantity import QuantityError, read_quantity, scheduler_value
+from gfd.fleet.requests import RequestError, pod_requests
 
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 """Extended resources of NVIDIA's device plugin (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``,
@@ -21,6 +27,10 @@ FIELD = "\x00field:"
 DaemonSet controller pins its pods) is kept with its key behind this prefix, which no label
 key can carry."""
 ENDED = ("Succeeded", "Failed")
+PODS = "pods"
+"""The allocatable resource that is the node's pod slots (``NodeResourcesFit``: "Too many
+pods")."""
+INT64 = 2**63 - 1
 
 
 def gpu_resource(name: str) -> bool:
@@ -32,6 +42,134 @@ class Version(str):
     ``compareTo(semver(...))`` and never as a string, so its type is kept beside its text."""
 
     __slots__ = ()
+
+
+class Malformed(Exception):
+    """A field of an API object that is not of its type: the object is skipped."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.where = where
+        self.problem = problem
+
+
+# --------------------------------------------------------------------------- typed reads
+
+
+def _show(value: Any) -> str:
+    """A value in a skip line: short, and never the walk of a nested one."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    shown = f'"{value}"' if isinstance(value, str) else repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def obj(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """``parent[key]`` as an object ({} when absent or null)."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Malformed(f"{where}{key}", f"not an object ({_show(value)})")
+    return value
+
+
+def arr(parent: dict[str, Any], key: str, where: str) -> list[Any]:
+    """``parent[key]`` as a list ([] when absent or null)."""
+    value = parent.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise Malformed(f"{where}{key}", f"not a list ({_show(value)})")
+    return value
+
+
+def objs(parent: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    """``parent[key]`` as a list of objects."""
+    out = []
+    for i, item in enumerate(arr(parent, key, where)):
+        if not isinstance(item, dict):
+            raise Malformed(f"{where}{key}[{i}]", f"not an object ({_show(item)})")
+        out.append(item)
+    return out
+
+
+def text(parent: dict[str, Any], key: str, where: str, default: str = "") -> str:
+    """``parent[key]`` as a string (``default`` when absent or null)."""
+    value = parent.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise Malformed(f"{where}{key}", f"not a string ({_show(value)})")
+    return value
+
+
+def integer(parent: dict[str, Any], key: str, where: str, default: int = 0) -> int:
+    """``parent[key]`` as an int64 (``default`` when absent or null)."""
+    value = parent.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and math.isfinite(value) and value == int(value) \
+                and abs(value) <= INT64:
+            return int(value)
+        raise Malformed(f"{where}{key}", f"not an integer ({_show(value)})")
+    if abs(value) > INT64:
+        raise Malformed(f"{where}{key}", "beyond an int64")
+    return value
+
+
+def flag(parent: dict[str, Any], key: str, where: str) -> bool:
+    value = parent.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise Malformed(f"{where}{key}", f"not true or false ({_show(value)})")
+    return value
+
+
+def strings(parent: dict[str, Any], key: str, where: str) -> dict[str, str]:
+    """``parent[key]`` as a map of strings (labels, a nodeSelector)."""
+    out = {}
+    for k, v in obj(parent, key, where).items():
+        if not isinstance(v, str):
+            raise Malformed(f"{where}{key}.{k}", f"not a string ({_show(v)})")
+        out[str(k)] = v
+    return out
+
+
+def string_list(parent: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    out = []
+    for i, v in enumerate(arr(parent, key, where)):
+        if not isinstance(v, str):
+            raise Malformed(f"{where}{key}[{i}]", f"not a string ({_show(v)})")
+        out.append(v)
+    return tuple(out)
+
+
+def quantity_text(value: Any, where: str) -> str:
+    """A quantity as JSON carries it: a string, or a number ``kubectl`` may leave as one."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise Malformed(where, f"not a quantity ({_show(value)})")
+
+
+def ident(kind: str, raw: Any, index: int | None = None) -> str:
+    """How a skipped object is named: ``Pod ns/name``, ``Node name``, or ``Pod #3``."""
+    meta = raw.get("metadata") if isinstance(raw, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    if isinstance(name, str) and name:
+        return f"{kind} {namespace}/{name}" if isinstance(namespace, str) and namespace \
+            else f"{kind} {name}"
+    return f"{kind} #{index}" if index is not None else kind
+
+
+# --------------------------------------------------------------------------- the values
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,12 +188,45 @@ class Node:
     labels: dict[str, str]
     """All of them: a pod's node affinity may select on any label."""
     allocatable: dict[str, int]
-    """The device plugin's resources the node can give (allocatable), by name."""
+    """Every allocatable resource as the scheduler holds it (CPU in thousandths, the rest in
+    whole units; ``pods`` is the node's pod slots)."""
     capacity: dict[str, int]
-    """The same resources' capacity (unhealthy devices count here, not in allocatable)."""
+    """The device plugin's resources' capacity (unhealthy devices count here, not in
+    allocatable)."""
     unschedulable: bool = False
     ready: bool = True
     taints: tuple[Taint, ...] = ()
+    unreadable: tuple[tuple[str, str, str], ...] = ()
+    """(resource, its text, why): allocatable or capacity values the scheduler cannot hold
+    (beyond an int64), left out of the counts and reported."""
+
+    @property
+    def slots(self) -> int:
+        """Pod slots: allocatable ``pods`` (none at all without it: the scheduler fits no pod
+        on such a node)."""
+        return self.allocatable.get(PODS, 0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """What a bound pod that asks for no GPU takes on its node: a pod slot, and its requests
+    (CPU in thousandths, memory and storage in bytes)."""
+
+    node: str
+    requests: dict[str, int]
+
+
+@dataclass(slots=True)
+class Load:
+    """What bound, unfinished pods take on one node: slots and summed requests."""
+
+    pods: int = 0
+    requests: dict[str, int] = field(default_factory=dict)
+
+    def add(self, requests: dict[str, int], sign: int = 1) -> None:
+        self.pods += sign
+        for name, amount in requests.items():
+            self.requests[name] = self.requests.get(name, 0) + sign * amount
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +238,8 @@ class Pod:
     requests: dict[str, int]
     """The scheduler's request for each GPU resource (``requests.pod_requests``), less what
     a DRA DeviceClass's ``extendedResourceName`` turned into a claim."""
+    usage: dict[str, int] = field(default_factory=dict)
+    """Its other requests (CPU in thousandths, memory, storage, other extended resources)."""
     claims: tuple[str, ...] = ()
     """Names of the ResourceClaims it uses (in its namespace)."""
     node_selector: dict[str, str] | None = None
@@ -77,6 +250,16 @@ class Pod:
     agent: bool = False
     """A gfd or GFD pod (it keeps this node's labels)."""
     agent_ready: bool = False
+    uid: str = ""
+    priority: int = 0
+    """``spec.priority``: a nominated pod holds its requests against pods of no higher one."""
+    nominated: str = ""
+    """``status.nominatedNodeName`` of an unscheduled pod (preemption chose that node)."""
+    gated: bool = False
+    """``spec.schedulingGates``: the scheduler does not try it yet."""
+    extended_to_dra: bool = False
+    """Some request is one a DeviceClass's ``extendedResourceName`` already serves through a
+    claim (``status.extendedResourceClaimStatus``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,10 +278,16 @@ class Device:
     allow_multiple: bool = False
     """``allowMultipleAllocations``: several claims may share the device, up to its
     capacity (``DRAConsumableCapacity``)."""
+    share: dict[str, int] = field(default_factory=dict)
+    """What one share takes of each capacity when the claim asks for none: the capacity's
+    ``requestPolicy.default``, or all of it (``consumable_capacity.go``,
+    ``fillEmptyRequest``)."""
     consumes: tuple[tuple[str, dict[str, int]], ...] = ()
     """(counter set, counter -> amount)."""
     tainted: bool = False
     """A NoSchedule or NoExecute taint: no ordinary claim gets it."""
+    bound_late: bool = False
+    """``bindingConditions``: allocated only once a controller says so."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +301,7 @@ class Slice:
     devices: tuple[Device, ...]
     counters: tuple[tuple[str, dict[str, int]], ...] = ()
     """Shared counter sets: (name, counter -> amount)."""
+    name: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,8 +310,15 @@ class Request:
 
     device_class: str
     count: int
+    """Devices wanted (``ExactCount``); 0 for ``All``."""
     selectors: tuple[str, ...] = ()
     """CEL expressions."""
+    mode: str = "ExactCount"
+    """``ExactCount`` or ``All`` (every matching device of the node it lands on)."""
+    name: str = ""
+    alternatives: tuple[Request, ...] = ()
+    """``firstAvailable``: subrequests in order; the first that can be met is allocated."""
+    admin: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,11 +326,17 @@ class Claim:
     namespace: str
     name: str
     allocated: tuple[tuple[str, str, str], ...] = ()
-    """(driver, pool, device) of each result that makes its device unavailable (not
-    ``adminAccess``)."""
+    """(driver, pool, device) of each result that makes its device unavailable (neither
+    ``adminAccess`` nor a share)."""
     node: str = ""
     """The node its allocation is for ("" when unallocated, or not node-local)."""
     requests: tuple[Request, ...] = ()
+    shares: tuple[tuple[tuple[str, str, str], dict[str, int]], ...] = ()
+    """(device, consumed capacity) of each result with a ``shareID``: a share of a device
+    that allows multiple allocations."""
+    uid: str = ""
+    reserved: tuple[str, ...] = ()
+    """``status.reservedFor``: the pods (uid, else name) using it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +347,9 @@ class DeviceClass:
     extended_resource: str = ""
     """``spec.extendedResourceName``: a pod requesting it on a node without it allocatable
     gets devices of this class through a claim the scheduler makes (``DRAExtendedResource``)."""
+    created: str = ""
+    """``metadata.creationTimestamp`` (RFC 3339, UTC): of two classes naming one extended
+    resource the scheduler takes the newer (``extended/`` DeviceClassMapping)."""
 
 
 @dataclass(slots=True)
@@ -158,57 +364,78 @@ class Fleet:
     selected: bool = False
     """Nodes were chosen by a label selector: devices of other nodes are left out."""
     classes: dict[str, DeviceClass] = field(default_factory=dict)
+    classes_read: bool = False
+    """DeviceClasses were read (until then, and for a dump without any or a refused LIST,
+    the driver chart's are assumed)."""
+    load: dict[str, Load] = field(default_factory=dict)
+    """Per node, what bound pods that ask for no GPU take (their ``Usage``)."""
+    skipped: list[str] = field(default_factory=list)
+    """One line per object left out as malformed: the counts lack it."""
 
 
 # --------------------------------------------------------------------------- reductions
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _gpu_quantities(values: Any) -> dict[str, int]:
+def _resources(values: dict[str, Any], where: str, *, keep_all: bool,
+               unreadable: list[tuple[str, str, str]]) -> dict[str, int]:
     out = {}
-    for name, text in _dict(values).items():
-        if gpu_resource(str(name)):
-            amount = parse_quantity(str(text))
-            if amount is not None:
-                out[str(name)] = int(amount)
+    for name, value in values.items():
+        name = str(name)
+        if not keep_all and not gpu_resource(name):
+            continue
+        raw = quantity_text(value, f"{where}{name}")
+        try:
+            out[name] = scheduler_value(name, raw)
+        except QuantityError as exc:
+            unreadable.append((name, raw if len(raw) <= 40 else raw[:37] + "...", str(exc)))
     return out
 
 
-def node_of(obj: dict[str, Any]) -> Node:
-    meta, spec, status = _dict(obj.get("metadata")), _dict(obj.get("spec")), \
-        _dict(obj.get("status"))
-    labels = {str(k): str(v) for k, v in _dict(meta.get("labels")).items()}
-    ready = any(_dict(c).get("type") == "Ready" and _dict(c).get("status") == "True"
-                for c in _list(status.get("conditions")))
-    taints = tuple(Taint(key=str(_dict(t).get("key", "")), value=str(_dict(t).get("value") or ""),
-                         effect=str(_dict(t).get("effect", "")))
-                   for t in _list(spec.get("taints")))
-    return Node(name=str(meta.get("name", "")), labels=labels,
-                allocatable=_gpu_quantities(status.get("allocatable")),
-                capacity=_gpu_quantities(status.get("capacity")),
-                unschedulable=bool(spec.get("unschedulable")), ready=ready, taints=taints)
+def _ready(conditions: list[dict[str, Any]], where: str) -> bool:
+    return any(text(c, "type", where) == "Ready" and text(c, "status", where) == "True"
+               for c in conditions)
 
 
-def _terms(affinity: Any) -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...] | None:
-    required = _dict(_dict(_dict(affinity).get("nodeAffinity")).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"))
+def node_of(raw: dict[str, Any]) -> Node:
+    meta, spec, status = obj(raw, "metadata", ""), obj(raw, "spec", ""), obj(raw, "status", "")
+    taints = tuple(Taint(key=text(t, "key", f"spec.taints[{i}]."),
+                         value=text(t, "value", f"spec.taints[{i}]."),
+                         effect=text(t, "effect", f"spec.taints[{i}]."))
+                   for i, t in enumerate(objs(spec, "taints", "spec.")))
+    unreadable: list[tuple[str, str, str]] = []
+    allocatable = _resources(obj(status, "allocatable", "status."), "status.allocatable.",
+                             keep_all=True, unreadable=unreadable)
+    capacity = _resources(obj(status, "capacity", "status."), "status.capacity.",
+                          keep_all=False, unreadable=unreadable)
+    return Node(name=text(meta, "name", "metadata."), labels=strings(meta, "labels", "metadata."),
+                allocatable=allocatable, capacity=capacity,
+                unschedulable=flag(spec, "unschedulable", "spec."),
+                ready=_ready(objs(status, "conditions", "status."), "status.conditions[]."),
+                taints=taints, unreadable=tuple(unreadable))
+
+
+def _requirements(term: dict[str, Any], key: str, where: str,
+                  prefix: str = "") -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    out = []
+    for i, e in enumerate(objs(term, key, where)):
+        at = f"{where}{key}[{i}]."
+        out.append((prefix + text(e, "key", at), text(e, "operator", at),
+                    string_list(e, "values", at)))
+    return tuple(out)
+
+
+def _terms(affinity: dict[str, Any]) -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...],
+                                              ...] | None:
+    where = "spec.affinity.nodeAffinity."
+    required = obj(obj(affinity, "nodeAffinity", "spec.affinity."),
+                   "requiredDuringSchedulingIgnoredDuringExecution", where)
     if not required:
         return None
+    where += "requiredDuringSchedulingIgnoredDuringExecution."
     return tuple(
-        tuple((str(_dict(e).get("key", "")), str(_dict(e).get("operator", "")),
-               tuple(str(v) for v in _list(_dict(e).get("values"))))
-              for e in _list(_dict(term).get("matchExpressions")))
-        + tuple((FIELD + str(_dict(e).get("key", "")), str(_dict(e).get("operator", "")),
-                 tuple(str(v) for v in _list(_dict(e).get("values"))))
-                for e in _list(_dict(term).get("matchFields")))
-        for term in _list(required.get("nodeSelectorTerms")))
+        _requirements(term, "matchExpressions", f"{where}nodeSelectorTerms[{i}].")
+        + _requirements(term, "matchFields", f"{where}nodeSelectorTerms[{i}].", FIELD)
+        for i, term in enumerate(objs(required, "nodeSelectorTerms", where)))
 
 
 AGENT_NAMES = ("gfd", "gpu-feature-discovery")
@@ -217,148 +444,241 @@ manifests and chart, and NVIDIA's GFD (its Helm chart, the GPU Operator's Daemon
 
 
 def _is_agent(meta: dict[str, Any], spec: dict[str, Any]) -> bool:
-    labels = _dict(meta.get("labels"))
+    labels = strings(meta, "labels", "metadata.")
     if any(labels.get(k) in AGENT_NAMES for k in ("app.kubernetes.io/name", "app")):
         return True
-    for container in _list(spec.get("containers")):
-        image = str(_dict(container).get("image", "")).rsplit("/", 1)[-1].split(":")[0]
-        if image in AGENT_NAMES:
+    for i, container in enumerate(objs(spec, "containers", "spec.")):
+        image = text(container, "image", f"spec.containers[{i}].")
+        if image.rsplit("/", 1)[-1].split(":")[0] in AGENT_NAMES:
             return True
     return False
 
 
-def pod_of(obj: dict[str, Any]) -> Pod | None:
+def _requests(spec: dict[str, Any], skip: set[tuple[str, str]]) -> dict[str, int]:
+    """The pod's requests as the scheduler sums them; Malformed for a container or quantity
+    that is not of its type."""
+    try:
+        return pod_requests(spec, skip=skip)
+    except RequestError as exc:
+        raise Malformed(exc.where, exc.problem) from None
+
+
+def usage_of(raw: dict[str, Any]) -> Usage | None:
+    """What a bound, unfinished pod takes on its node (None: unbound or ended)."""
+    spec, status = obj(raw, "spec", ""), obj(raw, "status", "")
+    node = text(spec, "nodeName", "spec.")
+    if not node or text(status, "phase", "status.") in ENDED:
+        return None
+    requests = _requests(spec, set())
+    return Usage(node=node, requests={k: v for k, v in requests.items() if not gpu_resource(k)})
+
+
+def pod_of(raw: dict[str, Any]) -> Pod | None:
     """The pod as the scheduler counts it; None for one that ended (it holds nothing) or
-    that neither asks for GPUs nor keeps a node's labels."""
-    meta, spec, status = _dict(obj.get("metadata")), _dict(obj.get("spec")), \
-        _dict(obj.get("status"))
-    if status.get("phase") in ENDED:
+    that neither asks for GPUs, holds claims, keeps a node's labels nor is nominated to a node
+    (a bound one of those is a ``usage_of``)."""
+    meta, spec, status = obj(raw, "metadata", ""), obj(raw, "spec", ""), obj(raw, "status", "")
+    if text(status, "phase", "status.") in ENDED:
         return None
     # requests that a DeviceClass's extendedResourceName turned into a DRA claim: counted
     # once, through that claim (status.extendedResourceClaimStatus)
-    extended = _dict(status.get("extendedResourceClaimStatus"))
-    to_dra = {(str(_dict(m).get("containerName", "")), str(_dict(m).get("resourceName", "")))
-              for m in _list(extended.get("requestMappings"))}
-    requests = pod_requests(spec, skip=to_dra, keep=gpu_resource)
-    claims = [str(_dict(s).get("resourceClaimName") or "")
-              for s in _list(status.get("resourceClaimStatuses"))]
-    if extended.get("resourceClaimName"):
-        claims.append(str(extended["resourceClaimName"]))
-    for ref in _list(spec.get("resourceClaims")):
-        if _dict(ref).get("resourceClaimName"):
-            claims.append(str(_dict(ref)["resourceClaimName"]))
+    extended = obj(status, "extendedResourceClaimStatus", "status.")
+    where = "status.extendedResourceClaimStatus."
+    to_dra = {(text(m, "containerName", f"{where}requestMappings[]."),
+               text(m, "resourceName", f"{where}requestMappings[]."))
+              for m in objs(extended, "requestMappings", where)}
+    everything = _requests(spec, to_dra)
+    requests = {k: v for k, v in everything.items() if gpu_resource(k)}
+    claims = [text(s, "resourceClaimName", "status.resourceClaimStatuses[].")
+              for s in objs(status, "resourceClaimStatuses", "status.")]
+    if text(extended, "resourceClaimName", where):
+        claims.append(text(extended, "resourceClaimName", where))
+    for ref in objs(spec, "resourceClaims", "spec."):
+        claims.append(text(ref, "resourceClaimName", "spec.resourceClaims[]."))
     agent = _is_agent(meta, spec)
-    if not requests and not claims and not agent:
+    nominated = text(status, "nominatedNodeName", "status.")
+    node = text(spec, "nodeName", "spec.")
+    if not requests and not claims and not agent and not (nominated and not node):
         return None
-    ready = any(_dict(c).get("type") == "Ready" and _dict(c).get("status") == "True"
-                for c in _list(status.get("conditions")))
     selector = spec.get("nodeSelector")
+    tolerations = tuple((text(t, "key", f"spec.tolerations[{i}]."),
+                         text(t, "operator", f"spec.tolerations[{i}]."),
+                         text(t, "value", f"spec.tolerations[{i}]."),
+                         text(t, "effect", f"spec.tolerations[{i}]."))
+                        for i, t in enumerate(objs(spec, "tolerations", "spec.")))
     return Pod(
-        namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
-        node=str(spec.get("nodeName") or ""), requests=requests,
+        namespace=text(meta, "namespace", "metadata."), name=text(meta, "name", "metadata."),
+        uid=text(meta, "uid", "metadata."),
+        node=node, requests=requests,
+        usage={k: v for k, v in everything.items() if not gpu_resource(k)},
         claims=tuple(sorted(set(filter(None, claims)))),
-        node_selector={str(k): str(v) for k, v in selector.items()}
-        if isinstance(selector, dict) else None,
-        affinity=_terms(spec.get("affinity")),
-        tolerations=tuple((str(_dict(t).get("key") or ""), str(_dict(t).get("operator") or ""),
-                           str(_dict(t).get("value") or ""), str(_dict(t).get("effect") or ""))
-                          for t in _list(spec.get("tolerations"))),
-        agent=agent, agent_ready=ready)
+        node_selector=strings(spec, "nodeSelector", "spec.") if selector is not None else None,
+        affinity=_terms(obj(spec, "affinity", "spec.")),
+        tolerations=tolerations, agent=agent,
+        agent_ready=_ready(objs(status, "conditions", "status."), "status.conditions[]."),
+        priority=integer(spec, "priority", "spec."), nominated=nominated if not node else "",
+        gated=bool(arr(spec, "schedulingGates", "spec.")),
+        extended_to_dra=bool(to_dra))
 
 
-def _attribute(value: Any) -> str | int | bool | Version | None:
+def _attribute(value: Any, where: str) -> str | int | bool | Version | None:
+    if not isinstance(value, dict):
+        raise Malformed(where, f"not an attribute ({_show(value)})")
     for kind in ("string", "version", "int", "bool"):
-        if kind in _dict(value):
-            found = _dict(value)[kind]
-            if kind == "version":
-                return Version(str(found))
-            return found if isinstance(found, (str, int, bool)) else str(found)
+        if kind in value:
+            found = value[kind]
+            if kind == "version" and isinstance(found, str):
+                return Version(found)
+            if kind == "string" and isinstance(found, str):
+                return found
+            if kind == "bool" and isinstance(found, bool):
+                return found
+            if kind == "int":
+                return integer(value, "int", f"{where}.")
+            raise Malformed(f"{where}.{kind}", f"not a {kind} ({_show(found)})")
     return None
 
 
-def _counters(value: Any) -> dict[str, int]:
-    out = {}
-    for name, counter in _dict(value).items():
-        amount = parse_quantity(str(_dict(counter).get("value", "")))
-        if amount is not None:
-            out[str(name)] = int(amount)
-    return out
+def _amount(value: Any, where: str) -> int:
+    """A capacity or counter value in base units, rounded up; Malformed when it is none."""
+    if not isinstance(value, dict):
+        raise Malformed(where, f"not an object ({_show(value)})")
+    raw = quantity_text(value.get("value", ""), f"{where}.value")
+    try:
+        amount = read_quantity(raw)
+    except QuantityError as exc:
+        raise Malformed(f"{where}.value", f"{exc} ({_show(raw)})") from None
+    units = -(-amount.numerator // amount.denominator)
+    if units > INT64:
+        raise Malformed(f"{where}.value", "beyond an int64")
+    return units
 
 
-def slice_of(obj: dict[str, Any]) -> Slice:
-    spec = _dict(obj.get("spec"))
-    pool = _dict(spec.get("pool"))
-    driver, pool_name = str(spec.get("driver", "")), str(pool.get("name", ""))
-    node = str(spec.get("nodeName") or "")
-    devices = []
-    for d in _list(spec.get("devices")):
-        d = _dict(d)
-        attrs: dict[str, str | int | bool | Version] = {}
-        for name, value in _dict(d.get("attributes")).items():
-            found = _attribute(value)
-            if found is not None:
-                attrs[str(name).removeprefix(f"{driver}/")] = found
-        capacity = {}
-        for name, value in _dict(d.get("capacity")).items():
-            amount = parse_quantity(str(_dict(value).get("value", "")))
-            if amount is not None:
-                capacity[str(name).removeprefix(f"{driver}/")] = int(amount)
-        consumes = tuple((str(_dict(c).get("counterSet", "")), _counters(_dict(c).get("counters")))
-                         for c in _list(d.get("consumesCounters")))
-        tainted = any(_dict(t).get("effect") in NO_SCHEDULE for t in _list(d.get("taints")))
-        devices.append(Device(driver=driver, pool=pool_name, name=str(d.get("name", "")),
-                              node=node, attributes=attrs, capacity=capacity, consumes=consumes,
-                              tainted=tainted,
-                              allow_multiple=d.get("allowMultipleAllocations") is True))
-    counters = tuple((str(_dict(c).get("name", "")), _counters(_dict(c).get("counters")))
-                     for c in _list(spec.get("sharedCounters")))
-    return Slice(driver=driver, pool=pool_name, generation=int(pool.get("generation") or 0),
-                 count=int(pool.get("resourceSliceCount") or 1), node=node,
-                 devices=tuple(devices), counters=counters)
+def _counters(value: dict[str, Any], where: str) -> dict[str, int]:
+    return {str(name): _amount(counter, f"{where}.{name}") for name, counter in value.items()}
+
+
+def _device(d: dict[str, Any], driver: str, pool: str, node: str, where: str) -> Device:
+    attrs: dict[str, str | int | bool | Version] = {}
+    for name, value in obj(d, "attributes", where).items():
+        found = _attribute(value, f"{where}attributes.{name}")
+        if found is not None:
+            attrs[str(name).removeprefix(f"{driver}/")] = found
+    capacity, share = {}, {}
+    for name, value in obj(d, "capacity", where).items():
+        short = str(name).removeprefix(f"{driver}/")
+        capacity[short] = _amount(value, f"{where}capacity.{name}")
+        policy = obj(value, "requestPolicy", f"{where}capacity.{name}.")
+        default = policy.get("default")
+        share[short] = _amount({"value": default}, f"{where}capacity.{name}.requestPolicy"
+                               ".default") if default is not None else capacity[short]
+    consumes = tuple((text(c, "counterSet", f"{where}consumesCounters[{i}]."),
+                      _counters(obj(c, "counters", f"{where}consumesCounters[{i}]."),
+                                f"{where}consumesCounters[{i}].counters"))
+                     for i, c in enumerate(objs(d, "consumesCounters", where)))
+    tainted = any(text(t, "effect", f"{where}taints[{i}].") in NO_SCHEDULE
+                  for i, t in enumerate(objs(d, "taints", where)))
+    multiple = flag(d, "allowMultipleAllocations", where)
+    return Device(driver=driver, pool=pool, name=text(d, "name", where), node=node,
+                  attributes=attrs, capacity=capacity, consumes=consumes, tainted=tainted,
+                  allow_multiple=multiple, share=share if multiple else {},
+                  bound_late=bool(arr(d, "bindingConditions", where)))
+
+
+def slice_of(raw: dict[str, Any]) -> Slice:
+    meta, spec = obj(raw, "metadata", ""), obj(raw, "spec", "")
+    pool = obj(spec, "pool", "spec.")
+    driver, pool_name = text(spec, "driver", "spec."), text(pool, "name", "spec.pool.")
+    node = text(spec, "nodeName", "spec.")
+    devices = tuple(_device(d, driver, pool_name, node, f"spec.devices[{i}].")
+                    for i, d in enumerate(objs(spec, "devices", "spec.")))
+    counters = tuple((text(c, "name", f"spec.sharedCounters[{i}]."),
+                      _counters(obj(c, "counters", f"spec.sharedCounters[{i}]."),
+                                f"spec.sharedCounters[{i}].counters"))
+                     for i, c in enumerate(objs(spec, "sharedCounters", "spec.")))
+    count = integer(pool, "resourceSliceCount", "spec.pool.", default=1)
+    if count < 1:
+        raise Malformed("spec.pool.resourceSliceCount", f"not a count ({count})")
+    return Slice(driver=driver, pool=pool_name,
+                 generation=integer(pool, "generation", "spec.pool."), count=count, node=node,
+                 devices=devices, counters=counters, name=text(meta, "name", "metadata."))
 
 
 def _node_of_allocation(allocation: dict[str, Any]) -> str:
     """The node an allocation is for: its nodeSelector's ``metadata.name`` field (or
     ``kubernetes.io/hostname`` label) requirement, as the scheduler writes it."""
-    for term in _list(_dict(allocation.get("nodeSelector")).get("nodeSelectorTerms")):
-        for match in _list(_dict(term).get("matchFields")):
-            if _dict(match).get("key") == "metadata.name" and _dict(match).get("values"):
-                return str(_dict(match)["values"][0])
-        for expr in _list(_dict(term).get("matchExpressions")):
-            if _dict(expr).get("key") == "kubernetes.io/hostname" and _dict(expr).get("values"):
-                return str(_dict(expr)["values"][0])
+    where = "status.allocation.nodeSelector."
+    for i, term in enumerate(objs(obj(allocation, "nodeSelector", "status.allocation."),
+                                  "nodeSelectorTerms", where)):
+        at = f"{where}nodeSelectorTerms[{i}]."
+        for key, values in ((k, v) for k, _, v in _requirements(term, "matchFields", at)):
+            if key == "metadata.name" and values:
+                return values[0]
+        for key, values in ((k, v) for k, _, v in _requirements(term, "matchExpressions", at)):
+            if key == "kubernetes.io/hostname" and values:
+                return values[0]
     return ""
 
 
-def claim_of(obj: dict[str, Any]) -> Claim:
-    meta, spec, status = _dict(obj.get("metadata")), _dict(obj.get("spec")), \
-        _dict(obj.get("status"))
-    allocation = _dict(status.get("allocation"))
-    results = _list(_dict(allocation.get("devices")).get("results"))
-    allocated = tuple((str(_dict(r).get("driver", "")), str(_dict(r).get("pool", "")),
-                       str(_dict(r).get("device", "")))
-                      for r in results if not _dict(r).get("adminAccess"))
+def _request(r: dict[str, Any], where: str, name: str) -> Request:
+    mode = text(r, "allocationMode", where, "ExactCount")
+    count = integer(r, "count", where, default=1) if mode == "ExactCount" else 0
+    if count < 0:
+        raise Malformed(f"{where}count", f"not a count ({count})")
+    return Request(device_class=text(r, "deviceClassName", where), count=count, mode=mode,
+                   name=name, admin=flag(r, "adminAccess", where),
+                   selectors=tuple(text(obj(s, "cel", f"{where}selectors[{i}]."), "expression",
+                                        f"{where}selectors[{i}].cel.")
+                                   for i, s in enumerate(objs(r, "selectors", where))))
+
+
+def claim_of(raw: dict[str, Any]) -> Claim:
+    meta, spec, status = obj(raw, "metadata", ""), obj(raw, "spec", ""), obj(raw, "status", "")
+    allocation = obj(status, "allocation", "status.")
+    where = "status.allocation.devices."
+    allocated, shares = [], []
+    for i, r in enumerate(objs(obj(allocation, "devices", "status.allocation."), "results",
+                               where)):
+        at = f"{where}results[{i}]."
+        device = (text(r, "driver", at), text(r, "pool", at), text(r, "device", at))
+        if flag(r, "adminAccess", at):
+            continue
+        if r.get("shareID") is not None:
+            shares.append((device, _counters(obj(r, "consumedCapacity", at),
+                                             f"{at}consumedCapacity")))
+        else:
+            allocated.append(device)
     requests = []
     if not allocation:
-        for r in _list(_dict(spec.get("devices")).get("requests")):
-            exactly = _dict(_dict(r).get("exactly"))
-            if not exactly.get("deviceClassName"):
-                continue
-            mode = exactly.get("allocationMode", "ExactCount")
-            requests.append(Request(
-                device_class=str(exactly["deviceClassName"]),
-                count=int(exactly.get("count") or 1) if mode == "ExactCount" else 0,
-                selectors=tuple(str(_dict(_dict(s).get("cel")).get("expression", ""))
-                                for s in _list(exactly.get("selectors")))))
-    return Claim(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
-                 allocated=allocated, node=_node_of_allocation(allocation),
-                 requests=tuple(requests))
+        for i, r in enumerate(objs(obj(spec, "devices", "spec."), "requests", "spec.devices.")):
+            at = f"spec.devices.requests[{i}]."
+            name = text(r, "name", at)
+            exactly = obj(r, "exactly", at)
+            if exactly:
+                requests.append(_request(exactly, f"{at}exactly.", name))
+            alternatives = tuple(
+                _request(s, f"{at}firstAvailable[{j}].", text(s, "name", f"{at}firstAvailable"
+                                                                           f"[{j}]."))
+                for j, s in enumerate(objs(r, "firstAvailable", at)))
+            if alternatives:
+                requests.append(Request(device_class="", count=0, name=name,
+                                        mode="FirstAvailable", alternatives=alternatives))
+    reserved = tuple(text(ref, "uid", "status.reservedFor[].") or
+                     text(ref, "name", "status.reservedFor[].")
+                     for ref in objs(status, "reservedFor", "status."))
+    return Claim(namespace=text(meta, "namespace", "metadata."),
+                 name=text(meta, "name", "metadata."), uid=text(meta, "uid", "metadata."),
+                 allocated=tuple(allocated), shares=tuple(shares),
+                 node=_node_of_allocation(allocation), requests=tuple(requests),
+                 reserved=reserved)
 
 
-def device_class_of(obj: dict[str, Any]) -> DeviceClass:
-    meta, spec = _dict(obj.get("metadata")), _dict(obj.get("spec"))
+def device_class_of(raw: dict[str, Any]) -> DeviceClass:
+    meta, spec = obj(raw, "metadata", ""), obj(raw, "spec", "")
     return DeviceClass(
-        name=str(meta.get("name", "")),
-        selectors=tuple(str(_dict(_dict(s).get("cel")).get("expression", ""))
-                        for s in _list(spec.get("selectors"))),
-        extended_resource=str(spec.get("extendedResourceName") or ""))
+        name=text(meta, "name", "metadata."),
+        selectors=tuple(text(obj(s, "cel", f"spec.selectors[{i}]."), "expression",
+                             f"spec.selectors[{i}].cel.")
+                        for i, s in enumerate(objs(spec, "selectors", "spec."))),
+        extended_resource=text(spec, "extendedResourceName", "spec."),
+        created=text(meta, "creationTimestamp", "metadata."))

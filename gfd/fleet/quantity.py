@@ -1,41 +1,108 @@
 """Kubernetes resource quantities (``8``, ``81920Mi``, ``1k``, ``500m``) read as exact
 numbers (``k8s.io/apimachinery/pkg/api/resource``: binary suffixes Ki..Ei, decimal ones
-n u m k M G T P E, and decimal exponents ``1e3``)."""
+n u m k M G T P E, and decimal exponents ``1e3``), and as the scheduler holds them: an int64
+of whole units (``Value()``, rounded up), of thousandths for CPU (``MilliValue()``;
+``framework.NewResource`` in kube-scheduler).
+
+A quantity's size is judged from its text before any number is built: ``1e99999`` is refused
+by its exponent, never expanded (the API server stores such a value; the scheduler cannot hold
+it in an int64)."""
 
 from __future__ import annotations
 
 import re
 from fractions import Fraction
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL: dict[str, Fraction | int] = {
-    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+"""Binary suffix -> power of two."""
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
+            "E": 18}
+"""Decimal suffix -> power of ten."""
 _QUANTITY = re.compile(
-    r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
+    r"([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
 _NANO = Fraction(1, 10**9)
+INT64_MAX = 2**63 - 1
+"""The largest value the scheduler holds (``resource.Quantity.Value()`` is an int64)."""
+MAX_DIGITS = 21
+"""A value of more decimal digits than this is beyond an int64 whatever follows."""
+MAX_TEXT = 256
+"""Longer texts are refused unread (ParseQuantity has no limit; no real quantity is near)."""
+CPU = "cpu"
+
+
+class QuantityError(ValueError):
+    """A text that is not a quantity, or a quantity beyond what the scheduler can hold."""
+
+
+def read_quantity(text: str) -> Fraction:
+    """The quantity's exact value (finer than a nano rounded up to whole nanos, as
+    ``ParseQuantity`` does); QuantityError when ``text`` is not a quantity or its magnitude is
+    beyond an int64 (judged from the text, before the number is built)."""
+    text = text.strip()  # UnmarshalJSON trims
+    if len(text) > MAX_TEXT:
+        raise QuantityError(f"{len(text)} characters long: no quantity is")
+    match = _QUANTITY.fullmatch(text)
+    if not match or not (match.group(2) or match.group(3)):
+        raise QuantityError("not a quantity (such as 8, 500m, 16Gi or 1e3)")
+    sign, whole, part, suffix = match.group(1), match.group(2), match.group(3), \
+        match.group(4) or ""
+    whole = whole.lstrip("0")
+    part = part or ""
+    if suffix in _BINARY:
+        power2, power10 = _BINARY[suffix], 0
+    elif suffix in _DECIMAL:
+        power2, power10 = 0, _DECIMAL[suffix]
+    else:
+        exponent = suffix[1:]
+        digits = exponent.lstrip("+-").lstrip("0")
+        if len(digits) > 6:  # |exponent| >= 10**6: judged without building it
+            if exponent.startswith("-"):
+                return _NANO if (whole or part.strip("0")) and sign != "-" else \
+                    -_NANO if (whole or part.strip("0")) else Fraction(0)
+            if whole or part.strip("0"):
+                raise QuantityError(f"exponent {exponent}: beyond what the scheduler holds "
+                                    "(an int64)")
+            return Fraction(0)
+        power2, power10 = 0, int(exponent)
+    # the value's decimal magnitude, from the text: digits before the point, or the zeros
+    # after it, shifted by the suffix
+    if whole:
+        magnitude = len(whole) + power10 + (power2 * 3 + 9) // 10
+    elif part.strip("0"):
+        magnitude = -(len(part) - len(part.lstrip("0"))) + power10 + (power2 * 3 + 9) // 10
+    else:
+        return Fraction(0)
+    if magnitude > MAX_DIGITS:
+        raise QuantityError("beyond what the scheduler holds (an int64)")
+    if power10 < -40:  # far finer than a nano: rounds up to one
+        return _NANO if sign != "-" else -_NANO
+    value = Fraction(int(whole or "0") * 10**len(part) + int(part or "0"), 10**len(part))
+    value *= 2**power2
+    value *= 10**power10 if power10 >= 0 else Fraction(1, 10**-power10)
+    if sign == "-":
+        value = -value
+    if value.denominator != 1:
+        nanos = value / _NANO
+        value = Fraction(-(-nanos.numerator // nanos.denominator), 10**9)
+    return value
 
 
 def parse_quantity(text: str) -> Fraction | None:
-    """The quantity's value, or None when ``text`` is not a quantity; a value finer than a
-    nano is rounded up to whole nanos, as ``ParseQuantity`` does."""
-    value = _value(text)
-    if value is None or value.denominator == 1:
-        return value
-    nanos = value / _NANO
-    return -(-nanos.numerator // nanos.denominator) * _NANO
-
-
-def _value(text: str) -> Fraction | None:
-    match = _QUANTITY.fullmatch(text.strip())
-    if not match:
+    """The quantity's value, or None when ``text`` is not a quantity or is beyond an int64."""
+    try:
+        return read_quantity(text)
+    except QuantityError:
         return None
-    digits = match.group(1)
-    number, suffix = Fraction(digits + "0" if digits.endswith(".") else digits), \
-        match.group(2) or ""
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number * _DECIMAL[suffix]
-    exponent = int(suffix[1:])
-    return number * (Fraction(10**exponent) if exponent >= 0 else Fraction(1, 10**-exponent))
+
+
+def scheduler_value(name: str, text: str) -> int:
+    """``text`` as the scheduler holds resource ``name``: thousandths for ``cpu``
+    (``MilliValue()``), whole units for any other (``Value()``), rounded up; QuantityError
+    when it is not a quantity or does not fit an int64."""
+    value = read_quantity(text)
+    if name == CPU:
+        value *= 1000
+    units = -(-value.numerator // value.denominator)
+    if units > INT64_MAX or units < -INT64_MAX - 1:
+        raise QuantityError("beyond what the scheduler holds (an int64)")
+    return units

@@ -60,10 +60,16 @@ def test_a_node_keeps_its_gpu_labels_and_hostname() -> None:
         assert node.labels[key] == NODE["metadata"]["labels"][key]
 
 
-def test_a_node_keeps_the_device_plugins_resources_only() -> None:
+def test_a_node_keeps_every_allocatable_resource_and_the_device_plugins_capacity() -> None:
+    """Allocatable as the scheduler holds it (``framework.NewResource``): CPU in thousandths
+    (``MilliValue``), the rest in whole units (``Value``), the pod slots among them; capacity
+    only of the device plugin's resources (what ``--check`` compares)."""
     node = node_of(NODE)
-    assert node.allocatable == {GPU: 7, "nvidia.com/mig-1g.10gb": 7}
+    assert node.allocatable == {"cpu": 191500, "memory": 2100000000 * 1024, "pods": 110,
+                                GPU: 7, "nvidia.com/mig-1g.10gb": 7,
+                                "vpc.amazonaws.com/efa": 32}
     assert node.capacity == {GPU: 8, "nvidia.com/mig-1g.10gb": 7}
+    assert node.slots == 110
 
 
 def test_a_nodes_state_is_read_from_spec_and_conditions() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from gfd.fleet.requests import pod_requests
+from gfd.fleet.requests import RequestError, pod_requests
 
 GPU = "nvidia.com/gpu"
 MIG = "nvidia.com/mig-1g.10gb"
@@ -142,10 +142,24 @@ def test_skipped_pairs_are_what_a_dra_claim_serves_instead(
     assert got == expected
 
 
-@pytest.mark.parametrize("broken", [
-    {}, {"containers": None}, {"containers": ["not a container"]},
-    {"containers": [{"name": "main", "resources": None}]},
-    {"containers": [{"name": "main", "resources": {"limits": {GPU: "many"}}}]},
+@pytest.mark.parametrize("empty", [
+    {}, {"containers": None}, {"containers": [{"name": "main", "resources": None}]},
 ], ids=str)
-def test_a_malformed_spec_asks_for_nothing_rather_than_failing(broken: dict[str, Any]) -> None:
-    assert pod_requests(broken).get(GPU, 0) == 0
+def test_a_spec_without_requests_asks_for_nothing(empty: dict[str, Any]) -> None:
+    assert pod_requests(empty) == {}
+
+
+@pytest.mark.parametrize("broken, where", [
+    ({"containers": ["not a container"]}, "spec.containers[0]"),
+    ({"containers": [{"name": "main", "resources": {"limits": {GPU: "many"}}}]},
+     f"spec.containers[0].resources.limits.{GPU}"),
+    ({"containers": [{"name": "main", "resources": {"requests": {GPU: "1e99999"}}}]},
+     f"spec.containers[0].resources.requests.{GPU}"),
+    ({"containers": [], "overhead": {"cpu": ["1"]}}, "spec.overhead.cpu"),
+], ids=["a string for a container", "many GPUs", "beyond an int64", "a list for an amount"])
+def test_a_malformed_spec_is_refused_naming_the_field(broken: dict[str, Any],
+                                                      where: str) -> None:
+    """The reader then skips the pod and names it: nothing is guessed."""
+    with pytest.raises(RequestError) as raised:
+        pod_requests(broken)
+    assert raised.value.where == where

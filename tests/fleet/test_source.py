@@ -32,7 +32,8 @@ Obj = dict[str, Any]
 def node(name: str, gpus: int = 8) -> Obj:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
         "nvidia.com/gpu.count": str(gpus)}},
-            "status": {"allocatable": {GPU: str(gpus)}, "capacity": {GPU: str(gpus)},
+            "status": {"allocatable": {GPU: str(gpus), "pods": "110"},
+                       "capacity": {GPU: str(gpus)},
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
@@ -94,7 +95,7 @@ def test_a_dump_is_read_in_any_form_kubectl_prints(form: str, tmp_path: Path) ->
     f = from_dump(str(path))
     assert summary(f) == EXPECTED
     assert f.source == f"file {path}"
-    assert f.nodes["gpu-b"].allocatable == {GPU: 4}
+    assert f.nodes["gpu-b"].allocatable == {GPU: 4, "pods": 110}
 
 
 def test_standard_input_is_read_for_a_dash() -> None:
@@ -129,7 +130,8 @@ def test_the_shipped_sample_is_the_fleet_the_helper_describes() -> None:
     for name, (machine, strategy, sharing) in plugin.items():
         units = placement.units(machines[machine], strategy, placement.SHARING[sharing],
                                 "device-plugin")
-        assert f.nodes[name].allocatable == {r: len(u) for r, u in units.items()}, name
+        assert f.nodes[name].allocatable == {"cpu": 64000, "pods": 110,
+                                             **{r: len(u) for r, u in units.items()}}, name
     assert {s.node for s in f.slices} == dra_nodes
     assert f.claims and f.pods and f.incomplete == []
     assert f.source == "file @sample"
@@ -150,10 +152,11 @@ BAD: list[tuple[str, bytes | None, str]] = [
     ("truncated.json", b'{"kind": "List", "items": [', "not JSON"),
     ("broken.json", b'{"kind": "Node"}{"kind": ', "not JSON"),
     ("broken.yaml", b"kind: Node\nmetadata: {name: [a\n", "neither JSON nor YAML"),
-    ("empty.json", b"", "no Node, Pod, ResourceSlice or ResourceClaim"),
+    ("empty.json", b"", "no Node, Pod, ResourceSlice, ResourceClaim or DeviceClass"),
     ("configmaps.json", json.dumps(as_list([OBJECTS[-1]])).encode(),
-     "no Node, Pod, ResourceSlice or ResourceClaim"),
-    ("scalar.yaml", b"just some text\n", "no Node, Pod, ResourceSlice or ResourceClaim"),
+     "no Node, Pod, ResourceSlice, ResourceClaim or DeviceClass"),
+    ("scalar.yaml", b"just some text\n",
+     "no Node, Pod, ResourceSlice, ResourceClaim or DeviceClass"),
 ]
 
 
