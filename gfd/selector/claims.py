@@ -5,13 +5,14 @@ uses it, placed by node affinity over gfd's labels of ``--resource-manager dra``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gfd import dra
 from gfd.errors import ConfigError
 from gfd.facts.naming import short_name
 from gfd.selector.filters import Filters
-from gfd.selector.labels import PRODUCT_KEY, Term, affinity
+from gfd.selector.labels import GPU_TAINT, PRODUCT_KEY, Term, affinity, tolerations
 from gfd.selector.models import words
 
 P = "nvidia.com/"
@@ -135,9 +136,10 @@ def requirements(f: Filters, label_set: str = "extended",
 
 
 def documents(f: Filters, *, label_set: str = "extended", gates: Gates | None = None,
-              uuid: str = "") -> list[dict[str, Any]]:
+              uuid: str = "", tolerate: Sequence[str] = (GPU_TAINT,)) -> list[dict[str, Any]]:
     """``gfd selector --dra``: a ResourceClaimTemplate (resource.k8s.io/v1) for ``f.count``
-    devices of the driver's class, and an example Pod that claims them from it."""
+    devices of the driver's class, and an example Pod that claims them from it, tolerating the
+    taint keys ``tolerate``."""
     expressions = cel(f, gates, uuid)
     template = {
         "apiVersion": "resource.k8s.io/v1",
@@ -159,6 +161,7 @@ def documents(f: Filters, *, label_set: str = "extended", gates: Gates | None = 
         "metadata": {"name": short_name(f"{f.name}-example", 253)},
         "spec": {
             "affinity": affinity(requirements(f, label_set, gates)),
+            **({"tolerations": tolerations(tolerate)} if tolerate else {}),
             "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": f.name}],
             "containers": [{"name": "gpu", "image": EXAMPLE_IMAGE,
                             "command": ["nvidia-smi", "-L"],

@@ -13,6 +13,7 @@ terms that rely on them also require ``gpu.heterogeneous=false``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gfd.errors import ConfigError
@@ -131,9 +132,22 @@ def limits(f: Filters) -> dict[str, int]:
     return {f.resource: f.count}
 
 
-def stanza(f: Filters, *, form: str = "auto", label_set: str = "extended") -> dict[str, Any]:
+GPU_TAINT = "nvidia.com/gpu"
+"""The taint key GPU nodes commonly carry (the GPU Operator's docs, EKS, AKS and GKE GPU node
+pools). A pod tolerates it only if its spec says so: the ``ExtendedResourceToleration``
+admission plugin that would add it is off by default, and never applies to a DRA claim."""
+
+
+def tolerations(keys: Sequence[str]) -> list[dict[str, str]]:
+    """Tolerations of every effect of each taint key."""
+    return [{"key": k, "operator": "Exists"} for k in dict.fromkeys(keys)]
+
+
+def stanza(f: Filters, *, form: str = "auto", label_set: str = "extended",
+           tolerate: Sequence[str] = (GPU_TAINT,)) -> dict[str, Any]:
     """A pod-spec fragment: ``nodeSelector`` when every requirement is one exact value (and
-    ``form`` allows), else ``affinity``; and a container that requests the resource."""
+    ``form`` allows), else ``affinity``; the tolerations of the taint keys ``tolerate``; and a
+    container that requests the resource."""
     found = terms(f, label_set)
     simple = len(found) == 1 and all(op == "In" and len(v) == 1 for _, op, v in found[0])
     if form == "nodeSelector" and not simple:
@@ -144,7 +158,7 @@ def stanza(f: Filters, *, form: str = "auto", label_set: str = "extended") -> di
         placement: dict[str, Any] = {"nodeSelector": {k: v[0] for k, _, v in found[0]}}
     else:
         placement = {"affinity": affinity(found)}
-    return {**placement,
+    return {**placement, **({"tolerations": tolerations(tolerate)} if tolerate else {}),
             "containers": [{"name": "gpu", "resources": {"limits": limits(f)}}]}
 
 

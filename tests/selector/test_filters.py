@@ -82,11 +82,15 @@ def run(*args: str) -> tuple[int, list[Any], str]:
 
 
 def test_the_command_prints_placement_and_the_request_together() -> None:
+    """With the toleration of ``nvidia.com/gpu``, the taint GPU nodes commonly carry: the
+    ``ExtendedResourceToleration`` admission plugin that would add it is off by default
+    (kube-apiserver's default plugins), so a pod as printed would bind no tainted node."""
     code, docs, err = run("--family", "hopper", "--dedicated")
     assert code == 0, err
     assert docs == [{
         "nodeSelector": {"nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.family": "hopper",
                          "nvidia.com/gpu.heterogeneous": "false"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
         "containers": [{"name": "gpu", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}]
     code, docs, _ = run("--mig-profile", "3g.20gb", "--renamed")
     assert docs[0]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-3g.20gb.shared": 1}
