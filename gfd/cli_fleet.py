@@ -91,7 +91,7 @@ def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_fil
     if parsed is not None:
         f, label_set, gates = parsed
         fit = fleet_fits(fleet, counted, f, label_set=label_set, gates=gates)
-        for line in f.warnings:
+        for line in (*f.warnings, *(f"note: {n}" for n in fit.notes)):
             click.echo(line, err=True)
     findings = fleet_checks.check(fleet, counted) if check else None
     headers = not no_headers
@@ -118,7 +118,7 @@ def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_fil
         click.echo(line, err=True)
     if findings:
         sys.exit(Exit.FAILURE)
-    if fleet.incomplete:
+    if fleet.incomplete or fleet.skipped:
         sys.exit(Exit.INCOMPLETE)
 
 

@@ -38,6 +38,12 @@ DEVICE_CLASSES: dict[str, str] = {
 (``templates/deviceclass-gpu.yaml``, ``-mig.yaml``): name -> CEL selector."""
 
 
+EXTENDED_RESOURCES: dict[str, str] = {GPU_CLASS: "nvidia.com/gpu"}
+"""The chart's ``extendedResourceName`` of each class (``deviceclass-gpu.yaml`` on
+``resource.k8s.io/v1``): a pod asking ``nvidia.com/gpu`` on a node without it allocatable
+gets a GPU of that class (``DRAExtendedResource``)."""
+
+
 def device_class(device_type: str) -> str:
     """The DeviceClass that selects devices of ``device_type`` (``gpu``, ``mig``, ``vfio``)."""
     return next(name for name, kind in DEVICE_TYPES.items() if kind == device_type)

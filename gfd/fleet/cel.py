@@ -8,6 +8,7 @@ Anything else is not guessed at: ``matches`` answers None ("cannot tell")."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from gfd.fleet.model import Device
 from gfd.fleet.quantity import parse_quantity
@@ -75,3 +76,21 @@ def matches(expression: str, device: Device) -> bool | None:
         if answer is None:
             result = None
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    matched: bool | None
+    """None: cannot tell."""
+    reason: str = ""
+
+
+class Evaluator:
+    """Evaluates selectors on devices."""
+
+    def evaluate(self, expression: str, device: Device) -> Outcome:
+        verdict = matches(expression, device)
+        return Outcome(verdict, "" if verdict is not None else "a form not evaluated here")
+
+    def matches(self, expression: str, device: Device) -> bool | None:
+        return matches(expression, device)

@@ -65,11 +65,50 @@ def _expected_units(node: Node, resource: str) -> tuple[int, str] | None:
     return count * replicas, f"{said}={count}, {prefix}.replicas={replicas}"
 
 
+def _gpu_units(node: Node) -> bool:
+    """The node has device-plugin GPU resources (allocatable or capacity above 0)."""
+    return any(v > 0 for r, v in (*node.allocatable.items(), *node.capacity.items())
+               if gpu_resource(r))
+
+
+def _dra_labelled(node: Node) -> bool:
+    """gfd's labels under ``--resource-manager dra``: ``gpu.present`` and ``gpu.count``, and
+    none of the device plugin's (``gpu.replicas``)."""
+    labels = node.labels
+    return (labels.get(f"{P}gpu.present") == "true" and f"{P}gpu.count" in labels
+            and f"{P}gpu.replicas" not in labels)
+
+
+def _unregistered(node: Node) -> list[Finding]:
+    """A node marked as a GPU node whose GPUs neither the device plugin nor the DRA driver
+    offers: no GPU allocatable, no ResourceSlice."""
+    said = ", ".join(f"{k.removeprefix(P)}={node.labels[k]}" for k in GFD_KEYS[1:]
+                     if k in node.labels)
+    if _dra_labelled(node):
+        return [Finding(
+            node=node.name, check="no-slices",
+            message=f"labelled for the DRA driver ({said}), and no ResourceSlice publishes "
+                    "its GPUs: no claim can be allocated there",
+            look_at=f"the DRA driver's kubelet plugin on {node.name} (its pod and log; "
+                    f"`kubectl get resourceslices --field-selector spec.nodeName={node.name}`)")]
+    return [Finding(
+        node=node.name, check="no-device-plugin",
+        message=f"labelled a GPU node ({said}), and no GPU is allocatable and no "
+                "ResourceSlice is published: the device plugin has not registered "
+                "nvidia.com/gpu with the kubelet (nor does a DRA driver publish the GPUs)",
+        look_at=f"the device plugin's pod on {node.name} and its log (did it register at "
+                "/var/lib/kubelet/device-plugins/kubelet.sock?), `kubectl describe node "
+                f"{node.name}` (Allocatable)")]
+
+
 def _plugin(node: Node, slices_here: bool) -> list[Finding]:
     out: list[Finding] = []
-    if slices_here or (node.labels.get(f"{P}gpu.present") == "true" and not node.allocatable):
+    if slices_here:
         return out
-    names = set(node.allocatable) | set(node.capacity)
+    if not _gpu_units(node):
+        return _unregistered(node) if node.labels.get(f"{P}gpu.present") == "true" or \
+            _int(node.labels, "gpu.count") else out
+    names = {r for r in (*node.allocatable, *node.capacity) if gpu_resource(r)}
     for prefix_key in sorted(k for k in node.labels if k.endswith(".count")):
         prefix = prefix_key.removeprefix(P).removesuffix(".count")
         if prefix == "gpu" or prefix.startswith("mig-"):
@@ -108,9 +147,9 @@ def _dra(node: Node, counted: Counted) -> list[Finding]:
     gpus: set[str] = set()
     products: set[str] = set()
     for pool in counted.gathered.values():
+        if pool.node != node.name or pool.driver != dra.DRIVER:
+            continue
         for device in pool.devices:
-            if (device.node or pool.name) != node.name or device.driver != dra.DRIVER:
-                continue
             kind = device.attributes.get(dra.TYPE)
             uuid = str(device.attributes.get(dra.UUID) or "")
             parent = str(device.attributes.get(dra.PARENT_UUID) or "")
@@ -141,15 +180,14 @@ def _dra(node: Node, counted: Counted) -> list[Finding]:
 
 def check(fleet: Fleet, counted: Counted) -> list[Finding]:
     """Every disagreement found, by node."""
-    dra_nodes = {d.node or p.name for p in counted.gathered.values() for d in p.devices[:1]
-                 if d.driver == dra.DRIVER}
+    dra_nodes = {p.node for p in counted.gathered.values() if p.driver == dra.DRIVER}
     agents = {p.node: p for p in fleet.pods if p.agent and p.node}
     ready_agents = {p.node for p in fleet.pods if p.agent and p.node and p.agent_ready}
     out: list[Finding] = []
     for name in sorted(fleet.nodes):
         node = fleet.nodes[name]
         labelled = any(k in node.labels for k in GFD_KEYS)
-        has_gpus = any(v > 0 for v in {**node.capacity, **node.allocatable}.values())
+        has_gpus = _gpu_units(node)
         if (has_gpus or name in dra_nodes) and not labelled:
             out.append(Finding(
                 node=name, check="unlabelled",
@@ -172,8 +210,12 @@ def check(fleet: Fleet, counted: Counted) -> list[Finding]:
             out += _plugin(node, name in dra_nodes)
             if name in dra_nodes:
                 out += _dra(node, counted)
+    out += _pools(counted)
+    out += _quantities(fleet)
     published = {pools.key(d) for p in counted.gathered.values() for d in p.devices}
-    for device, claim in sorted(counted.held.items()):
+    holders = [(d, c) for d, c in counted.held.devices.items()] + [
+        (d, c) for d, who in counted.held.sharers.items() for c in who]
+    for device, claim in sorted(holders):
         if device not in published and device[0] == dra.DRIVER:
             where = next((c.node for c in fleet.claims.values()
                           if f"{c.namespace}/{c.name}" == claim), "")
@@ -184,6 +226,40 @@ def check(fleet: Fleet, counted: Counted) -> list[Finding]:
                 look_at=f"the claim's pods (`kubectl describe resourceclaim -n "
                         f"{claim.replace('/', ' ')}`) and the DRA driver's plugin on that node"))
     return out
+
+
+def _pools(counted: Counted) -> list[Finding]:
+    """The DRA driver's pools the allocator skips: incomplete or invalid."""
+    out = []
+    for pool in sorted(counted.gathered.values(), key=lambda p: (p.node, p.name)):
+        if pool.driver != dra.DRIVER:
+            continue
+        look = (f"the DRA driver's kubelet plugin on {pool.node} and its slices (`kubectl get "
+                f"resourceslices --field-selector spec.nodeName={pool.node} -o yaml`)")
+        if not pool.complete:
+            out.append(Finding(
+                node=pool.node, check="incomplete-pool",
+                message=f"pool {pool.name} generation {pool.generation} has {pool.slices} of "
+                        f"its {pool.expected} ResourceSlices: the scheduler allocates none of "
+                        f"its {len(pool.devices)} devices until every slice is there",
+                look_at=look))
+        elif pool.invalid:
+            out.append(Finding(
+                node=pool.node, check="invalid-pool",
+                message=f"pool {pool.name} is invalid ({pool.invalid}): the scheduler "
+                        f"allocates none of its {len(pool.devices)} devices",
+                look_at=look))
+    return out
+
+
+def _quantities(fleet: Fleet) -> list[Finding]:
+    """Node resources whose values the scheduler cannot hold, left out of the counts."""
+    return [Finding(node=name, check="quantity",
+                    message=f"{resource} is {value!r}: {why}; left out of the counts",
+                    look_at=f"whatever sets {name}'s status (the kubelet, a device plugin: "
+                            f"`kubectl get node {name} -o yaml`)")
+            for name, node in sorted(fleet.nodes.items())
+            for resource, value, why in node.unreadable]
 
 
 def _expects_agent(fleet: Fleet) -> bool:

@@ -1,27 +1,40 @@
 """The fleet counted as the scheduler counts it: per node and GPU kind, the units the
-scheduler can give (TOTAL), those bound pods or allocated claims hold (ALLOCATED), what
-one-unit pods can still get (FREE) and what unscheduled pods ask (PENDING); then per kind
-over the nodes a pod can use now, with cordoned, not-Ready and tainted nodes apart.
+scheduler can give (TOTAL), those bound pods or allocated claims hold (ALLOCATED), those
+nominated pods hold (NOMINATED), what one-unit pods can still get (FREE) and what unscheduled
+pods ask (PENDING); then per kind over the nodes a pod can use now, with cordoned, not-Ready
+and tainted nodes apart.
 
 Device plugin: TOTAL is ``status.allocatable``; a bound pod that has not ended holds its
-request (``requests.pod_requests``), terminating or not; FREE is what is left. DRA: TOTAL is
-the devices of the newest generation of each pool; a claim's allocation holds its devices
-(``adminAccess`` results do not); FREE is what one-device claims can still get one after the
-other, within the shared counters and not tainted (``pools.free_count``). Time-slicing and
-MPS replicas are units as the API server sees them: which GPU a replica is on is the kubelet's
-business, never shown here."""
+request (``requests.pod_requests``), terminating or not; a pod nominated to the node
+(``status.nominatedNodeName``, preemption) of priority 0 or more holds its request against an
+ordinary pod (kube-scheduler ``framework.go``, ``RunFilterPluginsWithNominatedPods``: nominated
+pods of equal or higher priority are added before the filters run). DRA: TOTAL is the devices
+of the newest generation of each pool that a DeviceClass of the cluster selects; a claim's
+allocation holds its devices (``adminAccess`` results do not); FREE is what one-device claims
+can still get one after the other, within the shared counters and not tainted
+(``pools.free_count``). FREE is never more than the node's free pod slots (``pods``
+allocatable less its bound, unfinished pods and nominated ones: ``NodeResourcesFit``, "Too
+many pods"), and 0 on a node a GPU pod cannot use. Time-slicing and MPS replicas are units as
+the API server sees them: which GPU a replica is on is the kubelet's business.
+
+The counting is per node (``node_rows``) over an ``Index`` of the rest of the fleet, so that a
+node's rows can be counted again alone."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gfd.dra import DRIVER
 from gfd.fleet import pools
-from gfd.fleet.cel import matches
+from gfd.fleet.classes import Classes
 from gfd.fleet.kinds import DRA, Kind, device_kind, plugin_kind
-from gfd.fleet.model import Device, Fleet, Pod
+from gfd.fleet.model import Claim, Device, Fleet, Node, Pod, Request, gpu_resource
 from gfd.fleet.placement import DEFAULT_TOLERATED, admits, state
-from gfd.fleet.pools import DeviceKey, Pool
+from gfd.fleet.pools import Held, Pool
+
+ORDINARY_PRIORITY = 0
+"""The priority of the pod FREE counts for (no PriorityClass, no global default)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -34,6 +47,9 @@ class NodeRow:
     allocated: int = 0
     free: int = 0
     pending: int = 0
+    nominated: int = 0
+    cannot_tell: int = 0
+    free_slots: int = 0
 
     @property
     def usable(self) -> bool:
@@ -42,7 +58,8 @@ class NodeRow:
     def to_api(self) -> dict[str, object]:
         return {"node": self.node, "state": self.state, "reasons": list(self.reasons),
                 **self.kind.to_api(), "total": self.total, "allocated": self.allocated,
-                "free": self.free, "pending": self.pending}
+                "free": self.free, "pending": self.pending, "nominated": self.nominated,
+                "cannotTell": self.cannot_tell, "freePodSlots": self.free_slots}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -53,6 +70,8 @@ class KindRow:
     allocated: int = 0
     free: int = 0
     pending: int = 0
+    nominated: int = 0
+    cannot_tell: int = 0
     unschedulable_nodes: int = 0
     unschedulable_total: int = 0
     unschedulable_allocated: int = 0
@@ -60,9 +79,48 @@ class KindRow:
     def to_api(self) -> dict[str, object]:
         return {**self.kind.to_api(), "nodes": self.nodes, "total": self.total,
                 "allocated": self.allocated, "free": self.free, "pending": self.pending,
+                "nominated": self.nominated, "cannotTell": self.cannot_tell,
                 "unschedulable": {"nodes": self.unschedulable_nodes,
                                   "total": self.unschedulable_total,
                                   "allocated": self.unschedulable_allocated}}
+
+
+Group = tuple[Pod, dict[str, int], list[Pod]]
+"""Unscheduled pods of one placement: one of them (its nodeSelector and affinity), what they
+ask together of the device plugin's resources, and all of them."""
+
+
+@dataclass(slots=True)
+class Index:
+    """What counting one node needs of the rest of the fleet."""
+
+    fleet: Fleet
+    tolerated: tuple[str, ...]
+    classes: Classes
+    gathered: dict[tuple[str, str], Pool]
+    held: Held
+    pools_of: dict[str, list[Pool]]
+    bound: dict[str, list[Pod]] = field(default_factory=dict)
+    nominated: dict[str, list[Pod]] = field(default_factory=dict)
+    pending: list[Pod] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
+
+
+def index(fleet: Fleet, *, tolerated: tuple[str, ...] = DEFAULT_TOLERATED,
+          classes: Classes | None = None) -> Index:
+    gathered = pools.gather(fleet.slices)
+    ix = Index(fleet=fleet, tolerated=tolerated, classes=classes or Classes(fleet),
+               gathered=gathered, held=pools.allocated(fleet.claims.values()),
+               pools_of=pools.by_node(p for p in gathered.values() if p.driver == DRIVER))
+    for pod in fleet.pods:
+        if pod.node:
+            ix.bound.setdefault(pod.node, []).append(pod)
+        else:
+            ix.pending.append(pod)
+            if pod.nominated and pod.priority >= ORDINARY_PRIORITY:
+                ix.nominated.setdefault(pod.nominated, []).append(pod)
+    ix.groups = _groups(ix.pending)
+    return ix
 
 
 @dataclass(slots=True, kw_only=True)
@@ -72,142 +130,230 @@ class Counted:
     kinds: list[KindRow]
     tolerated: tuple[str, ...]
     gathered: dict[tuple[str, str], Pool] = field(default_factory=dict)
-    held: dict[DeviceKey, str] = field(default_factory=dict)
+    held: Held = field(default_factory=Held)
+    index: Index | None = None
 
 
-def _pending_dra(fleet: Fleet, pod: Pod, device: Device, kind: Kind) -> int:
-    """Devices of this kind the pod's unallocated claims ask for (a request whose selectors
-    this device meets, or cannot be told not to)."""
-    wanted = 0
-    for name in pod.claims:
-        claim = fleet.claims.get((pod.namespace, name))
-        if claim is None:
-            continue
-        for request in claim.requests:
-            if request.device_class != kind.resource:
-                continue
-            if all(matches(expr, device) is not False for expr in request.selectors):
-                wanted += request.count
-    return wanted
-
-
-def count(fleet: Fleet, *, tolerated: tuple[str, ...] = DEFAULT_TOLERATED) -> Counted:
+def count(fleet: Fleet, *, tolerated: tuple[str, ...] = DEFAULT_TOLERATED,
+          classes: Classes | None = None) -> Counted:
     """Every node's GPU units by kind, and the kinds' totals."""
-    held_by_node: dict[str, dict[str, int]] = {}
-    pending = [p for p in fleet.pods if not p.node]
-    for pod in fleet.pods:
-        if pod.node:
-            mine = held_by_node.setdefault(pod.node, {})
-            for resource, amount in pod.requests.items():
-                mine[resource] = mine.get(resource, 0) + amount
-    groups = _groups(pending)
-    rows: list[NodeRow] = []
-    for name in sorted(fleet.nodes):
-        node = fleet.nodes[name]
-        node_state, reasons = state(node, tolerated)
-        holds = held_by_node.get(name, {})
-        for resource in sorted(node.allocatable.keys() | node.capacity.keys()):
-            total = node.allocatable.get(resource, 0)
-            allocated = holds.get(resource, 0)
-            row = NodeRow(node=name, kind=plugin_kind(node, resource), state=node_state,
-                          reasons=reasons, total=total, allocated=allocated,
-                          free=max(0, total - allocated))
-            row.pending = sum(asked.get(resource, 0) for pod, asked in groups
-                              if resource in asked and admits(pod, node))
-            rows.append(row)
-    gathered = pools.gather(fleet.slices)
-    held = pools.allocated(fleet.claims.values())
-    dra_rows, samples = _dra_rows(fleet, gathered, held, pending, tolerated)
-    rows += dra_rows
-    rows.sort(key=lambda r: (r.node, r.kind))
-    return Counted(rows=rows, kinds=_kinds(rows, fleet, pending, groups, samples),
-                   tolerated=tolerated, gathered=gathered, held=held)
+    ix = index(fleet, tolerated=tolerated, classes=classes)
+    rows = [r for name in node_names(ix) for r in node_rows(ix, name)]
+    return Counted(rows=rows, kinds=kinds(ix, rows), tolerated=tolerated,
+                   gathered=ix.gathered, held=ix.held, index=ix)
 
 
-def _dra_rows(fleet: Fleet, gathered: dict[tuple[str, str], pools.Pool],
-              held: dict[pools.DeviceKey, str], pending: list[Pod],
-              tolerated: tuple[str, ...]) -> tuple[list[NodeRow], dict[Kind, Device]]:
-    """The DRA driver's devices by node and kind, and one device of each kind (what a
-    pending claim's CEL is tried on)."""
-    rows: dict[tuple[str, Kind], NodeRow] = {}
+def node_names(ix: Index) -> list[str]:
+    """The nodes counted: every Node read, and every node a DRA pool is for (a pool of a node
+    the selection left out is not counted)."""
+    names = set(ix.fleet.nodes)
+    if not ix.fleet.selected:
+        names |= {n for n in ix.pools_of if n}
+    return sorted(names)
+
+
+def free_slots(ix: Index, name: str) -> int:
+    """The pod slots the node has for one more ordinary pod: ``pods`` allocatable less its
+    bound, unfinished pods and the pods nominated to it."""
+    node = ix.fleet.nodes.get(name)
+    if node is None:
+        return 0
+    used = len(ix.bound.get(name, ())) + len(ix.nominated.get(name, ()))
+    load = ix.fleet.load.get(name)
+    if load is not None:
+        used += load.pods
+    return max(0, node.slots - used)
+
+
+def node_rows(ix: Index, name: str) -> list[NodeRow]:
+    """The node's rows, one per GPU kind, by kind."""
+    node = ix.fleet.nodes.get(name)
+    if node is not None:
+        node_state, reasons = state(node, ix.tolerated)
+    else:
+        node_state, reasons = "not-ready", ["no such Node"]
+    slots = free_slots(ix, name)
+    rows = _plugin_rows(ix, node, node_state, reasons, slots) if node is not None else []
+    rows += _dra_rows(ix, name, node, node_state, reasons, slots)
+    return sorted(rows, key=lambda r: r.kind)
+
+
+def _plugin_rows(ix: Index, node: Node, node_state: str, reasons: list[str],
+                 slots: int) -> list[NodeRow]:
+    holds: dict[str, int] = {}
+    for pod in ix.bound.get(node.name, ()):
+        for resource, amount in pod.requests.items():
+            holds[resource] = holds.get(resource, 0) + amount
+    nominated: dict[str, int] = {}
+    for pod in ix.nominated.get(node.name, ()):
+        for resource, amount in pod.requests.items():
+            nominated[resource] = nominated.get(resource, 0) + amount
+    rows = []
+    for resource in sorted(node.allocatable.keys() | node.capacity.keys()):
+        if not gpu_resource(resource):
+            continue
+        total = node.allocatable.get(resource, 0)
+        if total == 0 and node.capacity.get(resource, 0) == 0:
+            continue  # a device plugin gone (the kubelet keeps its resource at 0)
+        row = NodeRow(node=node.name, kind=plugin_kind(node, resource), state=node_state,
+                      reasons=reasons, total=total, allocated=holds.get(resource, 0),
+                      nominated=nominated.get(resource, 0), free_slots=slots)
+        if row.usable:
+            row.free = max(0, min(total - row.allocated - row.nominated, slots))
+        row.pending = sum(asked.get(resource, 0) for pod, asked, _ in ix.groups
+                          if resource in asked and admits(pod, node))
+        rows.append(row)
+    return rows
+
+
+def device_kinds(ix: Index, device: Device) -> list[tuple[Kind, bool]]:
+    """The kinds a DRA device is counted under, one per DeviceClass of the cluster that
+    selects it (decided: True) or may (cannot tell: False); one kind of no class ("") when no
+    class can select it."""
+    members = ix.classes.members(device)
+    if not members:
+        return [(device_kind(device, ""), True)]
+    return [(device_kind(device, m.device_class.name), m.decided) for m in members]
+
+
+def _dra_rows(ix: Index, name: str, node: Node | None, node_state: str, reasons: list[str],
+              slots: int) -> list[NodeRow]:
+    rows: dict[Kind, NodeRow] = {}
+    members: dict[Kind, set[pools.DeviceKey]] = {}
     samples: dict[Kind, Device] = {}
-    for pool in gathered.values():
-        if pool.driver != DRIVER:
-            continue  # another driver's devices are no GPUs of NVIDIA's
-        kinds = {id(d): device_kind(d) for d in pool.devices}
+    for pool in ix.pools_of.get(name, ()):
         for device in pool.devices:
-            node_name = device.node or pool.name
-            node = fleet.nodes.get(node_name)
-            if node is None and device.node and fleet.selected:
-                continue  # a node the selection left out
-            kind = kinds[id(device)]
-            samples.setdefault(kind, device)
-            row = rows.get((node_name, kind))
-            if row is None:
-                node_state, reasons = (state(node, tolerated) if node
-                                       else ("not-ready", ["no such Node"]))
-                row = rows[(node_name, kind)] = NodeRow(node=node_name, kind=kind,
-                                                        state=node_state, reasons=reasons)
-                if node is not None:
-                    row.pending = sum(_pending_dra(fleet, p, device, kind) for p in pending
-                                      if p.claims and admits(p, node))
-                row.free = pools.free_count(
-                    pool, held, lambda d, k=kind, m=kinds: m[id(d)] == k)  # type: ignore[misc]
-            row.total += 1
-            row.allocated += pools.key(device) in held
-    return list(rows.values()), samples
-
-
-Group = tuple[Pod, dict[str, int]]
+            for kind, decided in device_kinds(ix, device):
+                row = rows.get(kind)
+                if row is None:
+                    row = rows[kind] = NodeRow(node=name, kind=kind, state=node_state,
+                                               reasons=reasons, free_slots=slots)
+                if not decided:
+                    row.cannot_tell += 1
+                    continue
+                samples.setdefault(kind, device)
+                row.total += 1
+                row.allocated += pools.key(device) in ix.held
+                members.setdefault(kind, set()).add(pools.key(device))
+    for kind, row in rows.items():
+        chosen = members.get(kind, set())
+        if row.usable and kind.resource:
+            free = sum(pools.free_count(pool, ix.held, lambda d, c=chosen:  # type: ignore[misc]
+                                        pools.key(d) in c)
+                       for pool in ix.pools_of.get(name, ()))
+            row.free = min(free, slots)
+        if node is not None and kind in samples:
+            row.pending = dra_demand(ix, [node], kind, samples[kind], row.total)
+    return list(rows.values())
 
 
 def _groups(pending: list[Pod]) -> list[Group]:
     """Unscheduled pods by where they may go (nodeSelector and required affinity): one pod
-    of each placement and what they all ask together, so that each node is matched once per
-    placement, not once per pod."""
+    of each placement, what they all ask together, and the pods, so that each node is matched
+    once per placement, not once per pod."""
     out: dict[object, Group] = {}
     for pod in pending:
-        if not pod.requests:
+        if not pod.requests and not pod.claims:
             continue
         place = (tuple(sorted((pod.node_selector or {}).items())), pod.affinity)
-        _, asked = out.setdefault(place, (pod, {}))
+        _, asked, members = out.setdefault(place, (pod, {}, []))
+        members.append(pod)
         for resource, amount in pod.requests.items():
             asked[resource] = asked.get(resource, 0) + amount
     return list(out.values())
 
 
-def _kinds(rows: list[NodeRow], fleet: Fleet, pending: list[Pod], groups: list[Group],
-           samples: dict[Kind, Device]) -> list[KindRow]:
+def _request_demand(ix: Index, request: Request, device: Device, kind: Kind,
+                    devices_here: int) -> int:
+    """Devices of ``kind`` one request asks for (a request whose class is the kind's and
+    whose selectors this device meets, or cannot be told not to): its count, every matching
+    device of the node for ``All``; a ``firstAvailable`` request, its first alternative the
+    kind can serve."""
+    if request.alternatives:
+        for alternative in request.alternatives:
+            found = _request_demand(ix, alternative, device, kind, devices_here)
+            if found:
+                return found
+        return 0
+    if request.admin or request.device_class != kind.resource:
+        return 0
+    evaluator = ix.classes.evaluator
+    if any(evaluator.matches(e, device) is False for e in request.selectors):
+        return 0
+    return devices_here if request.mode == "All" else request.count
+
+
+def dra_demand(ix: Index, nodes: Iterable[Node], kind: Kind, device: Device,
+               devices_here: int) -> int:
+    """What unscheduled pods that admit one of ``nodes`` ask of ``kind``: each unallocated
+    claim once, however many pods share it, and each pod's extended resources the kind's
+    class serves where the node has none allocatable."""
+    nodes = list(nodes)
+    claims: dict[tuple[str, str], Claim] = {}
+    wanted = 0
+    served = [r for r in {r for _, asked, _ in ix.groups for r in asked}
+              if (c := ix.classes.serving(r)) is not None and c.name == kind.resource]
+    for pod, _, members in ix.groups:
+        admitted = [n for n in nodes if admits(pod, n)]
+        if not admitted:
+            continue
+        for member in members:
+            for claim_name in member.claims:
+                claim = ix.fleet.claims.get((member.namespace, claim_name))
+                if claim is not None and claim.requests:
+                    claims[(claim.namespace, claim.name)] = claim
+            for resource in served:
+                if member.requests.get(resource) and any(
+                        n.allocatable.get(resource, 0) == 0 for n in admitted):
+                    wanted += member.requests[resource]
+    for claim in claims.values():
+        wanted += sum(_request_demand(ix, r, device, kind, devices_here)
+                      for r in claim.requests)
+    return wanted
+
+
+def kinds(ix: Index, rows: list[NodeRow]) -> list[KindRow]:
     out: dict[Kind, KindRow] = {}
     where: dict[Kind, list[NodeRow]] = {}
     for row in rows:
         k = out.setdefault(row.kind, KindRow(kind=row.kind))
         where.setdefault(row.kind, []).append(row)
+        k.cannot_tell += row.cannot_tell
         if row.usable:
             k.nodes += 1
             k.total += row.total
             k.allocated += row.allocated
+            k.nominated += row.nominated
             k.free += row.free
         else:
             k.unschedulable_nodes += 1
             k.unschedulable_total += row.total
             k.unschedulable_allocated += row.allocated
     for kind, summary in out.items():
-        summary.pending = _demand(pending, groups, fleet, kind, where[kind], samples.get(kind))
+        summary.pending = demand(ix, kind, where[kind])
     return sorted(out.values(), key=lambda r: (r.kind.manager == DRA, r.kind.model,
                                                r.kind.memory or 0, r.kind.mig_profile,
                                                r.kind.resource, r.kind.sharing))
 
 
-def _demand(pending: list[Pod], groups: list[Group], fleet: Fleet, kind: Kind,
-            rows: list[NodeRow], sample: Device | None) -> int:
-    """What unscheduled pods ask of ``kind``: each pod once, when it admits one of the kind's
-    nodes (so a pod that could go to two kinds is demand on both)."""
-    nodes = [fleet.nodes[r.node] for r in rows if r.node in fleet.nodes]
+def demand(ix: Index, kind: Kind, rows: list[NodeRow]) -> int:
+    """What unscheduled pods ask of ``kind``: each pod (each claim) once, when it admits one
+    of the kind's nodes (so a pod that could go to two kinds is demand on both)."""
+    nodes = [ix.fleet.nodes[r.node] for r in rows if r.node in ix.fleet.nodes]
     if kind.manager != DRA:
-        return sum(asked[kind.resource] for pod, asked in groups
+        return sum(asked[kind.resource] for pod, asked, _ in ix.groups
                    if kind.resource in asked and any(admits(pod, n) for n in nodes))
+    sample = _sample(ix, kind, rows)
     if sample is None:
         return 0
-    return sum(_pending_dra(fleet, pod, sample, kind) for pod in pending
-               if pod.claims and any(admits(pod, n) for n in nodes))
+    return dra_demand(ix, nodes, kind, sample, max((r.total for r in rows), default=0))
+
+
+def _sample(ix: Index, kind: Kind, rows: list[NodeRow]) -> Device | None:
+    """One device of the kind: what a pending claim's CEL is tried on."""
+    for row in rows:
+        for pool in ix.pools_of.get(row.node, ()):
+            for device in pool.devices:
+                if any(k == kind and decided for k, decided in device_kinds(ix, device)):
+                    return device
+    return None

@@ -84,19 +84,22 @@ def plugin_kind(node: Node, resource: str) -> Kind:
                 sharing=sharing, replicas=replicas, resource=resource)
 
 
-def device_kind(device: Device) -> Kind:
+def device_kind(device: Device, resource: str | None = None) -> Kind:
     """The kind of a DRA driver's device: its productName (sanitised, as ``gpu.product``
-    spells it), memory capacity, MIG profile and the DeviceClass that selects it."""
+    spells it), memory capacity, MIG profile and the DeviceClass ``resource`` a claim names to
+    get it (by default the driver chart's class of its type)."""
     attrs = device.attributes
     kind = str(attrs.get(dra.TYPE, "gpu" if device.driver == dra.DRIVER else ""))
     memory = device.capacity.get(dra.MEMORY)
     if memory is None and kind == "vfio":
         memory = device.capacity.get(dra.ADDRESSABLE_MEMORY)
     profile = str(attrs.get(dra.PROFILE, "")).replace("+", ".")
-    try:
-        resource = dra.device_class(kind) if device.driver == dra.DRIVER else device.driver
-    except StopIteration:
-        resource = f"{device.driver} ({kind})"
+    if resource is None:
+        try:
+            resource = dra.device_class(kind) if device.driver == dra.DRIVER else device.driver
+        except StopIteration:
+            resource = f"{device.driver} ({kind})"
     return Kind(manager=DRA, model=sanitise(str(attrs.get(dra.PRODUCT_NAME, ""))),
                 memory=memory // 2**20 if memory is not None else None, mig_profile=profile,
-                sharing="none", replicas=1, resource=resource)
+                sharing="shared" if device.allow_multiple else "none", replicas=1,
+                resource=resource)

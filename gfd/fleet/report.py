@@ -22,7 +22,8 @@ def document(fleet: Fleet, counted: Counted, *, fits: Fits | None = None,
              findings: list[Finding] | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "apiVersion": API_VERSION, "kind": KIND, "source": fleet.source,
-        "complete": not fleet.incomplete, "incomplete": list(fleet.incomplete),
+        "complete": not fleet.incomplete and not fleet.skipped,
+        "incomplete": list(fleet.incomplete), "skipped": list(fleet.skipped),
         "tolerated": list(counted.tolerated),
         "kinds": [k.to_api() for k in counted.kinds],
         "nodes": [r.to_api() for r in counted.rows],
@@ -60,29 +61,44 @@ def _kind_cells(kind: Kind) -> list[str]:
 KIND_HEADER = ["MODEL", "MEMORY", "MIG", "SHARING", "RESOURCE", "BY"]
 
 
+UNDECIDED = "UNDECIDED"
+"""The column of devices whose DeviceClass match could not be decided (shown only when some
+row has any)."""
+
+
 def summary_text(counted: Counted, *, headers: bool = True) -> str:
+    undecided = any(k.cannot_tell for k in counted.kinds)
     rows = []
     for k in counted.kinds:
         off = (f"{k.unschedulable_total} on {k.unschedulable_nodes} node"
                f"{'s' if k.unschedulable_nodes != 1 else ''}" if k.unschedulable_nodes else "-")
         rows.append([*_kind_cells(k.kind), str(k.nodes), str(k.total), str(k.allocated),
-                     str(k.free), str(k.pending), off])
+                     str(k.free), str(k.pending), off,
+                     *([str(k.cannot_tell)] if undecided else [])])
     return _table([*KIND_HEADER, "NODES", "TOTAL", "ALLOCATED", "FREE", "PENDING",
-                   "UNSCHEDULABLE"], rows, headers)
+                   "UNSCHEDULABLE", *([UNDECIDED] if undecided else [])], rows, headers)
 
 
 def nodes_text(counted: Counted, *, headers: bool = True) -> str:
+    undecided = any(r.cannot_tell for r in counted.rows)
     rows = [[r.node, r.state, *_kind_cells(r.kind), str(r.total), str(r.allocated),
-             str(r.free), str(r.pending)] for r in counted.rows]
-    return _table(["NODE", "STATE", *KIND_HEADER, "TOTAL", "ALLOCATED", "FREE", "PENDING"],
-                  rows, headers)
+             str(r.free), str(r.pending), *([str(r.cannot_tell)] if undecided else [])]
+            for r in counted.rows]
+    return _table(["NODE", "STATE", *KIND_HEADER, "TOTAL", "ALLOCATED", "FREE", "PENDING",
+                   *([UNDECIDED] if undecided else [])], rows, headers)
 
 
 def fits_text(fits: Fits, *, headers: bool = True) -> str:
+    placed = [n for n in fits.nodes if n.pods]
     head = (f"{fits.pods} pod(s) asking {fits.count} {fits.resource} fit now on "
-            f"{len(fits.nodes)} node(s)\n")
-    table = _table(["NODE", "FREE", "PODS"],
-                   [[n.node, str(n.free), str(n.pods)] for n in fits.nodes], headers)
+            f"{len(placed)} node(s)"
+            + (f"; cannot tell for {fits.cannot_tell} device(s)" if fits.cannot_tell else "")
+            + "\n")
+    undecided = fits.cannot_tell > 0
+    table = _table(["NODE", "FREE", "PODS", *([UNDECIDED] if undecided else [])],
+                   [[n.node, str(n.free), str(n.pods),
+                     *([str(n.cannot_tell)] if undecided else [])] for n in fits.nodes],
+                   headers)
     return head + table
 
 
@@ -96,6 +112,16 @@ def findings_text(findings: list[Finding]) -> str:
 def notes(fleet: Fleet, counted: Counted) -> list[str]:
     """Lines for stderr: what was not read, and what the counts assume."""
     out = [f"incomplete: {line}" for line in fleet.incomplete]
+    out += [f"skipped: {line}" for line in fleet.skipped]
+    out += [f"note: node {name}: {resource} {value!r} {why}; left out of the counts"
+            for name, node in sorted(fleet.nodes.items())
+            for resource, value, why in node.unreadable]
+    ix = counted.index
+    if ix is not None and ix.classes.assumed and ix.pools_of:
+        out.append("note: no DeviceClass was read: the DRA driver chart's classes are assumed")
+    if any(k.cannot_tell for k in counted.kinds):
+        out.append(f"note: {UNDECIDED}: DRA devices whose DeviceClass selectors could not be "
+                   "decided here (see docs/fleet.md, \"cannot tell\"); in no TOTAL or FREE")
     if any(k.kind.sharing in ("time-slicing", "mps") for k in counted.kinds):
         out.append(f"note: {SHARING_NOTE}")
     if any(k.unschedulable_nodes for k in counted.kinds):

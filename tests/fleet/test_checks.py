@@ -169,6 +169,8 @@ def renamed_over(f: Fleet) -> str:
 
 
 def plugin_gone(f: Fleet) -> str:
+    """The device plugin never registered: no GPU resource at all (none allocatable, none
+    in capacity) where the labels promise eight."""
     name = dp_name("gb200-nvl", "none", "none")
     replace_node(f, name, allocatable={}, capacity={})
     return name
@@ -247,7 +249,7 @@ def orphan_claim(f: Fleet) -> str:
 
 PLANTS: list[tuple[Callable[[Fleet], str], str]] = [
     (one_gpu_short, "device-plugin-units"), (time_sliced_short, "device-plugin-units"),
-    (renamed_over, "device-plugin-units"), (plugin_gone, "device-plugin-units"),
+    (renamed_over, "device-plugin-units"), (plugin_gone, "no-device-plugin"),
     (mig_short, "mig-units"), (mig_replicas_over, "mig-units"),
     (dra_count_off, "dra-slices"), (dra_product_off, "dra-slices"),
     (dra_mig_count_off, "dra-slices"),
@@ -276,7 +278,7 @@ def test_several_plants_are_each_found_once() -> None:
 def test_a_device_plugin_that_refuses_its_config_is_found() -> None:
     """MPS with --mig-strategy mixed: the device plugin refuses to start (placement.units;
     cmd/nvidia-device-plugin/main.go), gfd still labels the sharing it was configured with:
-    the labels promise units no device plugin advertises."""
+    the labels promise units, and no device plugin registered any."""
     refused = [c for c in device_plugin_combos(refused=True) if c[2] == "mps4"
                and c[1] == "mixed" and not several_models(c[0]) and machines()[c[0]].gpus]
     assert len(refused) >= 3
@@ -284,7 +286,7 @@ def test_a_device_plugin_that_refuses_its_config_is_found() -> None:
         f = empty()
         name = dp_name(machine, strategy, sharing)
         add_plugin_node(f, name, machine, strategy, sharing)
-        assert [(x.node, x.check) for x in findings(f)] == [(name, "device-plugin-units")]
+        assert [(x.node, x.check) for x in findings(f)] == [(name, "no-device-plugin")]
 
 
 def test_agents_are_not_looked_for_when_pods_could_not_be_read() -> None:

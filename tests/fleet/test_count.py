@@ -62,7 +62,7 @@ def api_node(name: str, machine: str = "", *, strategy: str = "none", sharing: s
             "metadata": {"name": name, "labels": labels},
             "spec": {"unschedulable": cordoned, "taints": taints or []},
             "status": {"capacity": {"cpu": "64", **alloc},
-                       "allocatable": {"cpu": "63", **alloc},
+                       "allocatable": {"cpu": "63", "pods": "110", **alloc},
                        "conditions": [{"type": "Ready", "status": str(ready)}]}}
 
 

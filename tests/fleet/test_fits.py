@@ -83,7 +83,7 @@ def _node_obj(name: str, labels: dict[str, str], allocatable: dict[str, str],
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {**labels, "kubernetes.io/hostname": name}},
             "spec": spec,
-            "status": {"capacity": allocatable, "allocatable": allocatable,
+            "status": {"capacity": allocatable, "allocatable": {"pods": "110", **allocatable},
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 

@@ -87,21 +87,22 @@ def test_each_allocated_device_is_held_by_its_claim() -> None:
               Claim(namespace="ml", name="b", allocated=((DRIVER, "n", "gpu-1"),
                                                          (DRIVER, "m", "gpu-0"))),
               Claim(namespace="ml", name="pending")]
-    assert pools.allocated(claims) == {(DRIVER, "n", "gpu-0"): "ml/a",
-                                       (DRIVER, "n", "gpu-1"): "ml/b",
-                                       (DRIVER, "m", "gpu-0"): "ml/b"}
+    held = pools.allocated(claims)
+    assert held.devices == {(DRIVER, "n", "gpu-0"): "ml/a", (DRIVER, "n", "gpu-1"): "ml/b",
+                            (DRIVER, "m", "gpu-0"): "ml/b"}
+    assert held.shares == {}
 
 
 def test_an_allocated_device_is_not_free() -> None:
     pool = pools.gather([make_slice("n", 1, ["gpu-0", "gpu-1", "gpu-2"])])[(DRIVER, "n")]
-    held = {(DRIVER, "n", "gpu-1"): "ml/a"}
+    held = pools.Held(devices={(DRIVER, "n", "gpu-1"): "ml/a"})
     assert pools.free_count(pool, held, lambda d: True) == 2
-    assert pools.free_count(pool, {}, lambda d: True) == 3
+    assert pools.free_count(pool, pools.Held(), lambda d: True) == 3
 
 
 def test_only_wanted_devices_are_counted() -> None:
     pool = pools.gather([make_slice("n", 1, ["gpu-0", "gpu-1", "gpu-2"])])[(DRIVER, "n")]
-    assert pools.free_count(pool, {}, lambda d: d.name != "gpu-0") == 2
+    assert pools.free_count(pool, pools.Held(), lambda d: d.name != "gpu-0") == 2
 
 
 # ------------------------------------------------------------------------------- counters

@@ -77,7 +77,8 @@ def plugin_node(name: str, machine: str, sharing: str = "none", **state: Any) ->
     labels = placement.node_labels(snap, "none", config, "extended", "device-plugin")
     units = {r: len(u) for r, u in placement.units(snap, "none", config,
                                                    "device-plugin").items()}
-    return Node(name=name, labels=labels, allocatable=units, capacity=units, **state)
+    return Node(name=name, labels=labels, allocatable={**units, "pods": 110}, capacity=units,
+                **state)
 
 
 def build(*, unlabelled: bool = False) -> Fleet:
@@ -87,7 +88,7 @@ def build(*, unlabelled: bool = False) -> Fleet:
                          taints=(Taint(key=GPU, effect="NoSchedule"),))]
     snap = machines()["hgx-h100"]
     dra_labels = placement.node_labels(snap, "none", None, "extended", "dra")
-    nodes.append(Node(name="dra-1", labels=dra_labels, allocatable={}, capacity={}))
+    nodes.append(Node(name="dra-1", labels=dra_labels, allocatable={"pods": 110}, capacity={}))
     if unlabelled:
         nodes.append(Node(name="bare", labels={}, allocatable={GPU: 2}, capacity={GPU: 2}))
     f = Fleet(nodes={n.name: n for n in nodes}, pods=[
@@ -217,7 +218,7 @@ def test_fits_has_the_documented_keys() -> None:
     for n in fit["nodes"]:
         assert set(n) == set(schema()["fits"]["nodes"][0])
         assert is_int(n["free"]) and is_int(n["pods"])
-    assert fit["nodes"] == [{"node": "h100-a", "free": 5, "pods": 2}]
+    assert fit["nodes"] == [{"node": "h100-a", "free": 5, "pods": 2, "cannotTell": 0}]
     assert isinstance(fit["selector"], dict)
 
 

@@ -41,8 +41,8 @@ def _node(name: str, labels: dict[str, str], allocatable: dict[str, str],
         "metadata": {"name": name, "labels": {**labels, "kubernetes.io/hostname": name,
                                               "kubernetes.io/os": "linux"}},
         "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
-        "status": {"capacity": {"cpu": "64", **allocatable},
-                   "allocatable": {"cpu": "64", **allocatable},
+        "status": {"capacity": {"cpu": "64", "pods": "110", **allocatable},
+                   "allocatable": {"cpu": "64", "pods": "110", **allocatable},
                    "conditions": [{"type": "Ready", "status": "True"}]},
     }
     if cordoned:
@@ -126,8 +126,8 @@ def build() -> JSON:
     items += [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                "metadata": {"name": name},
                "spec": {"selectors": [{"cel": {"expression": cel}}],
-                        **({"extendedResourceName": "nvidia.com/gpu"}
-                           if name == dra.GPU_CLASS else {})}}
+                        **({"extendedResourceName": dra.EXTENDED_RESOURCES[name]}
+                           if name in dra.EXTENDED_RESOURCES else {})}}
               for name, cel in sorted(dra.DEVICE_CLASSES.items())]
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
             "items": items}
