@@ -260,6 +260,8 @@ class Pod:
     extended_to_dra: bool = False
     """Some request is one a DeviceClass's ``extendedResourceName`` already serves through a
     claim (``status.extendedResourceClaimStatus``)."""
+    created: str = ""
+    """``metadata.creationTimestamp`` (RFC 3339, UTC): how long a pending pod has waited."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -518,7 +520,7 @@ def pod_of(raw: dict[str, Any]) -> Pod | None:
         agent_ready=_ready(objs(status, "conditions", "status."), "status.conditions[]."),
         priority=integer(spec, "priority", "spec."), nominated=nominated if not node else "",
         gated=bool(arr(spec, "schedulingGates", "spec.")),
-        extended_to_dra=bool(to_dra))
+        extended_to_dra=bool(to_dra), created=text(meta, "creationTimestamp", "metadata."))
 
 
 def _attribute(value: Any, where: str) -> str | int | bool | Version | None:
