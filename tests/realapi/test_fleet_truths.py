@@ -213,7 +213,18 @@ class TestDraMigration:
 
 
 TWO_CLASSES = "two-classes"
-TWO_H100, TWO_A100 = "classes-h100", "classes-a100"
+NEWER, SAME_SECOND = "newer", "same-second"
+"""The two scenarios' Node name suffixes: a Node is never made again under a name just freed."""
+
+
+def h100_node(case: str) -> str:
+    return f"classes-h100-{case}"
+
+
+def a100_node(case: str) -> str:
+    return f"classes-a100-{case}"
+
+
 H100_CLASS = "h100-only.gfd-test.example"
 """Named after ``gpu.nvidia.com`` in order: the newer class is not the lower name."""
 H100_CEL = (f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu' && "
@@ -232,8 +243,9 @@ def _two_classes(truths: Truths, *, same_second: bool) -> None:
     truths.device_classes({MIG_CLASS: chart[MIG_CLASS]})
     h100 = device_class(H100_CLASS, H100_CEL, extended=GPU)
     older = truths.plane.create(chart[GPU_CLASS])
-    truths.node(TWO_H100, TWO_CLASSES, machine("hgx-h100", 2), dra=True)
-    truths.node(TWO_A100, TWO_CLASSES, machine("mixed-a100-a10", 2), dra=True)
+    case = SAME_SECOND if same_second else NEWER
+    truths.node(h100_node(case), TWO_CLASSES, machine("hgx-h100", 2), dra=True)
+    truths.node(a100_node(case), TWO_CLASSES, machine("mixed-a100-a10", 2), dra=True)
     deadline = time.monotonic() + 30
     while True:
         newer = truths.plane.create(h100)
@@ -281,7 +293,7 @@ class TestTheNewerOfTwoClassesServesTheResource:
         fits = fits_of(truths, TWO_CLASSES, *TWO_CLASS_FILTERS)
         outcome = probe_fits(truths, TWO_CLASSES, fits, rule=2,
                              what="nvidia.com/gpu pods, the newer class selecting H100s")
-        assert set(outcome.bound.values()) == {TWO_H100}
+        assert set(outcome.bound.values()) == {h100_node(NEWER)}
 
 
 class TestOfTwoClassesOfOneSecondTheLowerNameServes:
@@ -292,7 +304,7 @@ class TestOfTwoClassesOfOneSecondTheLowerNameServes:
         fits = fits_of(truths, TWO_CLASSES, *TWO_CLASS_FILTERS)
         outcome = probe_fits(truths, TWO_CLASSES, fits, rule=4,
                              what="nvidia.com/gpu pods, gpu.nvidia.com the lower name")
-        assert dict(outcome.per_node()) == {TWO_H100: 2, TWO_A100: 2}
+        assert dict(outcome.per_node()) == {h100_node(SAME_SECOND): 2, a100_node(SAME_SECOND): 2}
 
 
 # --------------------------------------------------------------------------- 4. own selector
