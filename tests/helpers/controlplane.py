@@ -316,6 +316,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "NodeFeature": ("nodefeatures", True),
     "NodeFeatureRule": ("nodefeaturerules", False),
     "DeviceClass": ("deviceclasses", False),
+    "PriorityClass": ("priorityclasses", False),
     "ResourceSlice": ("resourceslices", False),
     "ResourceClaim": ("resourceclaims", True),
     "ResourceClaimTemplate": ("resourceclaimtemplates", True),

@@ -680,8 +680,9 @@ def _create_node(cp: ControlPlane, spec: Spec) -> Node:
     return node
 
 
-def _marker(cp: ControlPlane) -> list[JSON | str]:
-    """A node without GPUs or the fleet label, and a foreign driver's devices on it."""
+def install_marker(cp: ControlPlane) -> list[JSON | str]:
+    """A node without GPUs or the fleet label, and a foreign driver's devices on it (what
+    ``Fleet.barrier`` binds to; its DeviceClass is the caller's); returns what to delete."""
     cp.create_node(MARKER_NODE)
     rs = cp.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                     "metadata": {"name": f"{MARKER_NODE}-marker"},
@@ -730,7 +731,7 @@ def build(cp: ControlPlane, scheduler: Process) -> Fleet:
     cp.create_namespace(ADMIN_NAMESPACE,
                         labels={"resource.kubernetes.io/admin-access": "true"})
     try:
-        fleet.created.extend(_marker(cp))
+        fleet.created.extend(install_marker(cp))
         for spec in SPECS:
             fleet.created.append(f"/api/v1/nodes/{spec.name}")
             node = _create_node(cp, spec)
