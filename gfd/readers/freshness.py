@@ -6,8 +6,8 @@ visible sooner, never the interval blind (a driver may take the registration and
 a MigConfigChange). A GPU's static facts (:data:`STATIC_FACTS`, and the MIG profile tables)
 cannot change without a restart of the NVML session or an event, so they are read when the
 GPU is first seen and again only for a reason (a :class:`Changes` mark from an NVML event, a
-new UUID at the index, an error, a GPU reset seen as a MIG mode change, a reload, a new
-NVML session, or the full read every :data:`FULL_READ_INTERVAL`).
+new UUID at the index, an error, a GPU reset seen as a MIG mode change, a fabric state that
+moved, a reload, a new NVML session, or the full read every :data:`FULL_READ_INTERVAL`).
 docs/nvml-reads.md lists every fact and why it is asked or held.
 
 A GPU that stops answering for a moment (a handle or UUID answered with anything but
@@ -38,9 +38,10 @@ STATIC_FACTS = frozenset({"identity", "minor", "memory", "compute_capability", "
 Why each is held (docs/nvml-reads.md, "Held"): name, memory, compute capability, brand, PCI
 bus id and the power-limit constraints are the board's (another board is another UUID; a
 VBIOS flash or an ECC mode change needs the driver unloaded, a GPU reset or a reboot, none
-of which an open NVML session outlives); an NVLink that goes down raises Xid 74; a settled
-fabric holds until a GPU reset; minor, architecture and addressing mode are read only by
-``gfd devices`` and ``gfd snapshot``."""
+of which an open NVML session outlives); NVLinks are trained when the driver starts the GPU
+or by the fabric manager as it registers it (read again when the fabric state moves), and
+one that goes down raises Xid 74; a settled fabric holds until a GPU reset; minor,
+architecture and addressing mode are read only by ``gfd devices`` and ``gfd snapshot``."""
 
 CYCLE_FACTS = ("uuid", "mig_mode", "compute_mode", "mig_devices")
 """Asked every cycle of every GPU (with the device count and each index's handle), events or

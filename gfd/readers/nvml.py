@@ -349,7 +349,8 @@ class _Plan:
     def static_due(self, same: Gpu | None, mig_enabled: bool) -> bool:
         """Read this GPU's static facts: first seen (or a new UUID at its index), a full
         read, an event named it, one of them failed last time, or its MIG mode changed
-        (which takes a GPU reset)."""
+        (which takes a GPU reset). A fabric state that moved reads them too, once the fabric
+        has been asked."""
         return (same is None or self.full or same.uuid in self.taken.stale
                 or any(d.fact in STATIC_FACTS for d in same.degraded)
                 or same.mig_enabled != mig_enabled)
@@ -461,8 +462,13 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
         static = _Static.of(same)
         seen["name"] = same.name
         if not fabric_settled(same.fabric):
-            static = replace(static, fabric=facts.ask("fabric", lambda: _fabric(handle),
-                                                      hold=lambda g: g.fabric, unknown=None))
+            fabric = facts.ask("fabric", lambda: _fabric(handle), hold=lambda g: g.fabric,
+                               unknown=None)
+            if fabric == same.fabric or any(d.fact == "fabric" for d in facts.degraded):
+                static = replace(static, fabric=fabric)
+            else:  # the fabric manager moved it on (registered it): its NVLinks train now
+                static = _read_static(handle, same, facts, seen,
+                                      device_facts=plan.device_facts)
     mig_devices: tuple[MigDevice, ...] = ()
     mig_profiles: tuple[GiProfile, ...] | None = () if plan.device_facts else None
     if mig_capable and plan.device_facts:  # static: in the tables until a full read

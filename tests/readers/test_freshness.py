@@ -88,6 +88,8 @@ CYCLE_CHANGES: dict[str, Callable[[Machine], None]] = {
         CHANGED, profiles.h100(uuid="GPU-0f0f0f0f-0000-4000-8000-000000000002",
                                name="NVIDIA H100 NVL", fabric=Fabric())),
     "fabric not settled": lambda m: setattr(m.gpus[CHANGED], "fabric", Fabric()),
+    "NVLink, once the fabric manager registers the GPUs": lambda m: [
+        (setattr(g, "fabric", Fabric()), setattr(g, "nvlinks_active", 18)) for g in m.gpus],
 }
 
 
@@ -95,6 +97,10 @@ def machine_before(fact: str) -> Machine:
     machine = profiles.hgx_h100()
     if fact == "fabric not settled":
         machine.gpus[CHANGED].fabric = Fabric(state="in-progress", status="IN_USE")
+    if fact.startswith("NVLink"):  # gfd started before the fabric manager trained the links
+        for gpu in machine.gpus:
+            gpu.fabric = Fabric(state="in-progress", status="IN_USE")
+            gpu.nvlinks_active = 0
     return machine
 
 
