@@ -159,15 +159,29 @@ def unannounced(machine: Machine) -> Machine:
     return machine
 
 
+def cycles_so_far(port: int) -> float:
+    """The cycles counted so far, from an answered scrape (an unanswered one is no count)."""
+    scraped: list[str] = []
+
+    def answered() -> bool:
+        status, text = http(port, "/metrics")
+        scraped.append(text)
+        return status == 200
+
+    wait_for(answered)
+    return sum(metric(scraped[-1], f'gfd_cycles_total{{result="{r}"}}')
+               for r in ("published", "unchanged", "error"))
+
+
 def polled(tmp_path: Path, lib: Path, agents: list[Agent], pipe: EventPipe,
            machine: Machine) -> tuple[Agent, int]:
     """`gfd run` at a 1 s interval, every GPU registered for MIG-config events."""
     agent, port = start(tmp_path, lib, agents, pipe, unannounced(machine),
                         "--sleep-interval", "1s")
     wait_for(lambda: LISTENED in agent.logs())
-    # the registration asks every GPU's MIG devices once more, at the read that follows it:
-    # past that read, only the interval is left to see a change
-    settled = cycles(port)
+    # past the reads right after the registration (gfd used to enumerate every GPU's MIG
+    # devices once after it), only the cycle itself is left to see a change
+    settled = cycles_so_far(port)
     wait_for(lambda: cycles(port) >= settled + 2)
     return agent, port
 
@@ -178,7 +192,7 @@ def labelled_by_the_next_cycle(agent: Agent, port: int, machine: Machine,
     change (the one running then may have read the old machine; the next starts after it),
     the published labels show it. Waits on the cycles, not on a time."""
     agent.set_machine(unannounced(machine))
-    before = cycles(port)
+    before = cycles_so_far(port)
     wait_for(lambda: cycles(port) >= before + 2)
     assert done(agent.labels()), agent.labels()
     text = http(port, "/metrics")[1]
