@@ -1,12 +1,14 @@
 """When the NVML reader asks a GPU again: which facts each cycle, which only for a reason.
 
-A GPU's static facts (identity, memory, compute capability, PCI identity, power-limit
-constraints, NVLink, a settled fabric, MIG profile tables) cannot change while the GPU is
-present, so they are read when the GPU is first seen and again only for a reason (a
-:class:`Changes` mark from an NVML event, a new UUID at the index, an error, a GPU reset
-seen as a MIG mode change, a reload, a new NVML session, or the full read every
-:data:`FULL_READ_INTERVAL`). Each cycle reads only what can change silently
-(:data:`CYCLE_FACTS`). docs/nvml-reads.md lists every fact and why.
+Each cycle asks what can change on a running node without a signal gfd is sure to get
+(:data:`CYCLE_FACTS`), whether or not NVML events are registered: an event makes a change
+visible sooner, never the interval blind (a driver may take the registration and never send
+a MigConfigChange). A GPU's static facts (:data:`STATIC_FACTS`, and the MIG profile tables)
+cannot change without a restart of the NVML session or an event, so they are read when the
+GPU is first seen and again only for a reason (a :class:`Changes` mark from an NVML event, a
+new UUID at the index, an error, a GPU reset seen as a MIG mode change, a fabric state that
+moved, a reload, a new NVML session, or the full read every :data:`FULL_READ_INTERVAL`).
+docs/nvml-reads.md lists every fact and why it is asked or held.
 
 A GPU that stops answering for a moment (a handle or UUID answered with anything but
 GPU_IS_LOST) keeps its last known facts until :class:`Unanswered` says the failure has
@@ -32,12 +34,20 @@ LOST_AFTER_SECONDS = 30.0
 STATIC_FACTS = frozenset({"identity", "minor", "memory", "compute_capability", "architecture",
                           "brand", "pci", "power_limits", "nvlink", "fabric",
                           "addressing_mode"})
-"""Facts (``snapshot.FACTS``) read when the GPU is first seen and then only for a reason."""
+"""Facts (``snapshot.FACTS``) read when the GPU is first seen and then only for a reason.
+Why each is held (docs/nvml-reads.md, "Held"): name, memory, compute capability, brand, PCI
+bus id and the power-limit constraints are the board's (another board is another UUID; a
+VBIOS flash or an ECC mode change needs the driver unloaded, a GPU reset or a reboot, none
+of which an open NVML session outlives); NVLinks are trained when the driver starts the GPU
+or by the fabric manager as it registers it (read again when the fabric state moves), and
+one that goes down raises Xid 74; a settled fabric holds until a GPU reset; minor,
+architecture and addressing mode are read only by ``gfd devices`` and ``gfd snapshot``."""
 
-CYCLE_FACTS = ("uuid", "mig_mode", "compute_mode")
-"""Asked every cycle of every GPU (with the device count and each index's handle); the MIG
-devices too on a MIG-enabled GPU that is not registered for MIG-config events, and the
-fabric while it is not settled."""
+CYCLE_FACTS = ("uuid", "mig_mode", "compute_mode", "mig_devices")
+"""Asked every cycle of every GPU (with the device count and each index's handle), events or
+not: the MIG devices of a MIG-enabled GPU as a check, one call per empty slot and two per
+device (``nvmlmig.unchanged``), read in full when it shows a change; the fabric too while it
+is not settled."""
 
 
 def fabric_settled(fabric: Fabric | None) -> bool:
@@ -52,27 +62,15 @@ def fabric_settled(fabric: Fabric | None) -> bool:
 class Changes:
     """What NVML events say changed, from the event thread to the reader (thread-safe).
 
-    The event set records the GPUs registered for MIG-config events (``listening``) and each
-    event's GPU (``changed``); the reader ``take``s both at the start of a read."""
+    The event set records each event's GPU (``changed``); the reader ``take``s the marks at
+    the start of a read. The marks only make a read come sooner and ask more: what a read asks
+    every cycle does not depend on whether events are registered or arrive (a driver may
+    accept the registration and never send a MigConfigChange)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._listened: frozenset[str] = frozenset()
         self._stale: set[str] = set()
-        self._relayout: set[str] = set()
         self._everything = False
-
-    def listening(self, uuids: frozenset[str]) -> None:
-        """These GPUs send MIG-config events from now on; the MIG devices of each are read
-        once more (a change made before the registration sent no event)."""
-        with self._lock:
-            self._listened = uuids
-            self._relayout |= uuids
-
-    def stopped(self) -> None:
-        """The event set is closed: no GPU's MIG layout can wait for an event."""
-        with self._lock:
-            self._listened = frozenset()
 
     def changed(self, uuid: str) -> None:
         """An event for this GPU ("": a device the set did not register: every GPU)."""
@@ -83,12 +81,10 @@ class Changes:
                 self._everything = True
 
     def take(self) -> Taken:
-        """The GPUs listened to, and the marks since the last take (which clears them)."""
+        """The marks since the last take (which clears them)."""
         with self._lock:
-            taken = Taken(listened=self._listened, stale=frozenset(self._stale),
-                          relayout=frozenset(self._relayout), everything=self._everything)
+            taken = Taken(stale=frozenset(self._stale), everything=self._everything)
             self._stale.clear()
-            self._relayout.clear()
             self._everything = False
             return taken
 
@@ -97,12 +93,8 @@ class Changes:
 class Taken:
     """One read's view of the events: see :meth:`Changes.take`."""
 
-    listened: frozenset[str]
-    """UUIDs of the GPUs registered for MIG-config events."""
     stale: frozenset[str]
     """UUIDs an event named since the last read: every fact of these is read again."""
-    relayout: frozenset[str]
-    """UUIDs registered since the last read: their MIG devices are read again."""
     everything: bool
     """An event named a device the set did not know: read every GPU afresh."""
 

@@ -25,10 +25,12 @@ The error policy (docs/nvml-errors.md has the table of every call):
   last values for as long as a GPU that does not answer is kept.
 
 What a read asks (docs/nvml-reads.md, ``gfd.readers.freshness``): each cycle the device
-count and, per GPU, its handle, UUID, MIG mode and compute mode (and the MIG devices of a
-GPU not registered for MIG-config events, the fabric while it is starting); the static
-facts (``_read_static``, the one place a per-GPU static query goes) when a GPU is first
-seen and again only for a reason.
+count and, per GPU, its handle, UUID, MIG mode and compute mode, whether a MIG-enabled GPU's
+MIG devices are still the same (one call per MIG slot, ``nvmlmig.unchanged``; all their
+details again when not), and the fabric while it is starting; the static facts
+(``_read_static``, the one place a per-GPU static query goes) when a GPU is first seen and
+again only for a reason. Events only make a change visible sooner: what a cycle asks does not
+depend on them.
 
 ``NvmlEvents`` (``nvmlevents``, re-exported here) listens for NVML events (MIG
 reconfiguration, Xid errors, a GPU becoming unavailable) in its own session, from one
@@ -74,7 +76,14 @@ from gfd.readers.nvmlcall import (
     start_session,
 )
 from gfd.readers.nvmlevents import EVENT_TYPES, NvmlEvent, NvmlEvents
-from gfd.readers.nvmlmig import ProfileTables, Tables, read_gi_profiles, read_mig_devices
+from gfd.readers.nvmlmig import (
+    Layout,
+    ProfileTables,
+    Tables,
+    read_gi_profiles,
+    read_mig_layout,
+    unchanged,
+)
 from gfd.snapshot import (
     ADDRESSING_MODES,
     COMPUTE_MODES,
@@ -146,8 +155,9 @@ class NvmlReader:
     re-initialised after an error. Not thread-safe (its ``Changes`` are).
 
     The first read of a session, a read after ``refresh()``, and one every
-    FULL_READ_INTERVAL read everything; the reads in between ask each GPU only what can
-    change without an event (``gfd.readers.freshness``, docs/nvml-reads.md).
+    FULL_READ_INTERVAL read everything; the reads in between ask each GPU what can change
+    without a restart or an event gfd is sure to get, events registered or not
+    (``gfd.readers.freshness``, docs/nvml-reads.md).
 
     ``device_facts``: also read what only the DRA driver's devices show (``gfd devices``,
     and ``gfd snapshot`` that records them): each GPU's minor number, architecture and
@@ -165,6 +175,9 @@ class NvmlReader:
         """Each GPU's last read (by index), for the facts a later read cannot get."""
         self._tables: Tables = {}
         """MIG profile tables per GPU, kept until the next full read."""
+        self._layouts: dict[str, Layout] = {}
+        """Each MIG-enabled GPU's MIG devices and their handles (by GPU uuid), from its last
+        enumeration in this session: what each read checks again."""
         self._system: tuple[str, int] | None = None
         """Driver and CUDA versions, read by a full read."""
         self._count: int | None = None
@@ -222,6 +235,7 @@ class NvmlReader:
             return
         self._initialised = False
         self._tables = {}
+        self._layouts = {}
         self._full_due = True
         end_session()
 
@@ -247,8 +261,11 @@ class NvmlReader:
         plan = _Plan(full=full, taken=taken, device_facts=self._device_facts)
         gpus = []
         for index in range(count):
-            gpu, answered = _read_gpu(index, self._last.get(index), self._tables, plan)
+            gpu, answered = _read_gpu(index, self._last.get(index), self._tables,
+                                      self._layouts, plan)
             gpus.append(self._kept_or_lost(gpu, answered, now))
+        enabled = {g.uuid for g in gpus if g.error is None and g.mig_enabled}
+        self._layouts = {u: layout for u, layout in self._layouts.items() if u in enabled}
         self._report(gpus)
         self._last = {g.index: g for g in gpus if g.error is None}
         if full:
@@ -332,16 +349,19 @@ class _Plan:
     def static_due(self, same: Gpu | None, mig_enabled: bool) -> bool:
         """Read this GPU's static facts: first seen (or a new UUID at its index), a full
         read, an event named it, one of them failed last time, or its MIG mode changed
-        (which takes a GPU reset)."""
+        (which takes a GPU reset). A fabric state that moved reads them too, once the fabric
+        has been asked."""
         return (same is None or self.full or same.uuid in self.taken.stale
                 or any(d.fact in STATIC_FACTS for d in same.degraded)
                 or same.mig_enabled != mig_enabled)
 
     def mig_devices_due(self, same: Gpu | None, static: bool) -> bool:
-        """Enumerate a MIG-enabled GPU's devices: each read unless the GPU sends MIG-config
-        events (then after an event, a failure, or with its static facts)."""
-        return (static or same is None or same.uuid not in self.taken.listened
-                or same.uuid in self.taken.relayout
+        """Enumerate a MIG-enabled GPU's devices in full: with its static facts (first seen,
+        a full read, an event named it, a MIG mode change), or after a failure to enumerate
+        them. Otherwise each read asks whether they are still the same (``nvmlmig.unchanged``),
+        whether or not the GPU sends MIG-config events: an event makes a change visible
+        sooner, the interval sees it all the same."""
+        return (static or same is None
                 or any(d.fact == "mig_devices" for d in same.degraded))
 
 
@@ -396,7 +416,8 @@ def _unanswered(last: Gpu, failed: CallFailed) -> Gpu:
 
 
 
-def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tuple[Gpu, bool]:
+def _read_gpu(index: int, last: Gpu | None, tables: Tables, layouts: dict[str, Layout],
+              plan: _Plan) -> tuple[Gpu, bool]:
     """The GPU at ``index``, and whether it answered (a GPU that did not keeps ``last``)."""
     seen: dict[str, str] = {}
     """The identity read before the GPU was lost, if any."""
@@ -415,7 +436,8 @@ def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tupl
         return _unanswered(known, failed), False
     seen["uuid"] = uuid
     try:
-        return _read_gpu_fields(index, handle, uuid, known, seen, tables, plan), True
+        return _read_gpu_fields(index, handle, uuid, known, seen, tables, layouts,
+                                plan), True
     except _Unlabelable as unlabelable:
         return _lost(index, unlabelable.failed, seen), True
     except CallFailed as failed:  # GPU_IS_LOST from any call
@@ -423,7 +445,8 @@ def _read_gpu(index: int, last: Gpu | None, tables: Tables, plan: _Plan) -> tupl
 
 
 def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
-                     seen: dict[str, str], tables: Tables, plan: _Plan) -> Gpu:
+                     seen: dict[str, str], tables: Tables, layouts: dict[str, Layout],
+                     plan: _Plan) -> Gpu:
     # the last read is this GPU's only if it is the same GPU
     same = known if known is not None and known.uuid == uuid else None
     facts = _Facts(same)
@@ -439,8 +462,13 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
         static = _Static.of(same)
         seen["name"] = same.name
         if not fabric_settled(same.fabric):
-            static = replace(static, fabric=facts.ask("fabric", lambda: _fabric(handle),
-                                                      hold=lambda g: g.fabric, unknown=None))
+            fabric = facts.ask("fabric", lambda: _fabric(handle), hold=lambda g: g.fabric,
+                               unknown=None)
+            if fabric == same.fabric or any(d.fact == "fabric" for d in facts.degraded):
+                static = replace(static, fabric=fabric)
+            else:  # the fabric manager moved it on (registered it): its NVLinks train now
+                static = _read_static(handle, same, facts, seen,
+                                      device_facts=plan.device_facts)
     mig_devices: tuple[MigDevice, ...] = ()
     mig_profiles: tuple[GiProfile, ...] | None = () if plan.device_facts else None
     if mig_capable and plan.device_facts:  # static: in the tables until a full read
@@ -449,13 +477,8 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
                                  lambda: read_gi_profiles(handle, profile_tables),
                                  hold=lambda g: g.mig_profiles, unknown=None)
     if mig_enabled:
-        if plan.mig_devices_due(same, static_due) or same is None:
-            profile_tables = tables.setdefault(uuid, ProfileTables())
-            mig_devices = facts.ask("mig_devices",
-                                    lambda: read_mig_devices(index, handle, profile_tables),
-                                    hold=lambda g: g.mig_devices, unknown=())
-        else:
-            mig_devices = same.mig_devices
+        mig_devices = _mig_devices(handle, uuid, same, facts, tables, layouts,
+                                   due=plan.mig_devices_due(same, static_due))
     return Gpu(
         index=index,
         uuid=uuid,
@@ -469,6 +492,23 @@ def _read_gpu_fields(index: int, handle: Any, uuid: str, known: Gpu | None,
         mig_profiles=mig_profiles,
         degraded=tuple(facts.degraded),
     )
+
+
+def _mig_devices(handle: Any, uuid: str, same: Gpu | None, facts: _Facts, tables: Tables,
+                 layouts: dict[str, Layout], *, due: bool) -> tuple[MigDevice, ...]:
+    """A MIG-enabled GPU's MIG devices: those of its last read while its layout is unchanged,
+    else (or when ``due``) every one read again; ``layouts`` keeps what the next read checks."""
+    held = layouts.pop(uuid, None)
+    if not due and same is not None and held is not None and unchanged(handle, held):
+        layouts[uuid] = held
+        return same.mig_devices
+    profile_tables = tables.setdefault(uuid, ProfileTables())
+    layout = facts.ask("mig_devices", lambda: read_mig_layout(handle, profile_tables),
+                       hold=lambda g: Layout(devices=g.mig_devices, handles=()),
+                       unknown=Layout(devices=(), handles=()))
+    if not any(d.fact == "mig_devices" for d in facts.degraded):  # it answered
+        layouts[uuid] = layout
+    return layout.devices
 
 
 @dataclass(frozen=True, slots=True)

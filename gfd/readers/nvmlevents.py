@@ -88,7 +88,7 @@ class NvmlEvents:
 
     def __init__(self, changes: Changes | None = None) -> None:
         self._changes = changes if changes is not None else Changes()
-        """Where registrations and events are told to the reader that made this set."""
+        """Where events are told to the reader that made this set."""
         self._initialised = False
         self._set: Any = None
         self._gpus: dict[int, tuple[int, str]] = {}
@@ -113,13 +113,10 @@ class NvmlEvents:
         start_session()
         self._initialised = True
         try:
-            registered = self._open()
+            return self._open()
         except CallFailed as failed:
             self.close()
             raise DiscoveryError(failed.describe()) from failed.error
-        self._changes.listening(frozenset(
-            uuid for uuid, kinds in registered.items() if "mig-config-change" in kinds))
-        return registered
 
     def wait(self, timeout: float) -> NvmlEvent | None:
         """The next event, waiting up to ``timeout`` seconds for it; None when none came (NVML's
@@ -138,7 +135,6 @@ class NvmlEvents:
 
     def close(self) -> None:
         """Free the event set and end the session; idempotent, never raises."""
-        self._changes.stopped()
         if self._set is not None:
             self._free_set()
         self._gpus = {}

@@ -1,12 +1,14 @@
 """NVML's MIG side of one GPU: its MIG devices (by slot, each with its profile name and GPU
-instance placement) and its profile tables (GPU-instance and compute-instance profiles, with
-the GPU-instance profiles' possible placements), which are fixed by the model and driver and
+instance placement), the check each read makes of whether they changed (``Layout``,
+``unchanged``), and its profile tables (GPU-instance and compute-instance profiles, with the
+GPU-instance profiles' possible placements), which are fixed by the model and driver and
 kept until the reader's next full read."""
 
 from __future__ import annotations
 
 import logging
 from ctypes import byref, c_uint
+from dataclasses import dataclass
 from typing import Any
 
 import pynvml
@@ -14,6 +16,7 @@ import pynvml
 from gfd.readers.failure import CallFailed
 from gfd.readers.nvmlcall import (
     ABSENT,
+    LOST,
     VERSION_MISMATCH,
     binding,
     decoded,
@@ -35,21 +38,35 @@ Tables = dict[str, "ProfileTables"]
 """GPU uuid -> its MIG profile tables, until the next full read."""
 
 
-def read_mig_devices(index: int, handle: Any, tables: ProfileTables) -> tuple[MigDevice, ...]:
-    """The MIG devices of a MIG-enabled GPU, by slot; empty slots are skipped."""
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A MIG-enabled GPU's MIG devices as one enumeration found them, and the MIG device
+    handle in each of its slots (None: the slot was empty): what ``unchanged`` asks again."""
+
+    devices: tuple[MigDevice, ...]
+    handles: tuple[Any, ...]
+    """One per slot (nvmlDeviceGetMaxMigDeviceCount of them)."""
+
+
+def read_mig_layout(handle: Any, tables: ProfileTables) -> Layout:
+    """The MIG devices of a MIG-enabled GPU, by slot (empty slots are skipped), with the
+    handle of each slot's device."""
     try:
         count = int(optional(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle, default=0))
         names = _ProfileNames(handle, tables)
         devices = []
+        handles: list[Any] = []
         for slot in range(count):
             try:
                 mig = nvml_call(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
             except CallFailed as failed:
                 if failed.code in _EMPTY_SLOT:
+                    handles.append(None)
                     continue
                 raise
             devices.append(_mig_device(slot, mig, names))
-        return tuple(devices)
+            handles.append(mig)
+        return Layout(devices=tuple(devices), handles=tuple(handles))
     except CallFailed as failed:
         if failed.code == pynvml.NVML_ERROR_NO_PERMISSION:
             hint = RuntimeError(f"{failed.message}: reading MIG devices was refused; run the "
@@ -59,34 +76,69 @@ def read_mig_devices(index: int, handle: Any, tables: ProfileTables) -> tuple[Mi
         raise
 
 
+def unchanged(handle: Any, layout: Layout) -> bool:
+    """Whether the GPU's MIG devices are still those of ``layout``: a look at each empty slot
+    (NOT_FOUND while it stays empty), and through the handle of each occupied one its UUID
+    and attributes (two calls). NVML: a destroyed compute instance's handle is invalid, or
+    reused with other properties. The UUID alone would not do: it follows from the GPU and
+    the GPU and compute instance ids, and a new GPU instance of another profile can get the
+    id of the one destroyed (3g.20gb and 4g.20gb share ids on an A100); the attributes (slices,
+    memory, multiprocessors, engines) tell the profile. False at the first difference, and at
+    any error but a lost GPU's (the full read that follows applies the error policy)."""
+    devices = {d.index: d for d in layout.devices}
+    for slot, mig in enumerate(layout.handles):
+        try:
+            if mig is None:
+                nvml_call(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
+                return False  # a device where there was none
+            device = devices.get(slot)
+            if device is None or decoded(nvml_call(pynvml.nvmlDeviceGetUUID, mig)) \
+                    != device.uuid or _attributes(mig) != _attributes_of(device):
+                return False
+        except CallFailed as failed:
+            if failed.code in LOST:
+                raise
+            if mig is None and failed.code in _EMPTY_SLOT:
+                continue
+            return False
+    return True
+
+
+_ATTRIBUTES = (("memory_mib", "memorySizeMB"), ("multiprocessors", "multiprocessorCount"),
+               ("gi_slices", "gpuInstanceSliceCount"), ("ci_slices", "computeInstanceSliceCount"),
+               ("copy_engines", "sharedCopyEngineCount"), ("decoders", "sharedDecoderCount"),
+               ("encoders", "sharedEncoderCount"), ("jpegs", "sharedJpegCount"),
+               ("ofas", "sharedOfaCount"))
+"""MigDevice fields from nvmlDeviceGetAttributes_v2, by its struct's field names."""
+
+
+def _attributes(mig: Any) -> dict[str, int]:
+    """A MIG device's attributes as MigDevice fields (0 where the driver lacks the call)."""
+    attrs = optional(binding("nvmlDeviceGetAttributes"), mig)
+    return {field: int(getattr(attrs, name)) if attrs is not None else 0
+            for field, name in _ATTRIBUTES}
+
+
+def _attributes_of(device: MigDevice) -> dict[str, int]:
+    return {field: int(getattr(device, field)) for field, _ in _ATTRIBUTES}
+
+
 def _mig_device(slot: int, mig: Any, names: _ProfileNames) -> MigDevice:
     uuid = decoded(nvml_call(pynvml.nvmlDeviceGetUUID, mig))
-    attrs = optional(binding("nvmlDeviceGetAttributes"), mig)
+    attributes = _attributes(mig)
     gi_id = optional(pynvml.nvmlDeviceGetGpuInstanceId, mig)
     ci_id = optional(pynvml.nvmlDeviceGetComputeInstanceId, mig)
     profile = ""
     if gi_id is not None and ci_id is not None:
         profile = names.name(int(gi_id), int(ci_id))
     placement = names.placement(int(gi_id)) if gi_id is not None else None
-
-    def attr(field: str) -> int:
-        return int(getattr(attrs, field)) if attrs is not None else 0
-
     return MigDevice(
         index=slot,
         uuid=uuid,
         gpu_instance_id=int(gi_id) if gi_id is not None else None,
         compute_instance_id=int(ci_id) if ci_id is not None else None,
         profile_name=profile,
-        memory_mib=attr("memorySizeMB"),
-        multiprocessors=attr("multiprocessorCount"),
-        gi_slices=attr("gpuInstanceSliceCount"),
-        ci_slices=attr("computeInstanceSliceCount"),
-        copy_engines=attr("sharedCopyEngineCount"),
-        decoders=attr("sharedDecoderCount"),
-        encoders=attr("sharedEncoderCount"),
-        jpegs=attr("sharedJpegCount"),
-        ofas=attr("sharedOfaCount"),
+        **attributes,
         gi_profile_id=placement[0] if placement else None,
         placement_start=placement[1] if placement else None,
         placement_size=placement[2] if placement else None,
@@ -247,4 +299,5 @@ class _ProfileNames:
         return table
 
 
-__all__ = ["ProfileTables", "Tables", "read_gi_profiles", "read_mig_devices"]
+__all__ = ["Layout", "ProfileTables", "Tables", "read_gi_profiles", "read_mig_layout",
+           "unchanged"]

@@ -15,7 +15,8 @@
   reconfiguration included) without re-initialising; GPU handles stay valid, a GPU
   gone answers GPU_IS_LOST, an emptied MIG slot NOT_FOUND. A GPU whose GPU or compute
   instances changed sends ``mig-config-change`` to every event set registered for it, as
-  the driver does (no FIFO needed).
+  the driver does (no FIFO needed) -- unless ``GpuSpec.mig_events`` is False in the new
+  machine (a change no event reports: the driver never delivers it).
 - ``Machine.flaky = ("TIMEOUT", 2.0)``: 2 % of the calls answer TIMEOUT, at random.
 - Events: ``GpuSpec.events`` is what ``nvmlDeviceGetSupportedEventTypes`` answers
   (None: ``default_events(spec)``, a data-centre driver's set); ``EventPipe(path)``
@@ -41,6 +42,7 @@ Profile file format (line based, ``key fields...``; see parse_line in fake_nvml.
     gi <id> <profile id> <start> <size>
     ci <gi id> <ci id> <ci profile id> <slot> <start> <size> <MIG-uuid>
     events 0x411f
+    mig_silent                              (GI/CI changes send no mig-config-change)
 
 Event FIFO format (one event a line; ``EventPipe.send`` writes it)::
 
@@ -604,6 +606,10 @@ class GpuSpec:
     events: int | None = None
     """nvmlDeviceGetSupportedEventTypes (an ``event_mask(...)``; 0: none supported).
     None: ``default_events(self)``."""
+    mig_events: bool = True
+    """False: a change of its GPU or compute instances sends no ``mig-config-change``, though
+    the GPU accepts the registration (a tool whose changes the driver does not report, or a
+    driver whose event delivery is unreliable)."""
     addressing_mode: str | None = None
     """nvmlDeviceGetAddressingMode: ``None``, ``HMM`` or ``ATS``; None: NOT_SUPPORTED."""
 
@@ -798,6 +804,7 @@ def _render_gpu(gpu: GpuSpec, resolved: ResolvedGpu) -> list[str]:
         f"max_mig {gpu.max_mig_devices}",
         *([f"minor {gpu.minor}"] if gpu.minor is not None else []),
         f"events {default_events(gpu) if gpu.events is None else gpu.events:#x}",
+        *([] if gpu.mig_events else ["mig_silent"]),
     ]
     if gpu.power_limits_mw is not None:
         lines.append(f"power {gpu.power_limits_mw[0]} {gpu.power_limits_mw[1]}")

@@ -458,6 +458,23 @@ def test_a_reload_that_changes_a_gpus_instances_sends_it_a_mig_config_event(
         pynvml.nvmlEventSetFree(created)
 
 
+def test_a_gpu_whose_instance_changes_are_not_announced_sends_no_event(session: Any) -> None:
+    """``mig_events=False``: it accepts the registration, and its new instances are seen at
+    once, but no MIG-config event reports them (a driver that never delivers one)."""
+    before = Machine(gpus=[profiles.a100_40gb(mig_enabled=True, mig_layout=mig("7g.40gb"),
+                                              mig_events=False)], seed="unannounced")
+    after = replace(before, gpus=[profiles.a100_40gb(
+        mig_enabled=True, mig_layout=mig("3g.20gb", "3g.20gb"), mig_events=False)])
+    session(before)
+    pynvml.nvmlDeviceGetCount()
+    registered = event_set((0, MIG_CHANGE))
+    session(after)
+    pynvml.nvmlDeviceGetCount()
+    assert no_event(registered)
+    assert pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle(0), 1) is not None, "seen at once"
+    pynvml.nvmlEventSetFree(registered)
+
+
 def test_flaky_answers_an_error_to_a_share_of_the_calls(session: Any) -> None:
     flaky = replace(profiles.t4x4(), flaky=("TIMEOUT", 10.0))
     session(flaky)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fakes import profiles
-from fakes.fakenvml import EventPipe, Fabric, GpuSpec, Machine, mig
+from fakes.fakenvml import CI, GI, EventPipe, Fabric, GpuSpec, Machine, mig
 from helpers.timing import Clock
 
 from gfd.errors import DiscoveryError
@@ -88,6 +88,8 @@ CYCLE_CHANGES: dict[str, Callable[[Machine], None]] = {
         CHANGED, profiles.h100(uuid="GPU-0f0f0f0f-0000-4000-8000-000000000002",
                                name="NVIDIA H100 NVL", fabric=Fabric())),
     "fabric not settled": lambda m: setattr(m.gpus[CHANGED], "fabric", Fabric()),
+    "NVLink, once the fabric manager registers the GPUs": lambda m: [
+        (setattr(g, "fabric", Fabric()), setattr(g, "nvlinks_active", 18)) for g in m.gpus],
 }
 
 
@@ -95,6 +97,10 @@ def machine_before(fact: str) -> Machine:
     machine = profiles.hgx_h100()
     if fact == "fabric not settled":
         machine.gpus[CHANGED].fabric = Fabric(state="in-progress", status="IN_USE")
+    if fact.startswith("NVLink"):  # gfd started before the fabric manager trained the links
+        for gpu in machine.gpus:
+            gpu.fabric = Fabric(state="in-progress", status="IN_USE")
+            gpu.nvlinks_active = 0
     return machine
 
 
@@ -171,56 +177,87 @@ def test_a_static_fact_is_read_again_only_for_a_reason(nvml_machine: Any,
         reader.close()
 
 
-def test_mig_devices_wait_for_the_event_where_the_gpu_sends_one(nvml_machine: Any,
-                                                               nvml_events: EventPipe) -> None:
-    """A GPU registered for MIG-config events is enumerated again after its event (the fake
-    sends one when its instances change, as the driver does); without events, every read."""
-    layout = [mig("3g.40gb", "3g.40gb"), *[[] for _ in range(7)]]
+def mig_machine(*layouts: list[GI]) -> Machine:
+    """8 x H100 with MIG on, GPU i laid out as ``layouts[i]`` (the rest without devices); no
+    event announces a change of its instances, though every GPU accepts the registration."""
     machine = profiles.hgx_h100()
-    for gpu, gis in zip(machine.gpus, layout, strict=True):
+    for i, gpu in enumerate(machine.gpus):
         gpu.mig_enabled = True
-        gpu.mig_layout = list(gis)
-    other = profiles.hgx_h100()
-    for gpu in other.gpus:
-        gpu.mig_enabled = True
-    other.gpus[0].mig_layout = list(mig("7g.80gb"))
+        gpu.mig_layout = list(layouts[i]) if i < len(layouts) else []
+        gpu.mig_events = False
+    return machine
+
+
+BEFORE_LAYOUT = (mig("3g.40gb", "3g.40gb"), [], [GI("3g.40gb", cis=[CI(slices=1), CI(slices=1)])])
+LAYOUT_CHANGES: dict[str, tuple[list[GI], ...]] = {
+    "destroyed and others created": (mig("7g.80gb"), [], BEFORE_LAYOUT[2]),
+    "the same slots, other profiles": (mig("4g.40gb", "3g.40gb"), [], BEFORE_LAYOUT[2]),
+    "created where there was none": (BEFORE_LAYOUT[0], mig("1g.10gb"), BEFORE_LAYOUT[2]),
+    "a compute instance destroyed": (BEFORE_LAYOUT[0], [],
+                                     [GI("3g.40gb", cis=[CI(slices=1, ci_id=0)])]),
+    "a compute instance created": (BEFORE_LAYOUT[0], [], [GI("3g.40gb", cis=[
+        CI(slices=1), CI(slices=1), CI(slices=1)])]),
+}
+
+
+@pytest.mark.parametrize("events", [True, False], ids=["events registered", "no events"])
+@pytest.mark.parametrize("change", sorted(LAYOUT_CHANGES))
+def test_a_mig_layout_change_is_read_by_the_next_read_events_or_not(
+        nvml_machine: Any, change: str, events: bool) -> None:
+    """No event announces it (a driver that accepts the registration and sends nothing): the
+    next read follows all the same -- events make a change visible sooner, never the interval
+    blind."""
+    machine, other = mig_machine(*BEFORE_LAYOUT), mig_machine(*LAYOUT_CHANGES[change])
     expected_other = fresh(nvml_machine, other)
     expected = fresh(nvml_machine, machine)
     assert expected != expected_other
-
-    # without events: the next read follows
-    with NvmlReader() as polling:
-        seen = Seen(polling)
-        nvml_machine(machine)
-        assert seen.read() == expected
-        nvml_machine(other)
-        assert seen.read() == expected_other
-
-    # with events: the devices are read again after the event, not before
     reader = NvmlReader()
     seen = Seen(reader)
-    events = reader.events()
+    listening = reader.events()
     try:
         nvml_machine(machine)
-        assert all("mig-config-change" in kinds for kinds in events.open().values())
+        if events:
+            assert all("mig-config-change" in kinds for kinds in listening.open().values())
         assert seen.read() == expected
         assert seen.read() == expected
-        nvml_machine.fake.reset_counts()
-        assert seen.read() == expected
-        assert nvml_machine.fake.call_count("nvmlDeviceGetMigDeviceHandleByIndex") == 0, (
-            "a steady read does not enumerate the MIG devices of a GPU that sends events")
         nvml_machine(other)
-        held = seen.read()  # the read that loads the new layout: the event is not taken yet
-        assert held == expected
-        event = events.wait(10)
-        assert event is not None and (event.kind, event.gpu_index) == ("mig-config-change", 0)
+        assert seen.read() == expected_other, "the next read follows, no event taken"
         assert seen.read() == expected_other
     finally:
-        events.close()
+        listening.close()
         reader.close()
-    with NvmlReader() as after_close:  # a closed set: the reader polls again
-        nvml_machine(machine)
-        assert Seen(after_close).read() == expected
+
+
+@pytest.mark.parametrize("events", [True, False], ids=["events registered", "no events"])
+def test_a_steady_read_asks_each_mig_slot_and_no_device_details(
+        nvml_machine: Any, events: bool) -> None:
+    """A look at each empty MIG slot of a MIG-enabled GPU, and the UUID and attributes of the
+    device each occupied slot held (through its handle). The devices' other details (profile
+    names, GPU and compute instances) are read again only when that shows a change."""
+    machine = mig_machine(*BEFORE_LAYOUT)
+    nvml_machine(machine)
+    slots = 8 * machine.gpus[0].max_mig_devices
+    devices = 4
+    reader = NvmlReader()
+    listening = reader.events()
+    try:
+        if events:
+            listening.open()
+        reader.read()
+        reader.read()
+        nvml_machine.fake.reset_counts()
+        reader.read()
+        fake = nvml_machine.fake
+        assert fake.call_count("nvmlDeviceGetMigDeviceHandleByIndex") == slots - devices
+        assert fake.call_count("nvmlDeviceGetUUID") == 8 + devices
+        assert fake.call_count("nvmlDeviceGetAttributes_v2") == devices
+        assert fake.call_count() == 33 + slots + devices
+        for detail in ("nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetGpuInstanceId",
+                       "nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetComputeInstanceById"):
+            assert fake.call_count(detail) == 0, detail
+    finally:
+        listening.close()
+        reader.close()
 
 
 def test_steady_reads_ask_only_the_cycle_facts(nvml_machine: Any) -> None:
@@ -322,17 +359,13 @@ def test_a_device_count_that_times_out_keeps_the_last_count_for_a_while(
 
 def test_changes_hand_each_mark_to_one_read() -> None:
     changes = Changes()
-    changes.listening(frozenset({"GPU-a", "GPU-b"}))
     changes.changed("GPU-a")
     taken = changes.take()
-    assert (taken.listened, taken.stale, taken.relayout, taken.everything) == (
-        {"GPU-a", "GPU-b"}, {"GPU-a"}, {"GPU-a", "GPU-b"}, False)
+    assert (taken.stale, taken.everything) == ({"GPU-a"}, False)
     again = changes.take()
-    assert (again.stale, again.relayout, again.listened) == (set(), set(), {"GPU-a", "GPU-b"})
+    assert (again.stale, again.everything) == (set(), False)
     changes.changed("")
     assert changes.take().everything
-    changes.stopped()
-    assert changes.take().listened == frozenset()
 
 
 def test_events_tell_the_changes_they_were_made_with(nvml_machine: Any,
@@ -340,13 +373,12 @@ def test_events_tell_the_changes_they_were_made_with(nvml_machine: Any,
     changes = Changes()
     nvml_machine(profiles.hgx_h100())
     with NvmlEvents(changes) as events:
-        registered = events.open()
-        assert changes.take().listened == frozenset(registered)
+        events.open()
+        assert changes.take().stale == frozenset(), "a registration marks nothing"
         nvml_events.send(5, "gpu-unavailable")
         event = events.wait(10)
         assert event is not None
         assert changes.take().stale == {event.gpu_uuid}
-    assert changes.take().listened == frozenset(), "closing says no GPU is listened to"
 
 
 def test_unanswered_needs_both_reads_and_seconds() -> None:

@@ -1,6 +1,7 @@
 """NVML's MIG side through the real pynvml binding against the fake libnvidia-ml.so.1: MIG
 devices by slot with their profile names (media extensions, a compute instance smaller than
-its GPU instance, empty slots), and the profile tables read once per NVML session."""
+its GPU instance, empty slots), the check of each read that they are still the same (what its
+errors do), and the profile tables read once per NVML session."""
 
 from __future__ import annotations
 
@@ -110,3 +111,47 @@ def test_a_gpu_that_offers_no_profile_reads_as_offering_none_not_as_unread(
     with NvmlReader(device_facts=True) as reader:
         failed = reader.read().gpus[1]
     assert failed.mig_profiles is None and [d.fact for d in failed.degraded] == ["mig_profiles"]
+
+
+def test_a_failed_layout_check_reads_the_devices_again_and_holds_them_if_that_fails(
+        nvml_machine: Any) -> None:
+    """An error in the check (anything but a lost GPU) is no change and no loss: the devices
+    are enumerated again, and where that fails too the last ones are held (a degraded fact)
+    until an enumeration answers."""
+    machine = profiles.dgx_a100_layout()
+    nvml_machine(machine)
+    with NvmlReader() as reader:
+        good = reader.read()
+        assert reader.read() == good
+        broken = profiles.dgx_a100_layout()
+        broken.gpus[1].fail["nvmlDeviceGetAttributes_v2"] = "UNKNOWN"
+        nvml_machine(broken)
+        nvml_machine.fake.reset_counts()
+        held = reader.read().gpus[1]
+        assert nvml_machine.fake.call_count("nvmlDeviceGetMaxMigDeviceCount") == 1, (
+            "enumerated again, on this GPU only")
+        assert held.mig_devices == good.gpus[1].mig_devices
+        assert [(d.fact, d.held) for d in held.degraded] == [("mig_devices", True)]
+        nvml_machine(machine)
+        nvml_machine.fake.reset_counts()
+        assert reader.read() == good
+        assert nvml_machine.fake.call_count("nvmlDeviceGetMaxMigDeviceCount") == 1
+        nvml_machine.fake.reset_counts()
+        assert reader.read() == good
+        assert nvml_machine.fake.call_count("nvmlDeviceGetMaxMigDeviceCount") == 0, (
+            "checked again once it answered")
+
+
+@pytest.mark.parametrize("call", ["nvmlDeviceGetMigDeviceHandleByIndex",
+                                  "nvmlDeviceGetAttributes_v2"])
+def test_a_gpu_lost_during_the_layout_check_is_lost(nvml_machine: Any, call: str) -> None:
+    layout = [GI("3g.20gb", cis=[CI(slot=5)]), GI("1g.5gb", cis=[CI(slot=1)])]
+    machine = Machine(gpus=[profiles.a100_40gb(mig_enabled=True, mig_layout=layout)])
+    nvml_machine(machine)
+    with NvmlReader() as reader:
+        reader.read()
+        lost = Machine(gpus=[profiles.a100_40gb(mig_enabled=True, mig_layout=layout)])
+        lost.gpus[0].fail[call] = "GPU_IS_LOST"
+        nvml_machine(lost)
+        (gpu,) = reader.read().gpus
+        assert gpu.error == "GPU is lost"

@@ -173,6 +173,7 @@ struct gpu {
     unsigned minor; /* nvmlDeviceGetMinorNumber (/dev/nvidia<minor>) */
     int addressing; /* nvmlDeviceGetAddressingMode value; -1: NOT_SUPPORTED */
     unsigned long long events; /* nvmlDeviceGetSupportedEventTypes */
+    int mig_silent; /* a change of its GPU or compute instances sends no event */
     int n_fail;
     struct fail fails[MAX_FAILS];
     int n_gip;
@@ -556,6 +557,9 @@ static int parse_line(struct machine *m, char *line, const char **why)
             *why = "bad event mask (a number within nvmlEventTypeAll)";
             return -1;
         }
+    } else if (strcmp(key, "mig_silent") == 0) {
+        NEED_GPU();
+        g->mig_silent = 1;
     } else if (strcmp(key, "gip") == 0) {
         NEED_GPU();
         if (g->n_gip >= MAX_GIP) {
@@ -1825,12 +1829,16 @@ static void queue_locked(unsigned gpu, unsigned long long type)
 
 /* A profile reload that changed a GPU's GPU or compute instances sends
  * nvmlEventMigConfigChange for it, as the driver does when instances are created or
- * destroyed (each set registered for it gets one, whatever FIFO it reads). */
+ * destroyed (each set registered for it gets one, whatever FIFO it reads) -- unless the new
+ * profile marks the GPU `mig_silent`: a change the driver does not report as an event (a
+ * tool it does not see, a driver whose delivery is unreliable). */
 static void queue_mig_changes(const struct machine *old, const struct machine *m)
 {
     pthread_mutex_lock(&events_lock);
     for (int i = 0; i < m->n_gpu && i < old->n_gpu; i++) {
         const struct gpu *a = &old->gpus[i], *b = &m->gpus[i];
+        if (b->mig_silent)
+            continue;
         if (a->n_gi != b->n_gi || memcmp(a->gis, b->gis, sizeof(a->gis[0]) * (size_t)a->n_gi) != 0)
             queue_locked((unsigned)i, nvmlEventMigConfigChange);
     }
