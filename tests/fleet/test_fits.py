@@ -464,20 +464,29 @@ def test_a_node_with_the_resource_allocatable_is_served_by_the_device_plugin_onl
 A100_ONLY = f"device.attributes['{DRIVER}'].productName == '{fo.A100}'"
 
 
+TWO_MODELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "4",
+              "nvidia.com/gpu.heterogeneous": "true", "nvidia.com/gpu.memory": "81559",
+              "nvidia.com/gpu.memory.min": "81559",
+              "nvidia.com/gpu.product.NVIDIA-H100-80GB-HBM3": "3",
+              "nvidia.com/gpu.product.NVIDIA-A100-SXM4-80GB": "1"}
+"""gfd's labels of a node with three H100s and an A100 (80 GB each)."""
+BIG = parse(Options(min_memory=40000))
+"""A filter both models meet, so any device of the serving class is the pod's."""
+
+
 def _dra_node_of_two_models() -> list[Obj]:
-    return [h100_node("d"), fo.gpu_slice("d", [*fo.h100s("d", 3), fo.device(
+    return [fo.node("d", labels=TWO_MODELS), fo.gpu_slice("d", [*fo.h100s("d", 3), fo.device(
         "gpu-a", product=fo.A100)])]
 
 
 def test_the_class_serving_the_resource_is_the_newest_naming_it_with_its_selectors() -> None:
-    """The newest class admits A100s only: of the node's devices one is the pod's (its labels
-    are an H100 node's; the filters rely on them)."""
+    """The newest class admits A100s only: of the node's four devices one is the pod's."""
     fl = fo.fleet(*_dra_node_of_two_models(),
                   fo.device_class("gpu.nvidia.com", fo.GPU_SELECTOR, extended=GPU,
                                   created="2026-01-01T00:00:00Z"),
                   fo.device_class("a100.example.com", fo.GPU_SELECTOR, A100_ONLY, extended=GPU,
                                   created="2026-02-01T00:00:00Z"))
-    assert placed(fl, H100) == {"d": (1, 1)}
+    assert placed(fl, BIG) == {"d": (1, 1)}
 
 
 def test_of_two_classes_created_together_the_lower_name_serves_the_resource() -> None:
@@ -486,7 +495,7 @@ def test_of_two_classes_created_together_the_lower_name_serves_the_resource() ->
                   fo.device_class("b-all", fo.GPU_SELECTOR, extended=GPU, created=at),
                   fo.device_class("a-a100", fo.GPU_SELECTOR, A100_ONLY, extended=GPU,
                                   created=at))
-    assert placed(fl, H100) == {"d": (1, 1)}
+    assert placed(fl, BIG) == {"d": (1, 1)}
 
 
 def test_classes_read_and_none_naming_the_resource_serve_no_plain_gpu_pod() -> None:
@@ -494,11 +503,11 @@ def test_classes_read_and_none_naming_the_resource_serve_no_plain_gpu_pod() -> N
     one, does not stand in."""
     fl = fo.fleet(*_dra_node_of_two_models(), fo.device_class("gpu.nvidia.com",
                                                               fo.GPU_SELECTOR))
-    assert placed(fl, H100) == {}
+    assert placed(fl, BIG) == {}
 
 
 def test_without_classes_read_the_charts_class_serves_the_resource() -> None:
-    assert placed(fo.fleet(*_dra_node_of_two_models()), H100) == {"d": (4, 4)}
+    assert placed(fo.fleet(*_dra_node_of_two_models()), BIG) == {"d": (4, 4)}
 
 
 def test_a_dra_claim_uses_the_cluster_class_of_its_name_with_its_selectors() -> None:
