@@ -541,19 +541,25 @@ def _attribute(value: Any, where: str) -> str | int | bool | Version | None:
     return None
 
 
-def _amount(value: Any, where: str) -> int:
-    """A capacity or counter value in base units, rounded up; Malformed when it is none."""
-    if not isinstance(value, dict):
-        raise Malformed(where, f"not an object ({_show(value)})")
-    raw = quantity_text(value.get("value", ""), f"{where}.value")
+def _units(value: Any, where: str) -> int:
+    """A quantity in base units, rounded up; Malformed when it is none."""
+    raw = quantity_text(value, where)
     try:
         amount = read_quantity(raw)
     except QuantityError as exc:
-        raise Malformed(f"{where}.value", f"{exc} ({_show(raw)})") from None
+        raise Malformed(where, f"{exc} ({_show(raw)})") from None
     units = -(-amount.numerator // amount.denominator)
     if units > INT64:
-        raise Malformed(f"{where}.value", "beyond an int64")
+        raise Malformed(where, "beyond an int64")
     return units
+
+
+def _amount(value: Any, where: str) -> int:
+    """A capacity or counter (``{value: <quantity>}``) in base units, rounded up; Malformed
+    when it is none."""
+    if not isinstance(value, dict):
+        raise Malformed(where, f"not an object ({_show(value)})")
+    return _units(value.get("value", ""), f"{where}.value")
 
 
 def _counters(value: dict[str, Any], where: str) -> dict[str, int]:
@@ -646,8 +652,11 @@ def claim_of(raw: dict[str, Any]) -> Claim:
         if flag(r, "adminAccess", at):
             continue
         if r.get("shareID") is not None:
-            shares.append((device, _counters(obj(r, "consumedCapacity", at),
-                                             f"{at}consumedCapacity")))
+            # consumedCapacity: capacity name -> quantity (a map of quantities, not of
+            # {value: ...} objects as capacities and counters are)
+            consumed = obj(r, "consumedCapacity", at)
+            shares.append((device, {str(name): _units(amount, f"{at}consumedCapacity.{name}")
+                                    for name, amount in consumed.items()}))
         else:
             allocated.append(device)
     requests = []

@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 import pytest
+from helpers import fleetobjects as fo
 from helpers import placement
 
 from gfd.devices import resource_slices
@@ -325,3 +326,143 @@ def test_a_dra_node_of_several_models_has_no_finding() -> None:
         for gates in GATES:
             add_dra_node(f, dra_name(machine, gates), machine, gates)
     assert findings(f) == []
+
+
+# ------------------------------------------------------------------- the checks, by rule
+# Hand-built nodes (helpers.fleetobjects), each with a Ready gfd pod so that only the check
+# under test can speak.
+
+DP_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "8",
+             "nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+"""gfd's labels under --resource-manager device-plugin (gpu.replicas is the plugin's)."""
+DRA_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "8",
+              "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+"""gfd's labels under --resource-manager dra: no gpu.replicas."""
+
+
+def with_agent(*objects: dict[str, Any]) -> Fleet:
+    """The objects, and a Ready gfd pod on every node among them."""
+    agents = []
+    for obj in objects:
+        if obj["kind"] == "Node":
+            name = obj["metadata"]["name"]
+            agent_pod = fo.pod(f"gfd-{name}", name, namespace="gfd")
+            agent_pod["metadata"]["labels"] = {"app.kubernetes.io/name": "gfd"}
+            agent_pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+            agents.append(agent_pod)
+    return fo.fleet(*objects, *agents)
+
+
+def checks_of(f: Fleet) -> list[tuple[str, str]]:
+    return [(x.node, x.check) for x in findings(f)]
+
+
+# pools_incubating.go: an incomplete pool (fewer slices than resourceSliceCount) and an
+# invalid one are skipped by the allocator (allocator_incubating.go, allocateOne).
+
+POOL_CASES = [
+    ("a device name twice", [fo.gpu_slice("d", fo.h100s("d", 2), count=2, name="a"),
+                             fo.gpu_slice("d", fo.h100s("d", 1), count=2, name="b")],
+     "invalid-pool", "duplicate device name gpu-0"),
+    ("a counter set published twice",
+     [fo.counter_slice("d", {"s": {"memory": "80Gi"}}, count=3, name="c1"),
+      fo.counter_slice("d", {"s": {"memory": "80Gi"}}, count=3, name="c2"),
+      fo.gpu_slice("d", [fo.device("gpu-0", consumes=[("s", {"memory": "80Gi"})])], count=3)],
+     "invalid-pool", "duplicate counter set name s"),
+    ("a counter set no slice publishes",
+     [fo.gpu_slice("d", [fo.device("gpu-0", consumes=[("s", {"memory": "80Gi"})])])],
+     "invalid-pool", "counter set s not found"),
+    ("a counter its set lacks",
+     [fo.counter_slice("d", {"s": {"memory": "80Gi"}}, count=2),
+      fo.gpu_slice("d", [fo.device("gpu-0", consumes=[("s", {"decoders": "1"})])], count=2)],
+     "invalid-pool", "counter decoders not found in counter set s"),
+    ("a slice of the generation missing", [fo.gpu_slice("d", fo.h100s("d", 4), count=2)],
+     "incomplete-pool", "has 1 of its 2 ResourceSlices"),
+]
+
+
+@pytest.mark.parametrize("slices, expected, said", [(s, e, w) for _, s, e, w in POOL_CASES],
+                         ids=[n for n, *_ in POOL_CASES])
+def test_a_pool_the_allocator_skips_is_found_with_why(slices: list[dict[str, Any]],
+                                                      expected: str, said: str) -> None:
+    f = with_agent(fo.node("d", labels=DRA_LABELS), *slices)
+    found = [x for x in findings(f) if x.check.endswith("-pool")]
+    assert [(x.node, x.check) for x in found] == [("d", expected)]
+    assert said in found[0].message
+
+
+def test_a_complete_valid_pool_is_no_finding() -> None:
+    f = with_agent(fo.node("d", labels=DRA_LABELS), fo.gpu_slice("d", fo.h100s("d")))
+    assert checks_of(f) == []
+
+
+# A node gfd labelled a GPU node that no device plugin or DRA driver serves.
+
+UNSERVED = [
+    ("device-plugin labels, no GPU resource at all", DP_LABELS, {}, "no-device-plugin"),
+    ("device-plugin labels, nvidia.com/gpu kept at 0 by the kubelet", DP_LABELS,
+     {GPU: "0"}, "no-device-plugin"),
+    ("gpu.count alone (GFD without gpu.present)", {"nvidia.com/gpu.count": "4",
+                                                   "nvidia.com/gpu.replicas": "1"}, {},
+     "no-device-plugin"),
+    ("gpu.present alone", {"nvidia.com/gpu.present": "true"}, {}, "no-device-plugin"),
+    ("the DRA labels (gpu.present, gpu.count, no gpu.replicas), no slice", DRA_LABELS, {},
+     "no-slices"),
+    ("the DRA labels and nvidia.com/gpu at 0", DRA_LABELS, {GPU: "0"}, "no-slices"),
+]
+
+
+@pytest.mark.parametrize("labels, allocatable, expected",
+                         [(lab, a, e) for _, lab, a, e in UNSERVED], ids=[n for n, *_ in UNSERVED])
+def test_a_labelled_gpu_node_nothing_serves_is_found(labels: dict[str, str],
+                                                     allocatable: dict[str, str],
+                                                     expected: str) -> None:
+    f = with_agent(fo.node("n", labels=labels, allocatable=allocatable, capacity=allocatable))
+    assert checks_of(f) == [("n", expected)]
+
+
+@pytest.mark.parametrize("labels", [DP_LABELS, DRA_LABELS], ids=["device-plugin labels",
+                                                                 "DRA labels"])
+def test_a_labelled_gpu_node_with_slices_is_served(labels: dict[str, str]) -> None:
+    """Slices there: the DRA driver serves it (a device-plugin-labelled node under DRA is
+    the driver's; dra-slices compares the rest)."""
+    f = with_agent(fo.node("n", labels=labels), fo.gpu_slice("n", fo.h100s("n")))
+    assert [c for c in checks_of(f) if c[1] in ("no-device-plugin", "no-slices")] == []
+
+
+def test_a_node_labelled_with_no_gpu_is_no_finding() -> None:
+    f = with_agent(fo.node("n", labels={"nvidia.com/gpu.count": "0",
+                                        "nvidia.com/gpu.present": "false"}))
+    assert checks_of(f) == []
+
+
+# A node resource beyond an int64: the scheduler holds each as an int64 (framework.Resource:
+# MilliCPU, Memory, ScalarResources), CPU in thousandths (MilliValue).
+
+QUANTITIES = [
+    ("nvidia.com/gpu beyond an int64", {GPU: "1e19"}, GPU),
+    ("pods beyond an int64", {"pods": "9223372036854775808"}, "pods"),
+    ("cpu beyond an int64 in thousandths", {"cpu": "9300000000000000"}, "cpu"),
+]
+
+
+@pytest.mark.parametrize("allocatable, resource", [(a, r) for _, a, r in QUANTITIES],
+                         ids=[n for n, *_ in QUANTITIES])
+def test_a_node_quantity_the_scheduler_cannot_hold_is_found(allocatable: dict[str, str],
+                                                            resource: str) -> None:
+    allocatable = dict(allocatable)
+    pods = allocatable.pop("pods", "110")
+    f = with_agent(fo.node("n", labels=DP_LABELS, allocatable={GPU: "8", **allocatable},
+                           capacity={GPU: "8"}, pods=pods))
+    found = [x for x in findings(f) if x.check == "quantity"]
+    assert [(x.node, x.check) for x in found] == [("n", "quantity")]
+    assert found[0].message.startswith(f"{resource} is ")
+
+
+def test_the_same_text_is_a_quantity_the_scheduler_holds_for_memory_not_for_cpu() -> None:
+    """9.3e15 bytes fit an int64; 9.3e15 CPUs are 9.3e18 thousandths, which do not."""
+    big = "9300000000000000"
+    f = with_agent(fo.node("n", labels=DP_LABELS, allocatable={GPU: "8", "memory": big},
+                           capacity={GPU: "8"}))
+    assert checks_of(f) == []
+    assert f.nodes["n"].allocatable["memory"] == 9_300_000_000_000_000

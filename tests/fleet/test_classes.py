@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from functools import cache
 
+import pytest
+from helpers import fleetobjects as fo
+
 from gfd import dra
 from gfd.devices import resource_slices
 from gfd.fleet.classes import IMPLICIT_PREFIX, Classes, chart_classes
@@ -87,3 +90,49 @@ def test_a_class_without_selectors_takes_every_device() -> None:
     """No selector: nothing to fail (``selectorsMatch`` over an empty list is true)."""
     c = DeviceClass(name="any")
     assert Classes(fleet(c)).judge(c, h100()) is True
+
+
+# extendedresourcecache.go betterDeviceClass (pkg/scheduler/framework/plugins/
+# dynamicresources/extendedresourcecache): compare CreationTimestamp.UnixNano(), newer wins,
+# then the lower name; a class without a creation time has the zero time, older than any.
+
+CREATED = [
+    ("a later day wins over an earlier one", ("b", "2026-03-02T00:00:00Z"),
+     ("a", "2026-03-01T23:59:59Z"), "b"),
+    ("a later second wins", ("b", "2026-03-01T10:00:01Z"), ("a", "2026-03-01T10:00:00Z"), "b"),
+    ("the same second: the lower name", ("b", "2026-03-01T10:00:00Z"),
+     ("a", "2026-03-01T10:00:00Z"), "a"),
+    ("no creation time is the oldest", ("a", ""), ("b", "2020-01-01T00:00:00Z"), "b"),
+    ("two without a creation time: the lower name", ("b", ""), ("a", ""), "a"),
+]
+
+
+@pytest.mark.parametrize("one, other, winner", [(o, t, w) for _, o, t, w in CREATED],
+                         ids=[n for n, *_ in CREATED])
+def test_the_class_serving_an_extended_resource_is_chosen_as_the_scheduler_chooses(
+        one: tuple[str, str], other: tuple[str, str], winner: str) -> None:
+    for first, second in ((one, other), (other, one)):
+        read = fo.fleet(*(fo.device_class(name, extended=GPU, created=at)
+                          for name, at in (first, second)))
+        served = Classes(read).serving(GPU)
+        assert served is not None and served.name == winner
+
+
+def test_a_class_read_from_the_cluster_replaces_the_charts_of_the_same_name() -> None:
+    """The cluster's gpu.nvidia.com selects A100s only, and names no extended resource: an
+    H100 is of no class, and nvidia.com/gpu is served by none."""
+    a100_only = f"device.attributes['{dra.DRIVER}'].productName == '{fo.A100}'"
+    classes = Classes(fo.fleet(fo.device_class(dra.GPU_CLASS, fo.GPU_SELECTOR, a100_only)))
+    assert classes.members(h100()) == []
+    assert classes.serving(GPU) is None
+    assert classes.serving(IMPLICIT_PREFIX + dra.GPU_CLASS) is not None
+
+
+def test_the_charts_classes_match_the_drivers_devices_by_type() -> None:
+    """Without classes read: the whole GPU is gpu.nvidia.com's, a MIG device mig.nvidia.com's
+    (the chart's selectors: device.driver and the type attribute)."""
+    classes = Classes(fleet(read=False))
+    mig = Device(driver=dra.DRIVER, pool="n", name="gpu-0-mig-1g", node="n",
+                 attributes={"type": "mig"}, capacity={})
+    assert [m.device_class.name for m in classes.members(h100())] == [dra.GPU_CLASS]
+    assert [m.device_class.name for m in classes.members(mig)] == [dra.MIG_CLASS]

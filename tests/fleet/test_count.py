@@ -21,6 +21,8 @@ import copy
 from functools import cache
 from typing import Any
 
+import pytest
+from helpers import fleetobjects as fo
 from helpers import placement
 
 from gfd.devices import resource_slices
@@ -359,3 +361,317 @@ def test_an_invalid_pool_has_nothing_free() -> None:
     second[0]["metadata"]["name"] = "dra-1-gpu.nvidia.com-again"
     c = count(fleet(dra_node("dra-1", "hgx-h100"), *first, *second))
     assert row(c, "dra-1", "gpu.nvidia.com").free == 0
+
+
+# ------------------------------------------------------------------------------ pod slots
+# NodeResourcesFit (kube-scheduler pkg/scheduler/framework/plugins/noderesources/fit.go,
+# fitsRequest): "Too many pods" when len(nodeInfo.Pods)+1 > AllowedPodNumber, where the
+# node's pods are every pod the scheduler's cache holds on it (pkg/scheduler/scheduler.go,
+# newPodInformer: status.phase!=Succeeded,status.phase!=Failed), GPU or not, and
+# AllowedPodNumber is allocatable `pods` (0 when the node has none). So the one-unit pods a
+# node can still take are min(units left, pods allocatable - pods there).
+
+P = "nvidia.com/"
+
+
+def one_row(counted: Counted, node: str, manager: str = "device-plugin") -> NodeRow:
+    (found,) = [r for r in counted.rows if r.node == node and r.kind.manager == manager]
+    return found
+
+
+def test_free_is_never_more_than_the_nodes_free_pod_slots() -> None:
+    """fit.go: pods=5 with three CPU pods and one GPU pod bound leaves one slot, although
+    seven GPUs are left: one more pod binds there."""
+    c = count(fo.fleet(
+        fo.node("n", allocatable={GPU: "8"}, pods="5"),
+        fo.pod("web-0", "n", {"cpu": "1"}), fo.pod("web-1", "n"), fo.pod("web-2", "n"),
+        fo.pod("train", "n", {GPU: 1})))
+    r = one_row(c, "n")
+    assert (r.total, r.allocated, r.free, r.free_slots) == (8, 1, 1, 1)
+
+
+def test_pods_that_ended_take_no_pod_slot() -> None:
+    """scheduler.go newPodInformer: Succeeded and Failed pods are not in the scheduler's
+    cache, so they fill no slot; a terminating one (still Running) does."""
+    terminating = fo.pod("stopping", "n")
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    c = count(fo.fleet(
+        fo.node("n", allocatable={GPU: "8"}, pods="4"),
+        fo.pod("done", "n", phase="Succeeded"), fo.pod("crashed", "n", phase="Failed"),
+        fo.pod("gpu-done", "n", {GPU: 2}, phase="Succeeded"), terminating))
+    assert (one_row(c, "n").free, one_row(c, "n").free_slots) == (3, 3)
+
+
+def test_a_node_without_pods_allocatable_takes_no_pod() -> None:
+    """fit.go: AllowedPodNumber is 0 without allocatable `pods`: 0+1 > 0, Too many pods."""
+    c = count(fo.fleet(fo.node("n", allocatable={GPU: "8"}, pods=None),
+                       fo.node("d", pods=None), fo.gpu_slice("d", fo.h100s("d"))))
+    assert (one_row(c, "n").total, one_row(c, "n").free, one_row(c, "n").free_slots) == (8, 0, 0)
+    assert (one_row(c, "d", "dra").total, one_row(c, "d", "dra").free) == (8, 0)
+
+
+def test_the_pod_slots_of_a_node_are_the_same_for_each_of_its_kinds() -> None:
+    """fit.go counts the node's pods, whatever they ask: every kind of a node (here two MIG
+    profiles and the whole GPUs) sees the same free slots, and none counts more than them."""
+    alloc = {GPU: "2", f"{P}mig-1g.10gb": "7", f"{P}mig-3g.40gb": "2"}
+    c = count(fo.fleet(fo.node("n", allocatable=alloc, pods="4"),
+                       fo.pod("a", "n", {f"{P}mig-1g.10gb": 1}), fo.pod("b", "n")))
+    rows = {r.kind.resource: (r.free, r.free_slots) for r in c.rows}
+    assert rows == {GPU: (2, 2), f"{P}mig-1g.10gb": (2, 2), f"{P}mig-3g.40gb": (2, 2)}
+
+
+def test_dra_rows_are_bounded_by_the_pod_slots_too() -> None:
+    """A claim's pod needs a slot like any other (fit.go runs before the DRA filter's
+    allocation): eight free devices, two slots left."""
+    c = count(fo.fleet(fo.node("d", pods="3"), fo.gpu_slice("d", fo.h100s("d")),
+                       fo.pod("x", "d")))
+    r = one_row(c, "d", "dra")
+    assert (r.total, r.allocated, r.free, r.free_slots) == (8, 0, 2, 2)
+
+
+# ---------------------------------------------------------------------------- nominated pods
+# kube-scheduler pkg/scheduler/framework/runtime/framework.go, addGENominatedPods: before the
+# filters run, every pod nominated to the node (status.nominatedNodeName) whose priority is
+# >= the pod's own (corev1.PodPriority: spec.priority, 0 when unset) is added to the node:
+# its requests and its pod slot. The pod FREE counts for has priority 0.
+
+
+@pytest.mark.parametrize("priority, held", [(None, True), (0, True), (1000, True), (-1, False)],
+                         ids=["no priority (0)", "priority 0", "priority 1000",
+                              "priority -1"])
+def test_a_pod_nominated_to_a_node_holds_its_request_and_a_slot_unless_its_priority_is_lower(
+        priority: int | None, held: bool) -> None:
+    c = count(fo.fleet(fo.node("n", allocatable={GPU: "8"}, pods="10"),
+                       fo.pod("preemptor", limits={GPU: 3}, nominated="n", priority=priority)))
+    r = one_row(c, "n")
+    if held:
+        assert (r.nominated, r.free, r.free_slots) == (3, 5, 9)
+    else:
+        assert (r.nominated, r.free, r.free_slots) == (0, 8, 10)
+    assert r.pending == 3  # unscheduled either way: still demand
+
+
+def test_a_nominated_pod_that_asks_no_gpu_still_takes_a_slot() -> None:
+    """addGENominatedPods adds the pod itself (nodeInfo.AddPodInfo): one more pod there."""
+    c = count(fo.fleet(fo.node("n", allocatable={GPU: "8"}, pods="2"), fo.pod("web", "n"),
+                       fo.pod("preemptor", limits={"cpu": "2"}, nominated="n")))
+    assert (one_row(c, "n").free, one_row(c, "n").free_slots) == (0, 0)
+
+
+def test_a_nominated_pod_holds_only_on_the_node_it_is_nominated_to() -> None:
+    c = count(fo.fleet(fo.node("a", allocatable={GPU: "8"}), fo.node("b", allocatable={GPU: "8"}),
+                       fo.pod("preemptor", limits={GPU: 8}, nominated="a")))
+    assert (one_row(c, "a").free, one_row(c, "b").free) == (0, 8)
+    assert kind_row(c, GPU, "").nominated == 8
+
+
+# ------------------------------------------------------------------------- DRA migration
+# dynamicresources/extendeddynamicresources.go, filterExtendedResources: "isBackedByDRA &&
+# allocatable == 0" -> the node provides the resource through DRA; noderesources/fit.go
+# shouldDelegateResourceToDRA: allocatable > 0 -> the device plugin's. The kubelet keeps a
+# removed device plugin's resource at 0 (pkg/kubelet/nodestatus/setters.go).
+
+
+def test_a_node_whose_gpu_allocatable_is_0_has_no_device_plugin_row() -> None:
+    c = count(fo.fleet(fo.node("d", allocatable={GPU: "0"}, capacity={GPU: "0"}),
+                       fo.gpu_slice("d", fo.h100s("d"))))
+    assert [(r.kind.manager, r.kind.resource, r.total) for r in c.rows] == [
+        ("dra", DRIVER, 8)]
+
+
+@pytest.mark.parametrize("allocatable", [{}, {GPU: "0"}], ids=["none", "0"])
+def test_a_pending_gpu_pod_is_demand_on_the_dra_kind_where_the_node_has_none_allocatable(
+        allocatable: dict[str, str]) -> None:
+    """The class serving nvidia.com/gpu (the chart's gpu.nvidia.com) gets the pod's devices
+    where the node has none or 0 of it allocatable."""
+    c = count(fo.fleet(fo.node("d", allocatable=allocatable), fo.gpu_slice("d", fo.h100s("d")),
+                       fo.pod("wants-two", limits={GPU: 2})))
+    assert one_row(c, "d", "dra").pending == 2
+    assert kind_row(c, DRIVER, H100).pending == 2
+
+
+def test_a_pending_gpu_pod_is_no_demand_on_dra_where_the_device_plugin_serves_it() -> None:
+    """allocatable > 0: NodeResourcesFit checks the device plugin's units, no claim is made."""
+    c = count(fo.fleet(fo.node("d", allocatable={GPU: "4"}), fo.gpu_slice("d", fo.h100s("d")),
+                       fo.pod("wants-two", limits={GPU: 2})))
+    assert (one_row(c, "d").pending, one_row(c, "d", "dra").pending) == (2, 0)
+
+
+# -------------------------------------------------------------------------- DeviceClasses
+# The allocator selects a class's devices by the class the API server holds
+# (allocator_incubating.go isSelectable -> selectorsMatch on class.Spec.Selectors); a request
+# naming a class that does not exist cannot be allocated (validateDeviceRequest: "could not
+# retrieve device class").
+
+A100_ONLY = f"device.attributes['{DRIVER}'].productName == '{fo.A100}'"
+
+
+def test_dra_kinds_follow_the_classes_as_read_not_the_charts() -> None:
+    """The cluster's gpu.nvidia.com class admits A100s only: the node's H100s belong to no
+    class, so no claim can get one (FREE 0), while its A100s are that class's."""
+    c = count(fo.fleet(fo.node("d"), fo.device_class(DRIVER, fo.GPU_SELECTOR, A100_ONLY),
+                       fo.gpu_slice("d", [*fo.h100s("d", 2),
+                                          fo.device("gpu-a", product=fo.A100)])))
+    got = sorted((r.kind.resource, r.kind.model, r.total, r.free) for r in c.rows)
+    assert got == [("", "NVIDIA-H100-80GB-HBM3", 2, 0), (DRIVER, "NVIDIA-A100-SXM4-80GB", 1, 1)]
+
+
+def test_without_any_class_read_the_charts_classes_stand_in() -> None:
+    c = count(fo.fleet(fo.node("d"), fo.gpu_slice("d", fo.h100s("d", 2))))
+    assert [(r.kind.resource, r.free) for r in c.rows] == [(DRIVER, 2)]
+
+
+def test_classes_read_that_select_nothing_leave_nothing_free() -> None:
+    """DeviceClasses were read and none is gpu.nvidia.com: no claim of that class can be
+    allocated, the chart's copy does not stand in."""
+    c = count(fo.fleet(fo.node("d"), fo.device_class("other.example.com",
+                                                      "device.driver == 'other.example.com'"),
+                       fo.gpu_slice("d", fo.h100s("d", 2))))
+    assert [(r.kind.resource, r.total, r.free) for r in c.rows] == [("", 2, 0)]
+
+
+# -------------------------------------------------------------------------- invalid pools
+# pools_incubating.go buildPool: validateDeviceNames, getAndValidateCounterSets,
+# validateDeviceCounterConsumption -> IsInvalid; allocator_incubating.go allocateOne: "if
+# pool.IsIncomplete || pool.IsInvalid { continue }": none of the pool's devices is allocated.
+
+
+def _invalid(reason: str) -> list[Obj]:
+    """The slices of a pool invalid for ``reason``; beside the culprit, a whole GPU that
+    consumes no counter (it would be free in a valid pool)."""
+    counters = {"gpu-0-counter-set": {"memory": "80Gi"}}
+    whole = fo.device("gpu-9")
+    if reason == "duplicate device name":
+        return [fo.gpu_slice("d", [*fo.h100s("d", 2), whole], count=2, name="a"),
+                fo.gpu_slice("d", [fo.device("gpu-0", kind="mig")], count=2, name="b")]
+    consumes = {"counter set published twice": ("gpu-0-counter-set", {"memory": "10Gi"}),
+                "counter set no slice publishes": ("gpu-1-counter-set", {"memory": "10Gi"}),
+                "counter its set lacks": ("gpu-0-counter-set", {"memory": "10Gi",
+                                                                "multiprocessors": "14"})}
+    sets = [fo.counter_slice("d", counters, count=3, name="c1")]
+    if reason == "counter set published twice":
+        sets.append(fo.counter_slice("d", counters, count=3, name="c2"))
+    else:
+        sets.append(fo.gpu_slice("d", [], count=3, name="empty"))
+    return [*sets, fo.gpu_slice("d", [fo.device("mig-0", kind="mig", consumes=[
+        consumes[reason]]), whole], count=3)]
+
+
+INVALID = ["duplicate device name", "counter set published twice",
+           "counter set no slice publishes", "counter its set lacks"]
+
+
+@pytest.mark.parametrize("reason", INVALID)
+def test_every_device_of_an_invalid_pool_has_nothing_free(reason: str) -> None:
+    c = count(fo.fleet(fo.node("d"), *_invalid(reason)))
+    assert {r.kind.resource: r.free for r in c.rows} == {DRIVER: 0, "mig.nvidia.com": 0}
+    assert sum(r.total for r in c.rows) >= 2
+
+
+# ------------------------------------------------------------------------ PENDING per claim
+# A claim is allocated once however many pods share it (status.reservedFor); firstAvailable:
+# the first subrequest that can be satisfied is allocated (allocator_incubating.go
+# allocateOne, "If allocation with a subrequest succeeds, return without attempting the
+# remaining subrequests"); allocationMode All: every device of the node's pools the request
+# selects (validateDeviceRequest, requestData.allDevices), allocated ones included.
+
+def test_a_claim_two_pending_pods_share_is_demand_once() -> None:
+    c = count(fo.fleet(fo.node("d"), fo.gpu_slice("d", fo.h100s("d")),
+                       fo.claim("shared", requests=[{"name": "gpu", "exactly":
+                                                     fo.exactly(count=2)}]),
+                       fo.pod("worker-0", claims=("shared",)),
+                       fo.pod("worker-1", claims=("shared",),
+                              node_selector={"kubernetes.io/hostname": "d"})))
+    assert one_row(c, "d", "dra").pending == 2
+    assert kind_row(c, DRIVER, H100).pending == 2
+
+
+def test_first_available_is_demand_for_the_first_alternative_the_kind_can_serve() -> None:
+    """[an A100 (none here), three H100s of gpu.nvidia.com]: on an H100 node the second."""
+    request = {"name": "gpu", "firstAvailable": [
+        {"name": "a100", **fo.exactly(count=1, selectors=(A100_ONLY,))},
+        {"name": "h100", **fo.exactly(count=3)}]}
+    c = count(fo.fleet(fo.node("d"), fo.gpu_slice("d", fo.h100s("d")),
+                       fo.claim("either", requests=[request]), fo.pod("p", claims=("either",))))
+    assert one_row(c, "d", "dra").pending == 3
+
+
+def test_all_devices_is_demand_for_every_matching_device_of_the_node() -> None:
+    """Allocated devices included: All needs every one (allocateDevice with must=true)."""
+    c = count(fo.fleet(fo.node("d"), fo.gpu_slice("d", fo.h100s("d")),
+                       fo.claim("held", node_name="d", devices=("gpu-0", "gpu-1")),
+                       fo.claim("everything", requests=[{"name": "gpu", "exactly":
+                                                         fo.exactly(mode="All")}]),
+                       fo.pod("p", claims=("everything",))))
+    assert one_row(c, "d", "dra").pending == 8
+
+
+# ---------------------------------------------------------------------------- unusable nodes
+# NodeUnschedulable (spec.unschedulable) and TaintToleration (NoSchedule/NoExecute taints
+# the pod does not tolerate) filter the node out for every pod; a NotReady node is tainted
+# node.kubernetes.io/not-ready by the node lifecycle controller (gfd counts it out at once).
+
+
+@pytest.mark.parametrize("manager", ["device-plugin", "dra"])
+@pytest.mark.parametrize("state", [{"cordoned": True}, {"ready": False}, {"taints": [
+    {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}, {"taints": [
+        {"key": "maintenance", "effect": "NoExecute"}]}],
+    ids=["cordoned", "not Ready", "NoSchedule taint", "NoExecute taint"])
+def test_a_node_no_gpu_pod_can_use_has_nothing_free(manager: str, state: dict[str, Any]) -> None:
+    objects: list[Obj] = [fo.node("n", allocatable={GPU: "8"} if manager != "dra" else {},
+                                  **state)]
+    if manager == "dra":
+        objects.append(fo.gpu_slice("n", fo.h100s("n")))
+    r = one_row(count(fo.fleet(*objects)), "n", manager)
+    assert (r.usable, r.total, r.free) == (False, 8, 0)
+
+
+def test_a_prefer_no_schedule_taint_leaves_the_node_usable() -> None:
+    """TaintToleration filters on NoSchedule and NoExecute only."""
+    r = one_row(count(fo.fleet(fo.node("n", allocatable={GPU: "8"}, taints=[
+        {"key": "dedicated", "effect": "PreferNoSchedule"}]))), "n")
+    assert (r.usable, r.free) == (True, 8)
+
+
+# ------------------------------------------------------------------------ two pools, one node
+
+
+def test_two_pools_on_one_node_are_both_counted() -> None:
+    """GatherPools collects every pool whose slices are for the node; the allocator searches
+    them all (allocateOne, for poolIndex ...)."""
+    c = count(fo.fleet(fo.node("d"), fo.gpu_slice("d", fo.h100s("d", 4), pool="d-a"),
+                       fo.gpu_slice("d", fo.h100s("d", 4), pool="d-b"),
+                       fo.claim("one", node_name="d", pool="d-b", devices=("gpu-2",))))
+    r = one_row(c, "d", "dra")
+    assert (r.total, r.allocated, r.free) == (8, 1, 7)
+
+
+def test_a_nominated_pods_claim_holds_no_device_but_the_pod_takes_a_slot() -> None:
+    """DynamicResources has no PreFilterExtensions (dynamicresources.go: it returns nil), so
+    addGENominatedPods adds nothing to the allocator's state; NodeResourcesFit still counts
+    the pod."""
+    c = count(fo.fleet(fo.node("d", pods="4"), fo.gpu_slice("d", fo.h100s("d")),
+                       fo.claim("wants-all", requests=[{"name": "gpu", "exactly":
+                                                        fo.exactly(mode="All")}]),
+                       fo.pod("preemptor", claims=("wants-all",), nominated="d")))
+    r = one_row(c, "d", "dra")
+    assert (r.allocated, r.nominated, r.free, r.free_slots) == (0, 0, 3, 3)
+
+
+def test_one_share_claims_of_a_shared_device_without_capacity_are_bounded_by_pod_slots() -> None:
+    """consumable_capacity.go CmpRequestOverCapacity: a device without capacity has nothing to
+    run out of, and a device that allows multiple allocations is never in use
+    (allocateDevice): only the pod slots bound the claims' pods."""
+    c = count(fo.fleet(fo.node("d", pods="6"), fo.gpu_slice("d", [
+        fo.device("gpu-0", multiple=True, capacity={})])))
+    assert one_row(c, "d", "dra").free == 6
+
+
+def test_a_shared_devices_row_counts_its_one_share_claims() -> None:
+    """80Gi of memory, 10Gi a share by default, 30Gi held by a share: five more."""
+    c = count(fo.fleet(fo.node("d"), fo.gpu_slice("d", [fo.device(
+        "gpu-0", multiple=True, capacity={"memory": {"value": "80Gi",
+                                                     "requestPolicy": {"default": "10Gi"}}})]),
+        fo.claim("tenant", node_name="d", shares=(("gpu-0", {"memory": "30Gi"}),))))
+    r = one_row(c, "d", "dra")
+    assert (r.kind.sharing, r.total, r.allocated, r.free) == ("shared", 1, 1, 5)

@@ -364,6 +364,18 @@ def test_an_admin_access_result_does_not_hold_its_device() -> None:
     assert c.allocated == ((DRIVER, "gpu-b", "gpu-0"), (DRIVER, "gpu-b", "gpu-2"))
 
 
+def test_a_share_holds_the_capacity_its_result_consumed_and_not_the_device() -> None:
+    """resource.k8s.io/v1 DeviceRequestAllocationResult: ``shareID`` marks a share of a
+    device that allows multiple allocations; ``consumedCapacity`` is a map of capacity name
+    to quantity (``map[QualifiedName]resource.Quantity``, as allocator_incubating.go fills
+    it from GetConsumedCapacityFromRequest), not of ``{value: ...}`` objects."""
+    c = claim_of(claim([result("gpu-0"), result("gpu-1", shareID="9f0c",
+                                                  consumedCapacity={"memory": "10Gi",
+                                                                    "cores": "1500m"})]))
+    assert c.allocated == ((DRIVER, "gpu-b", "gpu-0"),)
+    assert c.shares == (((DRIVER, "gpu-b", "gpu-1"), {"memory": 10 * 2**30, "cores": 2}),)
+
+
 def test_the_node_can_come_from_a_hostname_requirement() -> None:
     obj = claim([result("gpu-0")])
     obj["status"]["allocation"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [

@@ -163,3 +163,64 @@ def test_a_malformed_spec_is_refused_naming_the_field(broken: dict[str, Any],
     with pytest.raises(RequestError) as raised:
         pod_requests(broken)
     assert raised.value.where == where
+
+
+# --------------------------------------------------------- CPU, memory and pod-level resources
+# PodRequests (helpers.go): applyPodLevelResources replaces the containers' aggregate with
+# spec.resources.requests for the resources IsSupportedPodLevelResource admits (CPU and
+# memory), then spec.overhead is added; framework.NewResource (kube-scheduler) holds CPU as
+# MilliValue() and every other resource as Value(), both rounded up. Pod-level requests that
+# are left out default to the pod-level limits (pkg/apis/core/v1/defaults.go,
+# defaultPodRequests), so a limit stands in for a missing request there too.
+
+NATIVE = [
+    ("CPU is held in thousandths", spec(c("main", {"cpu": "2"})), {"cpu": 2000}),
+    ("CPU fractions add up in thousandths",
+     spec(c("a", requests={"cpu": "100m"}), c("b", requests={"cpu": "0.25"})), {"cpu": 350}),
+    ("a CPU finer than a thousandth rounds up", spec(c("main", requests={"cpu": "1.0001"})),
+     {"cpu": 1001}),
+    ("memory in bytes", spec(c("main", requests={"memory": "1.5Ki"})), {"memory": 1536}),
+    ("a memory quantity below a byte rounds up to one", spec(c("main", requests={
+        "memory": "100m"})), {"memory": 1}),
+    ("the rounding is of the pod's sum, not of each container's",
+     spec(c("a", requests={"memory": "500m"}), c("b", requests={"memory": "500m"})),
+     {"memory": 1}),
+    ("pod-level requests replace the containers' CPU and memory",
+     spec(c("a", requests={"cpu": "1", "memory": "1Gi", GPU: 1}),
+          c("b", requests={"cpu": "2", "memory": "1Gi"}),
+          resources={"requests": {"cpu": "1500m", "memory": "3Gi"}}),
+     {"cpu": 1500, "memory": 3 * 2**30, GPU: 1}),
+    ("a pod-level request of one resource leaves the other the containers' sum",
+     spec(c("a", requests={"cpu": "1", "memory": "1Gi"}), c("b", requests={"cpu": "2"}),
+          resources={"requests": {"cpu": "4"}}), {"cpu": 4000, "memory": 2**30}),
+    ("a pod-level limit stands in for its missing request",
+     spec(c("a", requests={"cpu": "1"}), resources={"limits": {"cpu": "2"}}), {"cpu": 2000}),
+    ("overhead is added after the pod-level resources",
+     spec(c("a", requests={"cpu": "1"}), resources={"requests": {"cpu": "2"}},
+          overhead={"cpu": "250m", "memory": "120Mi"}),
+     {"cpu": 2250, "memory": 120 * 2**20}),
+    ("sidecars and init containers, for CPU: max(1 + 0.5, 0.5 + 2)",
+     spec(c("main", requests={"cpu": "1"}),
+          init=(c("proxy", requests={"cpu": "500m"}, sidecar=True),
+                c("setup", requests={"cpu": "2"}))), {"cpu": 2500}),
+    ("ephemeral storage in bytes, summed", spec(c("a", requests={"ephemeral-storage": "1G"}),
+                                                c("b", requests={"ephemeral-storage": "1Gi"})),
+     {"ephemeral-storage": 10**9 + 2**30}),
+]
+
+
+@pytest.mark.parametrize("pod_spec, expected", [(s, e) for _, s, e in NATIVE],
+                         ids=[n for n, _, _ in NATIVE])
+def test_cpu_memory_and_storage_are_held_as_the_scheduler_holds_them(
+        pod_spec: dict[str, Any], expected: dict[str, int]) -> None:
+    assert pod_requests(pod_spec) == expected
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "helpers.go IsSupportedPodLevelResource admits hugepages-<size> beside cpu and memory "
+    "(SupportedPodLevelResources inserts v1.ResourceHugePagesPrefix); gfd's POD_LEVEL is cpu "
+    "and memory only"))
+def test_pod_level_hugepages_replace_the_containers_hugepages() -> None:
+    pod_spec = spec(c("a", requests={"hugepages-2Mi": "2Mi"}),
+                    resources={"requests": {"hugepages-2Mi": "8Mi"}})
+    assert pod_requests(pod_spec) == {"hugepages-2Mi": 8 * 2**20}

@@ -164,3 +164,18 @@ def test_the_gates_decide_which_attributes_exist() -> None:
     keys = {r[0] for t in requirements(mig, gates=dynamic) for r in t}
     assert "nvidia.com/mig.enabled.count" not in keys
     assert "nvidia.com/mig.enabled.count" in {r[0] for t in requirements(mig) for r in t}
+
+
+# TaintToleration refuses a node with a NoSchedule/NoExecute taint the pod does not tolerate;
+# a claim's pod never gets the nvidia.com/gpu toleration from ExtendedResourceToleration (off
+# by default, pkg/kubeapiserver/options/plugins.go, and it only reads extended resources).
+
+
+@pytest.mark.parametrize("o", [{"product": "H100"}, {"mig_profile": "3g.20gb", "count": 2},
+                               {"family": "hopper", "min_memory": 40000}], ids=str)
+@pytest.mark.parametrize("label_set", ["extended", "compat"])
+def test_the_example_pod_tolerates_the_gpu_taint(o: dict[str, Any], label_set: str) -> None:
+    if label_set == "compat" and "family" in o:
+        o = {"min_memory": o["min_memory"]}
+    pod = render(Options(dra=True, **o), label_set=label_set).documents[1]
+    assert pod["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists"}]

@@ -202,3 +202,22 @@ def test_the_matcher_reads_requirements_as_the_scheduler_does(
                               {"matchExpressions": [{"key": "other", "operator": "Exists"}]}]}}}}
     assert placement.admits(spec, labels) is expected  # terms OR-ed
     assert placement.admits(spec, {**labels, "other": "1"})
+
+
+# TaintToleration (kube-scheduler) refuses a node whose NoSchedule/NoExecute taint the pod does
+# not tolerate; GPU nodes are commonly tainted nvidia.com/gpu, and nothing adds the toleration
+# for a pod as printed: the ExtendedResourceToleration admission plugin is off by default
+# (pkg/kubeapiserver/options/plugins.go, DefaultOffAdmissionPlugins). So `gfd selector`
+# prints it with every stanza.
+
+STANZAS = [({"product": "H100"}, "auto", "extended"), ({"dedicated": True}, "nodeSelector",
+                                                       "extended"),
+           ({"mig_profile": "1g.10gb", "count": 2}, "affinity", "extended"),
+           ({"shared": True}, "auto", "compat"), ({"min_memory": 40000}, "auto", "extended")]
+
+
+@pytest.mark.parametrize("o, form, label_set", STANZAS, ids=[str(s[0]) for s in STANZAS])
+def test_every_stanza_tolerates_the_gpu_taint(o: dict[str, Any], form: str,
+                                              label_set: str) -> None:
+    (stanza,) = render(Options(**o), form=form, label_set=label_set).documents
+    assert stanza["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists"}]
