@@ -38,7 +38,10 @@ from gfd.selector.filters import Filters
 class NodeFit:
     node: str
     free: int
+    """Free units of the resource (devices of the class) there."""
     pods: int
+    """Such pods the node takes now: ``free // count``, and no more than its free pod slots
+    (each pod takes one slot, whatever it asks)."""
     cannot_tell: int = 0
 
 
@@ -120,7 +123,7 @@ def fits(fleet: Fleet, counted: Counted, f: Filters, *, label_set: str = "extend
     terms = [list(t) for t in labels.terms(f, label_set)]
     usable = {r.node for r in counted.rows if r.usable}
     serving = ix.classes.serving(f.resource)
-    plugin = {r.node: r.free for r in counted.rows
+    plugin = {r.node: max(0, r.total - r.allocated - r.nominated) for r in counted.rows
               if r.kind.manager != DRA and r.kind.resource == f.resource}
     found: list[NodeFit] = []
     undecided_total = 0
@@ -132,13 +135,12 @@ def fits(fleet: Fleet, counted: Counted, f: Filters, *, label_set: str = "extend
             free, undecided = plugin.get(name, 0), 0
         elif serving is not None:
             free, undecided = _count_devices(ix, name, _class_accepts(ix, serving, []))
-            free = min(free, free_slots(ix, name))
         else:
             continue
         undecided_total += undecided
-        if free >= f.count or undecided:
-            found.append(NodeFit(node=name, free=free, pods=free // f.count,
-                                 cannot_tell=undecided))
+        pods = min(free // f.count, free_slots(ix, name))
+        if pods or undecided:
+            found.append(NodeFit(node=name, free=free, pods=pods, cannot_tell=undecided))
     nodes = [fleet.nodes[n.node] for n in found if n.pods]
     stanza = labels.stanza(f, label_set=label_set,
                            tolerate=_tolerated_on(nodes, counted.tolerated))
@@ -166,10 +168,10 @@ def _dra(ix: Index, counted: Counted, f: Filters, label_set: str,
                     or node_name not in ix.pools_of:
                 continue
             free, undecided = _count_devices(ix, node_name, accept)
-            free = min(free, free_slots(ix, node_name))
             undecided_total += undecided
-            if free >= f.count or undecided:
-                found.append(NodeFit(node=node_name, free=free, pods=free // f.count,
+            pods = min(free // f.count, free_slots(ix, node_name))
+            if pods or undecided:
+                found.append(NodeFit(node=node_name, free=free, pods=pods,
                                      cannot_tell=undecided))
     nodes = [ix.fleet.nodes[n.node] for n in found if n.pods]
     documents = claims.documents(f, label_set=label_set, gates=gates,

@@ -14,7 +14,9 @@ structured``, the ``incubating`` allocator of Kubernetes 1.36):
   ``allowMultipleAllocations`` takes further shares while each capacity has room for one
   more, ``consumable_capacity.go``; its counters are taken once, by the first share);
 - a device is allocatable only while every counter it consumes has enough left after the
-  allocated devices' consumption (``DRAPartitionableDevices``), and not while it carries a
+  allocated devices' consumption (``DRAPartitionableDevices``; a counter of the pool they
+  already over-consume refuses every counter-consuming device: ``checkAvailableCounters``
+  compares them all), and not while it carries a
   ``NoSchedule``/``NoExecute`` taint an ordinary claim does not tolerate, or binding
   conditions."""
 
@@ -186,10 +188,16 @@ def free_count(pool: Pool, held: Held, wanted: Callable[[Device], bool]) -> int:
     if not pool.usable:
         return 0
     left = _left(pool, held)
+    # checkAvailableCounters compares every counter of the pool: one the allocated devices
+    # already over-consume (its counters shrank under the claims) refuses every device that
+    # consumes counters
+    blocked = any(v < 0 for counters in left.values() for v in counters.values())
     count = 0
     for device in pool.devices:
         k = key(device)
         if not wanted(device) or k in held.devices or not usable_device(device):
+            continue
+        if blocked and device.consumes and k not in held.shares:
             continue
         if device.allow_multiple:
             more = shares_left(device, held.shares.get(k, {}))

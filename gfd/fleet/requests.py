@@ -6,8 +6,8 @@ kubernetes ``staging/src/k8s.io/component-helpers/resource/helpers.go``, used by
 - init containers run one at a time, so the pod needs the largest of them; a restartable init
   container (a sidecar: ``restartPolicy: Always``) keeps running, so it adds to the regular
   containers' sum and to every init container started after it (KEP-753);
-- the pod's request is the larger of the two; pod-level ``spec.resources`` replace it for CPU
-  and memory (``IsSupportedPodLevelResource``), never for extended resources; then
+- the pod's request is the larger of the two; pod-level ``spec.resources`` replace it for CPU,
+  memory and hugepages (``IsSupportedPodLevelResource``), never for extended resources; then
   ``spec.overhead`` is added;
 - a missing request is its limit (the API server defaults it so for extended resources, which
   may not differ from their limit);
@@ -26,7 +26,13 @@ from gfd.fleet.quantity import CPU, INT64_MAX, QuantityError, read_quantity
 Amounts = dict[str, int]
 Exact = dict[str, Fraction]
 POD_LEVEL = ("cpu", "memory")
-"""What pod-level ``spec.resources`` may set (``IsSupportedPodLevelResource``)."""
+HUGEPAGES = "hugepages-"
+"""What pod-level ``spec.resources`` may set (``IsSupportedPodLevelResource``): CPU, memory
+and ``hugepages-<size>``."""
+
+
+def _pod_level(name: str) -> bool:
+    return name in POD_LEVEL or name.startswith(HUGEPAGES)
 
 
 class RequestError(ValueError):
@@ -135,7 +141,7 @@ def pod_requests(spec: dict[str, Any], *, skip: set[tuple[str, str]] | None = No
     pod_level = _dict(spec.get("resources"), "spec.resources")
     if pod_level:
         level = _limits_and_requests(pod_level, "spec.resources.",
-                                     lambda k: k in POD_LEVEL and keep(k))
+                                     lambda k: _pod_level(k) and keep(k))
         result.update(level)
     overhead = _dict(spec.get("overhead"), "spec.overhead")
     result = _add(result, {str(k): _read(v, f"spec.overhead.{k}")

@@ -412,12 +412,7 @@ def _slot_cases() -> list[Any]:
     out = []
     for manager in ("device-plugin", "dra-extended", "dra-claim"):
         for n, expected in ((1, 3), (2, 3), (3, 2), (4, 2), (9, 0)):
-            marks = [pytest.mark.xfail(strict=True, reason=(
-                "fits caps the free units by the pod slots before dividing by --count "
-                "(min(free, slots) // count), where kube-scheduler caps the pods: "
-                "min(free // count, slots)"))] if n in (2, 3, 4) else []
-            out.append(pytest.param(manager, n, expected, marks=marks,
-                                    id=f"{manager}, --count {n}"))
+            out.append(pytest.param(manager, n, expected, id=f"{manager}, --count {n}"))
     return out
 
 

@@ -374,11 +374,6 @@ def test_a_pool_missing_a_slice_is_incomplete_and_nothing_of_it_is_free() -> Non
     assert pools.free_count(pool, pools.Held(), lambda d: True) == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "allocator_incubating.go checkAvailableCounters compares every counter of every set of "
-    "the pool (available after allocated devices, which may be negative, against what the "
-    "allocation consumes), so one over-consumed counter anywhere blocks every device that "
-    "consumes counters; gfd's _fits looks at the device's own counters only"))
 def test_an_over_consumed_counter_set_blocks_every_counter_consuming_device_of_the_pool(
         ) -> None:
     """gpu-0 and its partition both allocated (the counters changed under the claims, a new

@@ -216,10 +216,6 @@ def test_cpu_memory_and_storage_are_held_as_the_scheduler_holds_them(
     assert pod_requests(pod_spec) == expected
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "helpers.go IsSupportedPodLevelResource admits hugepages-<size> beside cpu and memory "
-    "(SupportedPodLevelResources inserts v1.ResourceHugePagesPrefix); gfd's POD_LEVEL is cpu "
-    "and memory only"))
 def test_pod_level_hugepages_replace_the_containers_hugepages() -> None:
     pod_spec = spec(c("a", requests={"hugepages-2Mi": "2Mi"}),
                     resources={"requests": {"hugepages-2Mi": "8Mi"}})
