@@ -1,8 +1,13 @@
 """Where a pod may go, by the scheduler's node filters that labels and taints decide: its
 ``nodeSelector`` and required node affinity (``NodeAffinity``: terms OR-ed, expressions AND-ed;
 ``Gt``/``Lt`` compare integers), and whether a node can take an ordinary GPU pod at all
-(cordoned, not Ready, or tainted ``NoSchedule``/``NoExecute`` with a key a GPU pod does not
-tolerate)."""
+(cordoned, or tainted ``NoSchedule``/``NoExecute`` with a key a GPU pod does not tolerate).
+
+The scheduler reads taints, not the ``Ready`` condition: the node lifecycle controller taints a
+NotReady node ``node.kubernetes.io/not-ready`` (or ``unreachable``) within seconds, and that
+``NoSchedule`` taint keeps pods off; the ``NoExecute`` twin every pod tolerates for a while
+(the ``DefaultTolerationSeconds`` admission plugin, on by default, adds the tolerations). A
+NotReady node not yet tainted still takes pods, and says so."""
 
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ DEFAULT_TOLERATED = ("nvidia.com/gpu",)
 EKS, AKS and GKE's GPU node pools)."""
 _CORDON = "node.kubernetes.io/unschedulable"
 _NOT_READY = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+"""Taints of the node lifecycle controller; their ``NoExecute`` effect every pod tolerates by
+default (``DefaultTolerationSeconds``: 300 s)."""
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
@@ -63,15 +70,17 @@ def state(node: Node, tolerated: tuple[str, ...] = DEFAULT_TOLERATED) -> tuple[s
     if node.unschedulable:
         name = "cordoned"
         reasons.append("cordoned (spec.unschedulable)")
-    if not node.ready:
-        name = "not-ready" if name == "ready" else name
-        reasons.append("not Ready")
     for taint in node.taints:
         if taint.effect not in NO_SCHEDULE or taint.key in tolerated or taint.key == _CORDON:
             continue
         if taint.key in _NOT_READY:
+            if taint.effect == "NoExecute":
+                continue  # tolerated by every pod for a while (DefaultTolerationSeconds)
             name = "not-ready" if name == "ready" else name
         else:
             name = "tainted" if name == "ready" else name
         reasons.append(f"taint {taint}")
+    if not node.ready:
+        reasons.append("not Ready" if name != "ready" else
+                       "not Ready, and not yet tainted: the scheduler still places pods here")
     return name, reasons

@@ -125,7 +125,7 @@ def notes(fleet: Fleet, counted: Counted) -> list[str]:
     if any(k.kind.sharing in ("time-slicing", "mps") for k in counted.kinds):
         out.append(f"note: {SHARING_NOTE}")
     if any(k.unschedulable_nodes for k in counted.kinds):
-        out.append("note: UNSCHEDULABLE: units on cordoned, not-Ready or tainted nodes (a GPU "
+        out.append("note: UNSCHEDULABLE: units on cordoned or tainted nodes (a GPU "
                    f"pod is assumed to tolerate {', '.join(counted.tolerated)}; --tolerate "
                    "adds keys); not in NODES, TOTAL or FREE")
     return out

@@ -229,12 +229,14 @@ def test_unschedulable_nodes_are_counted_apart() -> None:
         api_pod("c", "h100-gpu-tainted", {GPU: 1}),
     ))
     states = {r.node: r.state for r in c.rows}
-    assert states == {"h100-a": "ready", "h100-cordoned": "cordoned", "h100-down": "not-ready",
+    # a NotReady node the node lifecycle controller has not tainted yet still takes pods
+    # (TaintToleration reads taints, not the Ready condition)
+    assert states == {"h100-a": "ready", "h100-cordoned": "cordoned", "h100-down": "ready",
                       "h100-tainted": "tainted", "h100-gpu-tainted": "ready"}
     k = kind_row(c, GPU, H100)
-    assert (k.nodes, k.total, k.allocated, k.free) == (2, 16, 3, 13)
+    assert (k.nodes, k.total, k.allocated, k.free) == (3, 24, 3, 21)
     assert (k.unschedulable_nodes, k.unschedulable_total, k.unschedulable_allocated) == (
-        3, 24, 3)
+        2, 16, 3)
 
 
 def test_a_taint_the_user_says_gpu_pods_tolerate_leaves_the_node_usable() -> None:
@@ -609,14 +611,17 @@ def test_all_devices_is_demand_for_every_matching_device_of_the_node() -> None:
 # ---------------------------------------------------------------------------- unusable nodes
 # NodeUnschedulable (spec.unschedulable) and TaintToleration (NoSchedule/NoExecute taints
 # the pod does not tolerate) filter the node out for every pod; a NotReady node is tainted
-# node.kubernetes.io/not-ready by the node lifecycle controller (gfd counts it out at once).
+# node.kubernetes.io/not-ready:NoSchedule by the node lifecycle controller, which keeps pods
+# off it (the scheduler never reads the Ready condition itself).
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 
 
 @pytest.mark.parametrize("manager", ["device-plugin", "dra"])
-@pytest.mark.parametrize("state", [{"cordoned": True}, {"ready": False}, {"taints": [
+@pytest.mark.parametrize("state", [{"cordoned": True}, {"ready": False, "taints": [
+    NOT_READY_TAINT]}, {"taints": [
     {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}, {"taints": [
         {"key": "maintenance", "effect": "NoExecute"}]}],
-    ids=["cordoned", "not Ready", "NoSchedule taint", "NoExecute taint"])
+    ids=["cordoned", "not Ready and tainted so", "NoSchedule taint", "NoExecute taint"])
 def test_a_node_no_gpu_pod_can_use_has_nothing_free(manager: str, state: dict[str, Any]) -> None:
     objects: list[Obj] = [fo.node("n", allocatable={GPU: "8"} if manager != "dra" else {},
                                   **state)]
@@ -624,6 +629,18 @@ def test_a_node_no_gpu_pod_can_use_has_nothing_free(manager: str, state: dict[st
         objects.append(fo.gpu_slice("n", fo.h100s("n")))
     r = one_row(count(fo.fleet(*objects)), "n", manager)
     assert (r.usable, r.total, r.free) == (False, 8, 0)
+
+
+@pytest.mark.parametrize("manager", ["device-plugin", "dra"])
+def test_a_not_ready_node_not_yet_tainted_still_has_its_free_units(manager: str) -> None:
+    """TaintToleration: no taint, no filter; the Ready condition is read by no filter."""
+    objects: list[Obj] = [fo.node("n", allocatable={GPU: "8"} if manager != "dra" else {},
+                                  ready=False)]
+    if manager == "dra":
+        objects.append(fo.gpu_slice("n", fo.h100s("n")))
+    r = one_row(count(fo.fleet(*objects)), "n", manager)
+    assert (r.usable, r.total, r.free) == (True, 8, 8)
+    assert r.reasons == ["not Ready, and not yet tainted: the scheduler still places pods here"]
 
 
 def test_a_prefer_no_schedule_taint_leaves_the_node_usable() -> None:

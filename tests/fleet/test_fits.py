@@ -529,8 +529,10 @@ def test_a_node_of_two_pools_is_listed_once_with_the_devices_of_both(f: Filters)
 
 
 @pytest.mark.parametrize("f", [H100, H100_DRA], ids=["extended resource", "--dra"])
-@pytest.mark.parametrize("state", [{"cordoned": True}, {"ready": False}, {"taints": [
-    {"key": "dedicated", "effect": "NoSchedule"}]}], ids=["cordoned", "not Ready", "tainted"])
+@pytest.mark.parametrize("state", [{"cordoned": True}, {"ready": False, "taints": [
+    {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}, {"taints": [
+        {"key": "dedicated", "effect": "NoSchedule"}]}],
+    ids=["cordoned", "not Ready and tainted so", "tainted"])
 def test_no_pod_fits_on_a_node_no_gpu_pod_can_use(f: Filters, state: dict[str, Any]) -> None:
     fl = fo.fleet(h100_node("d", **state), fo.gpu_slice("d", fo.h100s("d")),
                   h100_node("p", allocatable={GPU: "8"}, **state))

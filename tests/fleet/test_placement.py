@@ -167,9 +167,17 @@ STATES = [
     ("a cordoned node", {"unschedulable": True}, (), "cordoned", 1),
     ("a cordoned node with the cordon's taint: one reason", {"unschedulable": True},
      (Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule"),), "cordoned", 1),
-    ("a node not Ready", {"ready": False}, (), "not-ready", 1),
-    ("a node the controller tainted unreachable", {"ready": False},
-     (Taint(key="node.kubernetes.io/unreachable", effect="NoExecute"),), "not-ready", 2),
+    # the scheduler reads taints, not the Ready condition (TaintToleration): a NotReady node
+    # takes pods until the node lifecycle controller taints it
+    ("a node not Ready, not yet tainted: still schedulable", {"ready": False}, (), "ready", 1),
+    ("a node the controller tainted not-ready", {"ready": False},
+     (Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule"),), "not-ready", 2),
+    # every pod tolerates the NoExecute twins for 300 s (DefaultTolerationSeconds admission)
+    ("an unreachable NoExecute taint alone: tolerated by default", {"ready": False},
+     (Taint(key="node.kubernetes.io/unreachable", effect="NoExecute"),), "ready", 1),
+    ("both of the controller's unreachable taints", {"ready": False},
+     (Taint(key="node.kubernetes.io/unreachable", effect="NoSchedule"),
+      Taint(key="node.kubernetes.io/unreachable", effect="NoExecute")), "not-ready", 2),
     ("a not-ready taint alone", {},
      (Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule"),), "not-ready", 1),
     ("a NoSchedule taint a GPU pod does not tolerate", {},
