@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from gfd.dra import DRIVER
 from gfd.fleet import pools
-from gfd.fleet.cel import matches
+from gfd.fleet.cel import Evaluator
 from gfd.fleet.kinds import DRA, Kind, device_kind, plugin_kind
 from gfd.fleet.model import Device, Fleet, Pod
 from gfd.fleet.placement import DEFAULT_TOLERATED, admits, state
@@ -75,7 +75,8 @@ class Counted:
     held: dict[DeviceKey, str] = field(default_factory=dict)
 
 
-def _pending_dra(fleet: Fleet, pod: Pod, device: Device, kind: Kind) -> int:
+def _pending_dra(fleet: Fleet, pod: Pod, device: Device, kind: Kind, *,
+                 evaluator: Evaluator) -> int:
     """Devices of this kind the pod's unallocated claims ask for (a request whose selectors
     this device meets, or cannot be told not to)."""
     wanted = 0
@@ -86,7 +87,8 @@ def _pending_dra(fleet: Fleet, pod: Pod, device: Device, kind: Kind) -> int:
         for request in claim.requests:
             if request.device_class != kind.resource:
                 continue
-            if all(matches(expr, device) is not False for expr in request.selectors):
+            if all(evaluator.matches(expr, device) is not False
+                   for expr in request.selectors):
                 wanted += request.count
     return wanted
 
@@ -117,16 +119,20 @@ def count(fleet: Fleet, *, tolerated: tuple[str, ...] = DEFAULT_TOLERATED) -> Co
             rows.append(row)
     gathered = pools.gather(fleet.slices)
     held = pools.allocated(fleet.claims.values())
-    dra_rows, samples = _dra_rows(fleet, gathered, held, pending, tolerated)
+    evaluator = Evaluator()
+    dra_rows, samples = _dra_rows(fleet, gathered, held, pending, tolerated,
+                                  evaluator=evaluator)
     rows += dra_rows
     rows.sort(key=lambda r: (r.node, r.kind))
-    return Counted(rows=rows, kinds=_kinds(rows, fleet, pending, groups, samples),
+    return Counted(rows=rows, kinds=_kinds(rows, fleet, pending, groups, samples,
+                                           evaluator=evaluator),
                    tolerated=tolerated, gathered=gathered, held=held)
 
 
 def _dra_rows(fleet: Fleet, gathered: dict[tuple[str, str], pools.Pool],
               held: dict[pools.DeviceKey, str], pending: list[Pod],
-              tolerated: tuple[str, ...]) -> tuple[list[NodeRow], dict[Kind, Device]]:
+              tolerated: tuple[str, ...], *,
+              evaluator: Evaluator) -> tuple[list[NodeRow], dict[Kind, Device]]:
     """The DRA driver's devices by node and kind, and one device of each kind (what a
     pending claim's CEL is tried on)."""
     rows: dict[tuple[str, Kind], NodeRow] = {}
@@ -149,8 +155,9 @@ def _dra_rows(fleet: Fleet, gathered: dict[tuple[str, str], pools.Pool],
                 row = rows[(node_name, kind)] = NodeRow(node=node_name, kind=kind,
                                                         state=node_state, reasons=reasons)
                 if node is not None:
-                    row.pending = sum(_pending_dra(fleet, p, device, kind) for p in pending
-                                      if p.claims and admits(p, node))
+                    row.pending = sum(_pending_dra(fleet, p, device, kind,
+                                                   evaluator=evaluator)
+                                      for p in pending if p.claims and admits(p, node))
                 row.free = pools.free_count(
                     pool, held, lambda d, k=kind, m=kinds: m[id(d)] == k)  # type: ignore[misc]
             row.total += 1
@@ -177,7 +184,7 @@ def _groups(pending: list[Pod]) -> list[Group]:
 
 
 def _kinds(rows: list[NodeRow], fleet: Fleet, pending: list[Pod], groups: list[Group],
-           samples: dict[Kind, Device]) -> list[KindRow]:
+           samples: dict[Kind, Device], *, evaluator: Evaluator) -> list[KindRow]:
     out: dict[Kind, KindRow] = {}
     where: dict[Kind, list[NodeRow]] = {}
     for row in rows:
@@ -193,14 +200,15 @@ def _kinds(rows: list[NodeRow], fleet: Fleet, pending: list[Pod], groups: list[G
             k.unschedulable_total += row.total
             k.unschedulable_allocated += row.allocated
     for kind, summary in out.items():
-        summary.pending = _demand(pending, groups, fleet, kind, where[kind], samples.get(kind))
+        summary.pending = _demand(pending, groups, fleet, kind, where[kind], samples.get(kind),
+                                  evaluator=evaluator)
     return sorted(out.values(), key=lambda r: (r.kind.manager == DRA, r.kind.model,
                                                r.kind.memory or 0, r.kind.mig_profile,
                                                r.kind.resource, r.kind.sharing))
 
 
 def _demand(pending: list[Pod], groups: list[Group], fleet: Fleet, kind: Kind,
-            rows: list[NodeRow], sample: Device | None) -> int:
+            rows: list[NodeRow], sample: Device | None, *, evaluator: Evaluator) -> int:
     """What unscheduled pods ask of ``kind``: each pod once, when it admits one of the kind's
     nodes (so a pod that could go to two kinds is demand on both)."""
     nodes = [fleet.nodes[r.node] for r in rows if r.node in fleet.nodes]
@@ -209,5 +217,5 @@ def _demand(pending: list[Pod], groups: list[Group], fleet: Fleet, kind: Kind,
                    if kind.resource in asked and any(admits(pod, n) for n in nodes))
     if sample is None:
         return 0
-    return sum(_pending_dra(fleet, pod, sample, kind) for pod in pending
+    return sum(_pending_dra(fleet, pod, sample, kind, evaluator=evaluator) for pod in pending
                if pod.claims and any(admits(pod, n) for n in nodes))

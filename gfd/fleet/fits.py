@@ -18,7 +18,7 @@ from typing import Any
 
 from gfd import dra
 from gfd.fleet import pools
-from gfd.fleet.cel import matches
+from gfd.fleet.cel import Evaluator
 from gfd.fleet.count import Counted
 from gfd.fleet.kinds import DRA
 from gfd.fleet.model import Device, Fleet
@@ -78,6 +78,7 @@ def _extended(fleet: Fleet, counted: Counted, f: Filters,
     claim the scheduler makes (``DRAExtendedResource``, beta and on by default in 1.36)."""
     classes = [c for c in fleet.classes.values() if c.extended_resource == f.resource]
     usable = {r.node for r in counted.rows if r.usable}
+    evaluator = Evaluator()
     found = []
     for pool in counted.gathered.values():
         if not pool.devices or not classes:
@@ -87,9 +88,10 @@ def _extended(fleet: Fleet, counted: Counted, f: Filters,
         if (name not in usable or node is None or f.resource in node.allocatable
                 or not terms_match([list(t) for t in terms], node.labels)):
             continue
-        free = max(pools.free_count(pool, counted.held,
-                                    lambda d, c=c: all(matches(e, d) is True  # type: ignore[misc]
-                                                       for e in c.selectors))
+        free = max(pools.free_count(
+            pool, counted.held,
+            lambda d, c=c: all(evaluator.matches(e, d) is True  # type: ignore[misc]
+                               for e in c.selectors))
                    for c in classes)
         if free >= f.count:
             found.append(NodeFit(node=name, free=free, pods=free // f.count))
@@ -103,8 +105,10 @@ def _dra(fleet: Fleet, counted: Counted, f: Filters, label_set: str,
     affinity = claims.requirements(f, label_set, gates)
     usable = {r.node for r in counted.rows if r.usable}
 
+    evaluator = Evaluator()
+
     def wanted(device: Device) -> bool:
-        return all(matches(e, device) is True for e in expressions)
+        return all(evaluator.matches(e, device) is True for e in expressions)
 
     found = []
     for pool in counted.gathered.values():
