@@ -35,6 +35,7 @@ is evaluated."""
 _CHAIN = frozenset({"expr", "conditionalor", "conditionaland", "relation", "addition",
                     "multiplication", "unary", "member"})
 _PASS = frozenset({*_CHAIN, "primary", "paren_expr", "paren"})
+_LITERAL_KIND = {"MLSTRING_LIT": "STRING_LIT"}
 
 
 class NotCompiled(Exception):
@@ -167,6 +168,13 @@ def check(node: Tree, scope: frozenset[str]) -> None:
         for a in args:
             check(a, scope)
         return
+    if data in ("list_lit", "map_lit") and node.children:
+        items = node.children[0].children
+        for group in ((items,) if data == "list_lit" else (items[0::2], items[1::2])):
+            kinds = {_LITERAL_KIND.get(t.type, t.type) for t in map(_token, group) if t}
+            if len(kinds) > 1:
+                raise NotCompiled("expected type of the aggregate literal's elements to be "
+                                  "the same (HomogeneousAggregateLiterals)")
     if data in ("dot_ident", "dot_ident_arg", "member_object", "fieldinits"):
         raise celops.Unsupported("a qualified name or a message is not evaluated here")
     for child in node.children:
@@ -227,6 +235,23 @@ class Run(Interpreter):
                 return v
         function: Callable[..., Any] = self.activation.resolve_function(name)
         return function(receiver, *values)
+
+    def mapinits(self, tree: Tree) -> Any:
+        """A map literal: an error among its keys or values is the literal's value."""
+        for value in (values := self.visit_children(tree)):
+            if isinstance(value, CELEvalError):
+                return value
+        out: Any = ct.MapType()
+        if len({type(key) for key in values[0::2]}) > 1:
+            raise celops.Unsupported("a map literal with keys of several types is not "
+                                     "evaluated here (the API server refuses it)")
+        for key, value in zip(values[0::2], values[1::2], strict=True):
+            if not isinstance(key, (ct.StringType, ct.IntType, ct.UintType, ct.BoolType)):
+                return celops.error(f"unsupported key type: {celops.kind(key)}")
+            if celops.find(out, key, real=True)[0]:
+                return celops.error(f"Failed with repeated key: {key}")
+            out[key] = value
+        return out
 
     def _macro(self, name: str, target: Any, args: list[Any]) -> Any:
         source = self.visit(target)
@@ -305,6 +330,14 @@ class Compiled:
                     value = have.get(spelled)
                     out.append((type(value).__name__, value))
         return tuple(out)
+
+
+def _token(node: Any) -> lark.Token | None:
+    """A literal's token."""
+    if isinstance(node, lark.Tree) and node.data == "literal" and \
+            isinstance(node.children[0], lark.Token):
+        return node.children[0]
+    return None
 
 
 def _literal(node: Any) -> str | None:

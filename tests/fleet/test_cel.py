@@ -416,6 +416,11 @@ def test_a_version_attribute_that_is_no_semver_fails_every_expression() -> None:
     ("[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2 && [1].indexOf(5) == -1",
      True),
     ("[].min() == 0", None),
+    ("{'a': 1 / 0}.size() == 1", None),
+    ("{'a': 1, 'a': 2}.size() == 2", None),
+    ("{1: 'a', 2: 'b'}[2] == 'b' && {true: 'b'}[true] == 'b' && !(3 in {1: 'a'})", True),
+    ("{1: 'a', true: 'b'}[1] == 'a'", None),
+    ("'hello'.contains('ell') && 'hello'.endsWith('lo') && !'hello'.startsWith('lo')", True),
     # the macros
     ("[1, 2, 3].all(x, x > 0) && [1, 2, 3].exists(x, x > 2)", True),
     ("[1, 2, 3].exists_one(x, x > 1)", False),

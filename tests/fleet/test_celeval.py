@@ -31,6 +31,8 @@ def compiled(expression: str) -> celeval.Compiled:
     ("'a'.quote() == 'a'", "function quote is not evaluated here"),
     ("size() == 0", "function size is not evaluated here"),
     (".device.driver == ''", "a qualified name or a message is not evaluated here"),
+    ("'a' in [1, 'a']", "does not compile: expected type of the aggregate literal's"),
+    ("{'a': 1, 'b': 'x'}.size() == 2", "does not compile: expected type of the aggregate"),
 ])
 def test_what_the_environment_does_not_declare_is_refused_before_it_runs(
         expression: str, reason: str) -> None:
