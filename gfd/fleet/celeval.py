@@ -1,6 +1,6 @@
 """CEL run as Kubernetes' DRA allocator runs it, on cel-python: parsed by its grammar, checked
-against the declarations of the DRA environment, interpreted with cellib's semantics under a
-step budget; what is not mirrored exactly is "cannot tell"."""
+against the DRA environment's declarations, interpreted with celops' and cellib's semantics
+under a step budget; what is not mirrored exactly is "cannot tell"."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from gfd.fleet import cellib, celops
 from gfd.fleet.model import Device, Version
 
 MAX_DEPTH = 120
-"""Levels of the parse tree evaluated here (each costs a few Python frames; a selector of 40
-clauses joined by ``&&`` is about 60 deep)."""
+"""Levels of the parse tree (its rules of one operand left out) evaluated here: each costs a
+few Python frames; 40 clauses joined by ``&&`` are 46 deep."""
 ITERATION = 10
 """Steps charged for each element a macro visits, besides its expression's own (a nested
 interpreter is set up for it)."""
