@@ -66,14 +66,14 @@ class Evaluator:
         try:
             return self._evaluate(expression, device)
         except Exception as exc:
-            return Outcome(None, f"not evaluated here: {type(exc).__name__}: {exc}"[:200])
+            return Outcome(None, _line(f"not evaluated here: {type(exc).__name__}: {exc}"))
 
     def _evaluate(self, expression: str, device: Device) -> Outcome:
         from gfd.fleet import celeval, cellib
 
         compiled = self._compile(expression)
         if isinstance(compiled, str):
-            return Outcome(None, compiled)
+            return Outcome(None, _line(compiled))
         bad = celeval.bad_version(device, self._versions)
         if bad:
             return Outcome(None, f"CEL runtime error: {bad}")
@@ -84,7 +84,7 @@ class Evaluator:
                 self._patterns = cellib.Patterns()
             matched, reason = celeval.run(compiled, celeval.device_value(device),
                                           patterns=self._patterns, budget=self._budget)
-            found = Outcome(matched, reason)
+            found = Outcome(matched, _line(reason))
             if len(self._outcomes) >= OUTCOMES:
                 del self._outcomes[next(iter(self._outcomes))]
             self._outcomes[key] = found
@@ -92,6 +92,13 @@ class Evaluator:
 
     def matches(self, expression: str, device: Device) -> bool | None:
         return self.evaluate(expression, device).matched
+
+
+def _line(reason: str, *, width: int = 200) -> str:
+    """A reason as one line of at most ``width`` characters (a key or a pattern quoted in it
+    may be long, or hold a newline)."""
+    flat = " ".join(reason.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def matches(expression: str, device: Device) -> bool | None:

@@ -393,8 +393,8 @@ def compile_expression(parser: CELParser, expression: str) -> Compiled | str:
     try:
         tree = parser.parse(expression)
     except CELParseError as exc:
-        first = str(exc.args[0]).strip().splitlines() if exc.args else []
-        return f"does not parse here: {first[0] if first else 'syntax error'}"
+        where = f" at line {exc.line}, column {exc.column}" if exc.line else ""
+        return f"does not parse here: a syntax error{where}"
     try:
         tree = collapse(tree)
         depth(tree)

@@ -466,6 +466,13 @@ def test_what_is_not_evaluated_exactly_cannot_be_told(expression: str, reason: s
     assert "\n" not in got.reason
 
 
+def test_a_reason_is_one_short_line_whatever_it_quotes() -> None:
+    key = "k\n" * 300
+    got = outcome(f"device.attributes['gpu.nvidia.com']['{key}'] == 1".replace("\n", "\\n"))
+    assert got.matched is None and got.reason.startswith("CEL runtime error: no such key: k")
+    assert "\n" not in got.reason and len(got.reason) <= 200
+
+
 def test_an_expression_longer_than_the_api_server_allows_cannot_be_told() -> None:
     longest = "true" + " " * (MAX_LENGTH - 4)
     assert outcome(longest) == Outcome(True)
