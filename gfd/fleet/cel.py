@@ -1,81 +1,29 @@
-"""The CEL that gfd writes (``gfd selector --dra``'s claims, the driver's DeviceClasses),
-evaluated on a device as the scheduler would: clauses joined by ``&&``, each an equality, a
-``lowerAscii().matches()`` or a ``compareTo(quantity(...) | semver(...)) >= 0`` over
-``device.driver``, ``device.attributes[domain].name`` or ``device.capacity[domain].name``.
-
-Anything else is not guessed at: ``matches`` answers None ("cannot tell")."""
+"""Whether a device meets a DeviceClass's or a claim's CEL selector, as Kubernetes' DRA
+allocator decides it, or "cannot tell" (with why) where gfd does not evaluate it exactly."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gfd.fleet.model import Device
-from gfd.fleet.quantity import parse_quantity
 
-_LIT = r"'((?:[^'\\]|\\.)*)'"
-_REF = r"device\.(attributes|capacity)\['([^']+)'\]\.([A-Za-z0-9_]+)"
-_REF_ANY = re.compile(_REF)
-_EQ = re.compile(rf"{_REF}\s*==\s*{_LIT}")
-_DRIVER = re.compile(rf"device\.driver\s*==\s*{_LIT}")
-_MATCH = re.compile(rf"{_REF}\.lowerAscii\(\)\.matches\({_LIT}\)")
-_CMP = re.compile(rf"{_REF}\.compareTo\((quantity|semver)\({_LIT}\)\)\s*>=\s*0")
-_SEMVER = re.compile(r"v?([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?")
+if TYPE_CHECKING:
+    from gfd.fleet import celeval, cellib
 
-
-def _unquote(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
-
-
-def _value(device: Device, where: str, domain: str, name: str) -> str | int | bool | None:
-    if domain != device.driver:
-        return None
-    return device.attributes.get(name) if where == "attributes" else device.capacity.get(name)
-
-
-def _version(text: str) -> tuple[int, int, int] | None:
-    match = _SEMVER.match(str(text))
-    if not match:
-        return None
-    return (int(match.group(1)), int(match.group(2) or 0), int(match.group(3) or 0))
-
-
-def _clause(text: str, device: Device) -> bool | None:
-    text = text.strip()
-    while text.startswith("(") and text.endswith(")"):
-        text = text[1:-1].strip()
-    if m := _DRIVER.fullmatch(text):
-        return device.driver == _unquote(m.group(1))
-    if (m := _REF_ANY.match(text)) and m.group(2) != device.driver:
-        return None  # a domain gfd does not read (the standard resource.kubernetes.io)
-    if m := _EQ.fullmatch(text):
-        value = _value(device, m.group(1), m.group(2), m.group(3))
-        return value is not None and str(value) == _unquote(m.group(4))
-    if m := _MATCH.fullmatch(text):
-        value = _value(device, m.group(1), m.group(2), m.group(3))
-        return value is not None and re.search(_unquote(m.group(4)), str(value).lower()) is not None
-    if m := _CMP.fullmatch(text):
-        value = _value(device, m.group(1), m.group(2), m.group(3))
-        if value is None:
-            return False
-        if m.group(4) == "quantity":
-            want = parse_quantity(_unquote(m.group(5)))
-            return want is not None and int(value) >= want
-        have, wanted = _version(str(value)), _version(_unquote(m.group(5)))
-        return have is not None and wanted is not None and have >= wanted
-    return None
-
-
-def matches(expression: str, device: Device) -> bool | None:
-    """Whether ``device`` meets the expression; None when it is not of the forms above."""
-    result: bool | None = True
-    for clause in expression.split("&&"):
-        answer = _clause(clause, device)
-        if answer is False:
-            return False
-        if answer is None:
-            result = None
-    return result
+MAX_LENGTH = 10 * 1024
+"""``CELSelectorExpressionMaxLength`` (``k8s.io/api/resource/v1``): the API server refuses a
+longer selector."""
+BUDGET = 10_000
+"""Steps (parse-tree nodes visited, elements and characters made) one evaluation may take:
+a selector of the driver's or gfd's takes under 100; the allocator's own limit is 1,000,000
+cost units (``CELSelectorExpressionMaxCost``), which gfd's interpreter would need seconds
+for."""
+CACHE = 4096
+"""Expressions kept compiled by one Evaluator."""
+OUTCOMES = 65536
+"""Outcomes kept by one Evaluator, by expression and what of the device it reads (a fleet's
+identical GPUs differ only in attributes a selector seldom reads: uuid, pciBusID)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +31,77 @@ class Outcome:
     matched: bool | None
     """None: cannot tell."""
     reason: str = ""
+    """For None: one line saying why."""
 
 
 class Evaluator:
-    """Evaluates selectors on devices."""
+    """Compiles each expression once (a cache inside the instance; no module-level mutable
+    state). cel-python (``celpy``) is imported on first use."""
+
+    def __init__(self, *, budget: int = BUDGET) -> None:
+        self._budget = budget
+        self._compiled: dict[str, celeval.Compiled | str] = {}
+        self._parser: Any = None
+        self._patterns: cellib.Patterns | None = None
+        self._outcomes: dict[tuple[Any, ...], Outcome] = {}
+        self._versions: dict[str, str] = {}
+
+    def _compile(self, expression: str) -> celeval.Compiled | str:
+        from gfd.fleet import celeval
+
+        found = self._compiled.get(expression)
+        if found is None:
+            if self._parser is None:
+                self._parser = celeval.parser()
+            found = celeval.compile_expression(self._parser, expression)
+            if len(self._compiled) >= CACHE:
+                del self._compiled[next(iter(self._compiled))]
+            self._compiled[expression] = found
+        return found
 
     def evaluate(self, expression: str, device: Device) -> Outcome:
-        verdict = matches(expression, device)
-        return Outcome(verdict, "" if verdict is not None else "a form not evaluated here")
+        if len(expression.encode()) > MAX_LENGTH:
+            return Outcome(None, f"longer than the API server allows ({MAX_LENGTH} bytes, "
+                                 "CELSelectorExpressionMaxLength)")
+        try:
+            return self._evaluate(expression, device)
+        except Exception as exc:
+            return Outcome(None, _line(f"not evaluated here: {type(exc).__name__}: {exc}"))
+
+    def _evaluate(self, expression: str, device: Device) -> Outcome:
+        from gfd.fleet import celeval, cellib
+
+        compiled = self._compile(expression)
+        if isinstance(compiled, str):
+            return Outcome(None, _line(compiled))
+        bad = celeval.bad_version(device, self._versions)
+        if bad:
+            return Outcome(None, f"CEL runtime error: {bad}")
+        key = (expression, compiled.key(device))
+        found = self._outcomes.get(key)
+        if found is None:
+            if self._patterns is None:
+                self._patterns = cellib.Patterns()
+            matched, reason = celeval.run(compiled, celeval.device_value(device),
+                                          patterns=self._patterns, budget=self._budget)
+            found = Outcome(matched, _line(reason))
+            if len(self._outcomes) >= OUTCOMES:
+                del self._outcomes[next(iter(self._outcomes))]
+            self._outcomes[key] = found
+        return found
 
     def matches(self, expression: str, device: Device) -> bool | None:
-        return matches(expression, device)
+        return self.evaluate(expression, device).matched
+
+
+def _line(reason: str, *, width: int = 200) -> str:
+    """A reason as one line of at most ``width`` characters (a key or a pattern quoted in it
+    may be long, or hold a newline)."""
+    flat = " ".join(reason.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def matches(expression: str, device: Device) -> bool | None:
+    """Whether ``device`` meets ``expression``; None when that cannot be told (a one-off
+    Evaluator: callers evaluating many should keep one)."""
+    return Evaluator().matches(expression, device)

@@ -160,9 +160,10 @@ def test_gfd_snapshot_records_the_dra_drivers_facts_for_a_replay(fake_nvml_lib: 
 # ----------------------------------------------------------------------------- imports
 
 NOT_IMPORTED = ("kubernetes", "yaml", "prometheus_client", "gfd.metrics", "gfd.kube",
-                "http.server", "gfd.configfile")
+                "http.server", "gfd.configfile", "celpy", "lark", "re2", "gfd.fleet")
 """What a one-shot with the file sink does not use: the Kubernetes client, YAML (unless
-asked for YAML output), the metrics and their HTTP server, the config file's parser."""
+asked for YAML output), the metrics and their HTTP server, the config file's parser, the
+cluster view and its CEL."""
 
 RUN_AND_LIST = """\
 import atexit, json, runpy, sys
