@@ -295,3 +295,17 @@ def test_a_tainted_partition_does_not_hold_its_gpu() -> None:
 def test_devices_without_counters_are_limited_by_nothing_but_allocation() -> None:
     raw = resource_slices(simulate("gb200-nvl").snapshot, node="n")
     assert free(raw, {"gpu-0"}, whole) == simulated_free(raw, {"gpu-0"}, whole) == 3
+
+
+def test_counters_left_are_a_copy_taken_from_and_given_back() -> None:
+    raw = dynamic_slices("h100-mig")
+    (pool,) = pools.gather(slice_of(s) for s in raw).values()
+    whole = next(d for d in pool.devices if not d.attributes.get("profile"))
+    left = pools.counters_left(pool, pools.Held())
+    before = {k: dict(v) for k, v in left.items()}
+    assert pools.counters_fit(left, whole)
+    pools.take_counters(left, whole)
+    assert not pools.counters_fit(left, whole)
+    assert pools.counters_left(pool, pools.Held()) == before
+    pools.take_counters(left, whole, -1)
+    assert left == before
