@@ -214,10 +214,12 @@ def _search(ix: Index, here: list[Pool], claims: Sequence[Claim],
     return found, tuple(sorted((who, key) for key, who in search.solution.items()))
 
 
-def allocate(ix: Index, node: str, claims: Sequence[Claim]) -> Allocation:
+def allocate(ix: Index, node: str, claims: Sequence[Claim], *,
+             here: list[Pool] | None = None) -> Allocation:
     """Whether ``claims`` (unallocated, with their requests) can all be allocated on the node
-    now, beside what every claim's allocation already holds."""
-    here = node_pools(ix, node)
+    now, beside what every claim's allocation already holds (``here``: the node's pools, when
+    the caller has them)."""
+    here = node_pools(ix, node) if here is None else here
     invalid = next((p.invalid for p in here if p.invalid), "")
     if any(c.constraints for c in claims):
         try:

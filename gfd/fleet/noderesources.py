@@ -87,10 +87,10 @@ def _same(a: Pod, b: Pod) -> bool:
 
 def taken(ix: Index, name: str, *, pod: Pod | None = None, priority: int = 0) -> Taken:
     """What the node's bound, unfinished pods and its nominated pods of priority ``priority``
-    or more take, ``pod`` left out."""
+    or more take, ``pod`` left out (the Index keeps the nominated pods of priority 0 or more:
+    those a pod of no priority class must count)."""
     out = Taken()
-    nominated = [p for p in ix.fleet.pods if not p.node and p.nominated == name
-                 and p.priority >= priority]
+    nominated = [p for p in ix.nominated.get(name, ()) if p.priority >= priority]
     for p in (*ix.bound.get(name, ()), *nominated):
         if pod is not None and _same(p, pod):
             continue

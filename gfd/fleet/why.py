@@ -41,7 +41,7 @@ from gfd.fleet import allocator, noderesources, placement, pools
 from gfd.fleet.count import Index
 from gfd.fleet.kinds import label_prefix
 from gfd.fleet.model import FIELD, PODS, Claim, Device, Node, Pod, Request, gpu_resource
-from gfd.fleet.subject import Subject, claim_from
+from gfd.fleet.subject import DEFAULT_SCHEDULER, Subject, claim_from
 
 FILTERS = ("NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts",
            "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding",
@@ -57,6 +57,9 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 INVALID_POOLS = "invalid resource pools were encountered"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 NOT_JUDGED = "not judged here: see the scheduler's message"
+GATED = "Scheduling is blocked due to non-empty scheduling gates"
+"""The ``PodScheduled`` message of a gated pod (``SchedulingGated``): the scheduler does not
+try it until its gates are removed."""
 RESERVED_MAX = 256
 """``ResourceClaimReservedForMaxSize``: an allocated claim reserved for this many pods takes
 no more (``CanBeReserved``)."""
@@ -215,6 +218,14 @@ def extended_claim(ix: Index, subject: Subject, node: Node) -> Claim | None:
 def judge(ix: Index, subject: Subject) -> Judgement:
     """Every node judged for the pod as the scheduler's filters judge it."""
     names = sorted(ix.fleet.nodes)
+    if subject.scheduler != DEFAULT_SCHEDULER:
+        return Judgement(subject=subject, nodes=len(names), pre_filter=PreFilter(
+            filter="schedulerName", tried=False,
+            reason=f"spec.schedulerName is {subject.scheduler}: kube-scheduler's "
+                   f"{DEFAULT_SCHEDULER} does not schedule it"))
+    if subject.gated:
+        return Judgement(subject=subject, nodes=len(names), pre_filter=PreFilter(
+            filter="SchedulingGates", tried=False, reason=GATED))
     if placement.node_names(subject.pod.affinity) == frozenset():
         return Judgement(subject=subject, nodes=len(names),
                          pre_filter=PreFilter(filter="NodeAffinity", reason=CONFLICT))
@@ -222,13 +233,22 @@ def judge(ix: Index, subject: Subject) -> Judgement:
     if rejected is not None:
         return Judgement(subject=subject, claims=claims, nodes=len(names), pre_filter=rejected)
     pinned = placement.node_names(subject.pod.affinity)
-    verdicts = tuple(verdict(ix, subject, claims, ix.fleet.nodes[n], pinned) for n in names)
+    pools_of = _pools_by_node(ix)
+    verdicts = tuple(verdict(ix, subject, claims, ix.fleet.nodes[n], pinned, pools_of=pools_of)
+                     for n in names)
     return Judgement(subject=subject, claims=claims, verdicts=verdicts, nodes=len(names))
 
 
+def _pools_by_node(ix: Index) -> dict[str, list[pools.Pool]]:
+    """Every driver's pools by node (``allocator.node_pools`` for each node at once)."""
+    return pools.by_node(ix.gathered.values())
+
+
 def verdict(ix: Index, subject: Subject, claims: tuple[Claim, ...], node: Node,
-            pinned: frozenset[str] | None = None) -> Verdict:
-    """The first filter that keeps the pod off ``node``, its reasons and GPU words."""
+            pinned: frozenset[str] | None = None, *,
+            pools_of: dict[str, list[pools.Pool]] | None = None) -> Verdict:
+    """The first filter that keeps the pod off ``node``, its reasons and GPU words
+    (``pools_of``: every driver's pools by node, when the caller has them)."""
     pod = subject.pod
     if pinned is not None and node.name not in pinned:
         return Verdict(node=node.name, filter="NodeAffinity", reasons=(PINNED_ELSEWHERE,),
@@ -248,7 +268,7 @@ def verdict(ix: Index, subject: Subject, claims: tuple[Claim, ...], node: Node,
                        details=((AFFINITY, _affinity_words(pod, node)),))
     unjudged = dict(subject.not_judged)
     if "NodePorts" in unjudged:
-        return _unjudged(ix, subject, claims, node, "NodePorts", unjudged)
+        return _unjudged(ix, subject, claims, node, "NodePorts", unjudged, pools_of)
     shorts = noderesources.insufficient(ix, node, {**pod.usage, **pod.requests}, pod=pod,
                                         priority=pod.priority)
     if shorts:
@@ -257,14 +277,17 @@ def verdict(ix: Index, subject: Subject, claims: tuple[Claim, ...], node: Node,
                        details=tuple((s.reason, _short_words(ix, node, s)) for s in shorts))
     later = [f for f in FILTERS[5:-1] if f in unjudged]
     if later:
-        return _unjudged(ix, subject, claims, node, later[0], unjudged)
-    return _dynamic(ix, subject, claims, node)
+        return _unjudged(ix, subject, claims, node, later[0], unjudged, pools_of)
+    here = pools_of.get(node.name, []) if pools_of is not None \
+        else allocator.node_pools(ix, node.name)
+    return _dynamic(ix, subject, claims, node, here)
 
 
 def _unjudged(ix: Index, subject: Subject, claims: tuple[Claim, ...], node: Node, plugin: str,
-              unjudged: dict[str, str]) -> Verdict:
+              unjudged: dict[str, str],
+              pools_of: dict[str, list[pools.Pool]] | None) -> Verdict:
     rest = dataclasses.replace(subject, not_judged=())
-    after = verdict(ix, rest, claims, node)
+    after = verdict(ix, rest, claims, node, pools_of=pools_of)
     words = f"{plugin} checks {unjudged[plugin]}, which gfd cannot see"
     if not after.fits:
         words += f"; beyond it: {', '.join(after.reasons)} [{after.filter}]"
@@ -272,21 +295,22 @@ def _unjudged(ix: Index, subject: Subject, claims: tuple[Claim, ...], node: Node
                    details=((NOT_JUDGED, words),))
 
 
-def _dynamic(ix: Index, subject: Subject, claims: tuple[Claim, ...], node: Node) -> Verdict:
+def _dynamic(ix: Index, subject: Subject, claims: tuple[Claim, ...], node: Node,
+             here: list[pools.Pool]) -> Verdict:
     extended = extended_claim(ix, subject, node)
     if extended is None and not claims:
         return Verdict(node=node.name)
     todo = [c for c in claims if not allocated(c)] + ([extended] if extended else [])
     elsewhere = [c for c in claims if allocated(c) and c.node and c.node != node.name]
     if todo:
-        found = allocator.allocate(ix, node.name, todo)
+        found = allocator.allocate(ix, node.name, todo, here=here)
         if found.allocated is None:
             return Verdict(node=node.name, filter="DynamicResources", reasons=(NOT_JUDGED,),
                            judged=False, details=((NOT_JUDGED, f"cannot tell: "
                                                    f"{found.why_not_told}"),))
         if found.allocated is False:
             why = INVALID_POOLS if found.invalid else CANNOT_ALLOCATE
-            words = [w for c in todo for w in claim_words(ix, node, c)]
+            words = [w for c in todo for w in claim_words(ix, node, c, here)]
             if found.invalid:
                 words.insert(0, f"a pool is invalid ({found.invalid}): the allocator skips it")
             return Verdict(node=node.name, filter="DynamicResources", reasons=(why,),
@@ -467,13 +491,14 @@ def _selector_words(ix: Index, request: Request, devices: list[Device]) -> list[
     return out
 
 
-def _request_words(ix: Index, node: Node, claim: Claim, request: Request) -> list[str]:
+def _request_words(ix: Index, node: Node, claim: Claim, request: Request,
+                   here: list[pools.Pool]) -> list[str]:
     """One line per request (per subrequest of a ``firstAvailable`` one): what it asks, how
     many devices of its class the node has, how many meet its selectors, and what holds,
     squeezes or taints the rest (or which selector meets none, beside the devices' values)."""
     if request.alternatives:
         return [w for alt in request.alternatives
-                for w in _request_words(ix, node, claim, alt)]
+                for w in _request_words(ix, node, claim, alt, here)]
     want = request.count if request.mode != "All" else "all"
     if claim.name == allocator.EXTENDED:
         resource = request.name.split(" (")[0]
@@ -481,7 +506,7 @@ def _request_words(ix: Index, node: Node, claim: Claim, request: Request) -> lis
     else:
         label = f"claim {claim.name} request {request.name} (asks {want} {request.device_class})"
     device_class = ix.classes.by_name.get(request.device_class)
-    every = [(p, d) for p in allocator.node_pools(ix, node.name) for d in p.devices]
+    every = [(p, d) for p in here for d in p.devices]
     if not every:
         words = f"{label}: the node has no DRA devices"
         if claim.name == allocator.EXTENDED:
@@ -540,9 +565,12 @@ def _held_words(ix: Index, meets: list[tuple[pools.Pool, Device]], request: Requ
     return ["; ".join(out)]
 
 
-def claim_words(ix: Index, node: Node, claim: Claim) -> list[str]:
-    """What stands in the way of each request of an unallocated claim on this node."""
-    return [w for r in claim.requests for w in _request_words(ix, node, claim, r)]
+def claim_words(ix: Index, node: Node, claim: Claim,
+                here: list[pools.Pool] | None = None) -> list[str]:
+    """What stands in the way of each request of an unallocated claim on this node (``here``:
+    the node's pools, when the caller has them)."""
+    here = allocator.node_pools(ix, node.name) if here is None else here
+    return [w for r in claim.requests for w in _request_words(ix, node, claim, r, here)]
 
 
 # --------------------------------------------------------------------------- later

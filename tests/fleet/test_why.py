@@ -357,3 +357,14 @@ def test_a_pod_asking_no_gpu_is_named_as_such() -> None:
     assert why.asks_gpu(subject, why.resolve(dra_fleet(claim("c")), subject)[0],
                         ix.classes.by_name)
 
+
+
+def test_a_gated_pod_or_one_for_another_scheduler_is_not_tried() -> None:
+    ix = indexed(node("a", "hgx-h100"))
+    gated = pod("p", limits={GPU: 1}, extra={"schedulingGates": [{"name": "example.com/q"}]})
+    assert judge(ix, gated).pre_filter == why.PreFilter(
+        filter="SchedulingGates", tried=False,
+        reason="Scheduling is blocked due to non-empty scheduling gates")
+    other = pod("p", limits={GPU: 1}, extra={"schedulerName": "volcano"})
+    found = judge(ix, other).pre_filter
+    assert found is not None and not found.tried and "volcano" in found.reason
