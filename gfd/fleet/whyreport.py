@@ -12,7 +12,7 @@ from typing import Any
 from gfd.fleet import why
 from gfd.fleet.count import Index
 from gfd.fleet.fixes import Fix
-from gfd.fleet.model import FIELD, Claim, Fleet, Request, gpu_resource
+from gfd.fleet.model import FIELD, Claim, Fleet, Pod, Request, gpu_resource
 from gfd.fleet.subject import PodClaim, Subject
 
 API_VERSION = "gfd/v1"
@@ -296,17 +296,31 @@ def _asks_words(subject: Subject) -> str:
     return ", ".join(parts)
 
 
+def _shape(pod: Pod) -> object:
+    """What a pod's judgement depends on, but its claims (pods of one workload share it)."""
+    return (pod.namespace, tuple(sorted(pod.requests.items())), tuple(sorted(pod.usage.items())),
+            tuple(sorted((pod.node_selector or {}).items())) if pod.node_selector is not None
+            else None, pod.affinity, tuple(sorted(pod.tolerations)), pod.priority)
+
+
 def pending(ix: Index) -> list[PendingRow]:
     """Every pending pod that asks for a GPU or holds claims (not gated), by namespace and
-    name, with the largest group of its judgement."""
+    name, with the largest group of its judgement; pods alike in all a judgement reads and
+    holding no claim judged once."""
     from gfd.fleet.subject import from_pod
 
     out = []
+    alike: dict[object, why.Judgement] = {}
     for pod in sorted(ix.pending, key=lambda p: (p.namespace, p.name)):
         if pod.gated or not (pod.requests or pod.claims):
             continue
         subject = from_pod(pod)
-        j = why.judge(ix, subject)
+        key = None if pod.claims or pod.nominated else _shape(pod)
+        j = alike.get(key) if key is not None else None
+        if j is None:
+            j = why.judge(ix, subject)
+            if key is not None:
+                alike[key] = j
         out.append(PendingRow(namespace=pod.namespace, name=pod.name, asks=_asks_words(subject),
                               group=None if j.fits else why.largest(j),
                               pre_filter=j.pre_filter, nodes=j.nodes))
