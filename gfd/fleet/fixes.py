@@ -14,6 +14,7 @@ ResourceClaimTemplate manifests (their specs cannot be changed in place: delete 
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -401,11 +402,10 @@ def _count(ix: Index, judgement: why.Judgement, start: _Change) -> Fix | None:
     tries: list[tuple[int, Callable[[int], Candidate]]] = []
     for resource, total in sorted(subject.pod.requests.items()):
         if gpu_resource(resource) and total > 1:
-            tries.append((total, lambda n, r=resource: _set_count(r, n)))  # type: ignore[misc]
+            tries.append((total, functools.partial(_set_count, resource)))
     for kind, name, index, count in _claim_requests(subject):
         if count > 1:
-            tries.append((count, lambda n, k=kind, c=name, i=index:  # type: ignore[misc]
-                          _claim_count(k, c, i, n)))
+            tries.append((count, functools.partial(_claim_count, kind, name, index)))
     for total, make in tries:
         low, high, best = 1, total - 1, None
         while low <= high:
