@@ -31,6 +31,7 @@ from gfd.cli_options import (
     selector_options,
     settings_options,
 )
+from gfd.cli_why import why_cmd
 from gfd.errors import ConfigError, GfdError
 
 __all__ = ["Exit", "ReloadAsked", "cli", "exit_code", "main", "run_agent"]
@@ -277,6 +278,7 @@ def selector_cmd(product: str, min_memory: int | None, mig_profile: str, shared:
 
 
 cli.add_command(fleet_cmd)
+cli.add_command(why_cmd)
 
 
 @cli.command("docs")

@@ -55,11 +55,13 @@ def _kubeconfig(given: str | None) -> str:
               help="A taint key GPU pods tolerate.")
 @click.option("--check", is_flag=True, default=False,
               help="List what disagrees (exit 1 if any).")
+@click.option("--pending", is_flag=True, default=False,
+              help="Pending GPU pods, each with its reason.")
 @fleet_filter_options
 @output_option("fleet")
 def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_file: str | None,
               per_node: bool, no_headers: bool, tolerate: tuple[str, ...], check: bool,
-              output: str, **filters: Any) -> None:
+              pending: bool, output: str, **filters: Any) -> None:
     """Show the cluster's GPUs by kind (model, memory, MIG profile, sharing, resource, device
     plugin or DRA): total, allocated, free and pending, as the scheduler counts them; with
     the selector's filters, where such a pod fits now; with --check, which nodes' labels
@@ -94,9 +96,16 @@ def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_fil
         for line in (*f.warnings, *(f"note: {n}" for n in fit.notes)):
             click.echo(line, err=True)
     findings = fleet_checks.check(fleet, counted) if check else None
+    waiting = None
+    if pending and counted.index is not None:
+        from gfd.fleet import whyreport
+
+        waiting = whyreport.pending(counted.index)
     headers = not no_headers
     if output in ("json", "yaml"):
         doc = report.document(fleet, counted, fits=fit, findings=findings)
+        if waiting is not None:
+            doc["pending"] = [row.to_api() for row in waiting]
         click.echo(render.document(doc, output), nl=False)
     else:
         if not per_node or output == "wide":
@@ -114,6 +123,11 @@ def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_fil
         if findings is not None:
             click.echo()
             click.echo(report.findings_text(findings), nl=False)
+        if waiting is not None:
+            from gfd.fleet import whyreport
+
+            click.echo()
+            click.echo(whyreport.pending_text(waiting, headers=headers), nl=False)
     for line in report.notes(fleet, counted):
         click.echo(line, err=True)
     if findings:

@@ -34,6 +34,9 @@ EXIT_CODES: dict[str, dict[int, str]] = {
     "fleet": {0: "printed", 1: "--check found a disagreement, or runtime failure",
               2: "usage or configuration error",
               3: "printed, but a LIST was refused or failed (marked incomplete)"},
+    "why": {0: "it would bind now (or is bound)", 1: "it would not (explained), or runtime "
+            "failure", 2: "usage error, no such pod, no pod or workload in the file",
+            3: "cannot tell: a LIST was refused or failed, or a filter could not be judged"},
     "docs": {0: "printed", 2: "usage error"},
     "completion": {0: "printed", 2: "usage error"},
 }
@@ -71,6 +74,7 @@ SUMMARIES = {
     "selector": "Print where a GPU pod may run and what it must request.",
     "devices": "Print the GPUs as the NVIDIA DRA driver publishes them.",
     "fleet": "Show the cluster's GPUs: total, allocated, free; where a pod fits.",
+    "why": "Explain why a GPU pod is pending, node by node, and what binds it.",
     "docs": "Print the label or settings reference (Markdown).",
     "completion": "Print the shell completion script (bash, zsh, fish).",
 }

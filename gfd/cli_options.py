@@ -44,6 +44,7 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "diff": ("text", "json", "yaml"),
     "selector": ("yaml", "json"),
     "fleet": ("text", "wide", "json", "yaml"),
+    "why": ("text", "wide", "json", "yaml"),
 }
 """``-o/--output`` of each command that prints data; the first is the default."""
 

@@ -113,3 +113,28 @@ def test_docs_show_the_samples_summary_as_the_command_prints_it() -> None:
     _, out, _ = fleet("--from", "@sample")
     docs = (Path(__file__).parents[1] / "docs" / "fleet.md").read_text()
     assert f"$ gfd fleet --from @sample\n{out}```" in docs
+
+
+def test_pending_names_each_pending_gpu_pod_with_its_largest_reason(tmp_path: Path) -> None:
+    dump = fleetsample.build()
+    (waiting,) = [i for i in dump["items"] if i["kind"] == "Pod" and not i["spec"].get("nodeName")]
+    huge = json.loads(json.dumps(waiting))
+    huge["metadata"] |= {"name": "huge"}
+    huge["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "99"}}
+    dump["items"].append(huge)
+    (tmp_path / "dump.json").write_text(json.dumps(dump))
+    code, out, _ = fleet("--from", str(tmp_path / "dump.json"), "--pending")
+    assert code == 0
+    lines = out.splitlines()
+    table = lines[next(i for i, x in enumerate(lines) if x.startswith("POD")):]
+    assert [x.split()[:3] for x in table] == [["POD", "ASKS", "WHY"],
+                                              ["ml/huge", "99", "nvidia.com/gpu"],
+                                              ["ml/train-2", "8", "nvidia.com/gpu"]]
+    assert table[2].endswith("fits now (not yet scheduled)")
+    _, text, _ = fleet("--from", str(tmp_path / "dump.json"), "--pending", "-o", "json")
+    rows = {r["name"]: r for r in json.loads(text)["pending"]}
+    assert rows["train-2"]["reason"] is None
+    assert rows["huge"]["reason"]["count"] == max(
+        g["count"] for g in json.loads(CliRunner().invoke(cli, [
+            "why", "huge", "-n", "ml", "--from", str(tmp_path / "dump.json"), "-o", "json"
+        ]).stdout)["groups"])

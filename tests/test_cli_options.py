@@ -105,8 +105,9 @@ def test_log_level_is_honoured_by_the_one_shot_commands_that_are_quiet_by_defaul
 
 @pytest.mark.parametrize("command", sorted(OUTPUTS))
 def test_every_format_of_every_command_prints_what_it_says(command: str) -> None:
-    args = {"selector": ["--product", "H100"], "explain": ["gpu.product"]}.get(command, [])
-    common = {"selector": [], "fleet": ["--from", "@sample"]}.get(
+    args = {"selector": ["--product", "H100"], "explain": ["gpu.product"],
+            "why": ["train-2", "-n", "ml"]}.get(command, [])
+    common = {"selector": [], "fleet": ["--from", "@sample"], "why": ["--from", "@sample"]}.get(
         command, ["--simulate", "hgx-h100"])
     outputs = {}
     code = 1 if command == "diff" else 0  # (nothing is published here: differences)
@@ -392,7 +393,25 @@ def scenarios(tmp: Path) -> dict[tuple[str, int], list[str]]:
         ("fleet", 1): ["fleet", "--from", str(_fleet_dump(tmp, planted=True)), "--check"],
         ("fleet", 2): ["fleet", "--from", "@sample", "--context", "elsewhere"],
         ("fleet", 3): ["fleet", "--from", str(_fleet_dump(tmp, planted=False))],
+        ("why", 0): ["why", "train-2", "-n", "ml", "--from", "@sample"],
+        ("why", 1): ["why", "huge", "-n", "ml", "--from", str(_why_dump(tmp, nodes=True))],
+        ("why", 2): ["why", "no-such-pod", "-n", "ml", "--from", "@sample"],
+        ("why", 3): ["why", "huge", "-n", "ml", "--from", str(_why_dump(tmp, nodes=False))],
     }
+
+
+def _why_dump(tmp: Path, *, nodes: bool) -> Path:
+    """The sample fleet and a pod asking more GPUs than any node has (pending), or that pod
+    and no nodes (none read: incomplete)."""
+    dump = fleetsample.build()
+    (waiting,) = [i for i in dump["items"] if i["kind"] == "Pod" and not i["spec"].get("nodeName")]
+    huge = json.loads(json.dumps(waiting))
+    huge["metadata"]["name"] = "huge"
+    huge["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "99"}}
+    dump["items"] = [i for i in dump["items"] if nodes or i["kind"] != "Node"] + [huge]
+    path = tmp / f"why-{'nodes' if nodes else 'pods'}.json"
+    path.write_text(json.dumps(dump))
+    return path
 
 
 def _fleet_dump(tmp: Path, *, planted: bool) -> Path:
@@ -422,6 +441,7 @@ def test_every_exit_code_in_the_readme_is_what_the_command_does(tmp_path: Path) 
             got, err = result.exit_code, result.stderr
         assert got == code, (command, args, err)
         if code and (command, code) not in (("diff", 1), ("devices", 3), ("fleet", 1),
-                                            ("fleet", 3)):  # (no error: differences; the
-            # driver's own words; what --check found; what was not read)
+                                            ("fleet", 3), ("why", 1), ("why", 3)):
+            # (no error: differences; the driver's own words; what --check found; what was
+            # not read; why a pod would not bind)
             assert err.splitlines()[-1].startswith("gfd: error: "), (command, args, err)

@@ -288,6 +288,8 @@ class Device:
     """(counter set, counter -> amount)."""
     tainted: bool = False
     """A NoSchedule or NoExecute taint: no ordinary claim gets it."""
+    taints: tuple[Taint, ...] = ()
+    """Its taints (a request's tolerations may tolerate them: ``allocator``)."""
     bound_late: bool = False
     """``bindingConditions``: allocated only once a controller says so."""
 
@@ -321,6 +323,8 @@ class Request:
     alternatives: tuple[Request, ...] = ()
     """``firstAvailable``: subrequests in order; the first that can be met is allocated."""
     admin: bool = False
+    tolerations: tuple[tuple[str, str, str, str], ...] = ()
+    """Device taints it tolerates: (key, operator, value, effect), as a pod's tolerations."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,6 +343,8 @@ class Claim:
     uid: str = ""
     reserved: tuple[str, ...] = ()
     """``status.reservedFor``: the pods (uid, else name) using it."""
+    constraints: int = 0
+    """``spec.devices.constraints`` (matchAttribute, distinctAttribute): not evaluated here."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -475,12 +481,20 @@ def usage_of(raw: dict[str, Any]) -> Usage | None:
     return Usage(node=node, requests={k: v for k, v in requests.items() if not gpu_resource(k)})
 
 
-def pod_of(raw: dict[str, Any]) -> Pod | None:
+def _tolerations(values: list[dict[str, Any]], where: str) -> tuple[tuple[str, str, str, str],
+                                                                   ...]:
+    return tuple((text(t, "key", f"{where}[{i}]."), text(t, "operator", f"{where}[{i}]."),
+                  text(t, "value", f"{where}[{i}]."), text(t, "effect", f"{where}[{i}]."))
+                 for i, t in enumerate(values))
+
+
+def pod_of(raw: dict[str, Any], *, always: bool = False) -> Pod | None:
     """The pod as the scheduler counts it; None for one that ended (it holds nothing) or
     that neither asks for GPUs, holds claims, keeps a node's labels nor is nominated to a node
-    (a bound one of those is a ``usage_of``)."""
+    (a bound one of those is a ``usage_of``). ``always``: the pod whatever it asks (the one
+    ``gfd why`` explains)."""
     meta, spec, status = obj(raw, "metadata", ""), obj(raw, "spec", ""), obj(raw, "status", "")
-    if text(status, "phase", "status.") in ENDED:
+    if text(status, "phase", "status.") in ENDED and not always:
         return None
     # requests that a DeviceClass's extendedResourceName turned into a DRA claim: counted
     # once, through that claim (status.extendedResourceClaimStatus)
@@ -500,14 +514,11 @@ def pod_of(raw: dict[str, Any]) -> Pod | None:
     agent = _is_agent(meta, spec)
     nominated = text(status, "nominatedNodeName", "status.")
     node = text(spec, "nodeName", "spec.")
-    if not requests and not claims and not agent and not (nominated and not node):
+    if not requests and not claims and not agent and not (nominated and not node) \
+            and not always:
         return None
     selector = spec.get("nodeSelector")
-    tolerations = tuple((text(t, "key", f"spec.tolerations[{i}]."),
-                         text(t, "operator", f"spec.tolerations[{i}]."),
-                         text(t, "value", f"spec.tolerations[{i}]."),
-                         text(t, "effect", f"spec.tolerations[{i}]."))
-                        for i, t in enumerate(objs(spec, "tolerations", "spec.")))
+    tolerations = _tolerations(objs(spec, "tolerations", "spec."), "spec.tolerations")
     return Pod(
         namespace=text(meta, "namespace", "metadata."), name=text(meta, "name", "metadata."),
         uid=text(meta, "uid", "metadata."),
@@ -584,11 +595,15 @@ def _device(d: dict[str, Any], driver: str, pool: str, node: str, where: str) ->
                       _counters(obj(c, "counters", f"{where}consumesCounters[{i}]."),
                                 f"{where}consumesCounters[{i}].counters"))
                      for i, c in enumerate(objs(d, "consumesCounters", where)))
-    tainted = any(text(t, "effect", f"{where}taints[{i}].") in NO_SCHEDULE
-                  for i, t in enumerate(objs(d, "taints", where)))
+    taints = tuple(Taint(key=text(t, "key", f"{where}taints[{i}]."),
+                         value=text(t, "value", f"{where}taints[{i}]."),
+                         effect=text(t, "effect", f"{where}taints[{i}]."))
+                   for i, t in enumerate(objs(d, "taints", where)))
+    tainted = any(t.effect in NO_SCHEDULE for t in taints)
     multiple = flag(d, "allowMultipleAllocations", where)
     return Device(driver=driver, pool=pool, name=text(d, "name", where), node=node,
                   attributes=attrs, capacity=capacity, consumes=consumes, tainted=tainted,
+                  taints=taints,
                   allow_multiple=multiple, share=share if multiple else {},
                   bound_late=bool(arr(d, "bindingConditions", where)))
 
@@ -635,6 +650,7 @@ def _request(r: dict[str, Any], where: str, name: str) -> Request:
         raise Malformed(f"{where}count", f"not a count ({count})")
     return Request(device_class=text(r, "deviceClassName", where), count=count, mode=mode,
                    name=name, admin=flag(r, "adminAccess", where),
+                   tolerations=_tolerations(objs(r, "tolerations", where), f"{where}tolerations"),
                    selectors=tuple(text(obj(s, "cel", f"{where}selectors[{i}]."), "expression",
                                         f"{where}selectors[{i}].cel.")
                                    for i, s in enumerate(objs(r, "selectors", where))))
@@ -681,7 +697,9 @@ def claim_of(raw: dict[str, Any]) -> Claim:
                  name=text(meta, "name", "metadata."), uid=text(meta, "uid", "metadata."),
                  allocated=tuple(allocated), shares=tuple(shares),
                  node=_node_of_allocation(allocation), requests=tuple(requests),
-                 reserved=reserved)
+                 reserved=reserved,
+                 constraints=len(arr(obj(spec, "devices", "spec."), "constraints",
+                                     "spec.devices.")))
 
 
 def device_class_of(raw: dict[str, Any]) -> DeviceClass:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from gfd.fleet.model import FIELD, NO_SCHEDULE, Node, Pod
+from gfd.fleet.model import FIELD, NO_SCHEDULE, Node, Pod, Taint
 
 Requirement = tuple[str, str, tuple[str, ...]]
 Term = tuple[Requirement, ...]
@@ -84,3 +84,53 @@ def state(node: Node, tolerated: tuple[str, ...] = DEFAULT_TOLERATED) -> tuple[s
         reasons.append("not Ready" if name != "ready" else
                        "not Ready, and not yet tainted: the scheduler still places pods here")
     return name, reasons
+
+
+# --------------------------------------------------------------------------- a pod's own
+# (``gfd why``: the pod's tolerations and node affinity as kube-scheduler's filters read them)
+
+Toleration = tuple[str, str, str, str]
+"""(key, operator, value, effect), as ``model.Pod.tolerations`` holds them."""
+CORDON = Taint(key=_CORDON, effect="NoSchedule")
+"""What ``NodeUnschedulable`` asks a pod to tolerate on a cordoned node."""
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """``Toleration.ToleratesTaint`` (k8s.io/api core/v1): the effect matches (or none is
+    given), the key matches (an empty key with ``Exists`` matches every key), and ``Exists``,
+    or ``Equal`` (the default) with the same value."""
+    key, operator, value, effect = toleration
+    if effect and effect != taint.effect:
+        return False
+    if key and key != taint.key:
+        return False
+    if operator == "Exists":
+        return True
+    return operator in ("", "Equal") and value == taint.value
+
+
+def untolerated(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> list[Taint]:
+    """The ``NoSchedule``/``NoExecute`` taints no toleration tolerates (``TaintToleration``:
+    ``FindMatchingUntoleratedTaint`` with ``DoNotScheduleTaintsFilterFunc``), in the node's
+    order."""
+    return [t for t in taints if t.effect in NO_SCHEDULE
+            and not any(tolerates(tol, t) for tol in tolerations)]
+
+
+def node_names(affinity: tuple[Term, ...] | None) -> frozenset[str] | None:
+    """The node names a required node affinity pins the pod to (``NodeAffinity``'s
+    PreFilter): when every term has a ``metadata.name In`` field requirement, the union over
+    the terms of each term's intersection; None when some term names no node (every node is
+    then tried). An empty set: the terms conflict ("pod affinity terms conflict")."""
+    if not affinity:
+        return None
+    names: set[str] | None = None
+    for term in affinity:
+        found: set[str] | None = None
+        for key, operator, values in term:
+            if key == f"{FIELD}metadata.name" and operator == "In":
+                found = set(values) if found is None else found & set(values)
+        if found is None:
+            return None
+        names = found if names is None else names | found
+    return frozenset(names or ())

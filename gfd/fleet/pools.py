@@ -212,3 +212,21 @@ def free_count(pool: Pool, held: Held, wanted: Callable[[Device], bool]) -> int:
             _take(left, device)
             count += 1
     return count
+
+
+def counters_left(pool: Pool, held: Held) -> dict[str, dict[str, int]]:
+    """What each counter of the pool has left after the allocated devices' consumption (a
+    copy the caller may take from)."""
+    return _left(pool, held)
+
+
+def counters_fit(left: dict[str, dict[str, int]], device: Device) -> bool:
+    """Every counter the device consumes has enough left."""
+    return _fits(left, device)
+
+
+def take_counters(left: dict[str, dict[str, int]], device: Device, sign: int = 1) -> None:
+    """Take what the device consumes from ``left`` (give it back with ``sign=-1``)."""
+    for s, counters in device.consumes:
+        for c, amount in counters.items():
+            left.setdefault(s, {})[c] = left.get(s, {}).get(c, 0) - sign * amount

@@ -8,7 +8,7 @@ counted."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -153,24 +153,27 @@ _LIST_DEPTH = 4
 dump of kubectl's."""
 
 
-def _objects(doc: Any, depth: int = 0) -> Iterator[tuple[str, Any]]:
+def _objects(doc: Any, depth: int = 0,
+             extra: frozenset[str] = frozenset()) -> Iterator[tuple[str, Any]]:
     """(resource, object) of every Node, Pod, ResourceSlice, ResourceClaim and DeviceClass in
     a document (a List, a list, or one object); ("", object) for an item whose ``kind`` is not
-    a string."""
+    a string; ("+Kind", object) for an object of one of the ``extra`` kinds."""
     if depth > _LIST_DEPTH:
         return
     if isinstance(doc, dict) and isinstance(doc.get("items"), list):
         for item in doc["items"]:
-            yield from _objects(item, depth + 1)
+            yield from _objects(item, depth + 1, extra)
     elif isinstance(doc, dict):
         kind = doc.get("kind")
         if not isinstance(kind, str) and kind is not None:
             yield "", doc
         elif kind in KINDS:
             yield KINDS[kind], doc
+        elif kind in extra:
+            yield f"+{kind}", doc
     elif isinstance(doc, list):
         for item in doc:
-            yield from _objects(item, depth + 1)
+            yield from _objects(item, depth + 1, extra)
 
 
 HINT = ("give the output of `kubectl get nodes,pods,resourceslices,resourceclaims,"
@@ -260,9 +263,13 @@ def _read(path: str, stdin: IO[str] | None) -> str:
         raise ConfigError(f"--from {path}: cannot read it: {one_line(str(exc))}") from exc
 
 
-def from_dump(path: str, *, node_selector: str = "", stdin: IO[str] | None = None) -> Fleet:
+def from_dump(path: str, *, node_selector: str = "", stdin: IO[str] | None = None,
+              keep: Callable[[dict[str, Any]], None] | None = None,
+              keep_kinds: frozenset[str] = frozenset()) -> Fleet:
     """The fleet a dump holds; ``path`` ``-`` is standard input. A dump holds what it holds:
-    a kind it lacks is listed as incomplete."""
+    a kind it lacks is listed as incomplete. ``keep`` is handed every Pod and ResourceClaim
+    as it is, and every object of ``keep_kinds`` (``gfd why`` keeps its pod and its
+    ResourceClaimTemplates)."""
     if node_selector:
         raise ConfigError("--selector filters the nodes the API server lists; with --from, "
                           "leave it out (or cut the dump with `kubectl get nodes -l ...`)")
@@ -271,11 +278,17 @@ def from_dump(path: str, *, node_selector: str = "", stdin: IO[str] | None = Non
     seen: set[str] = set()
     unnamed = 0
     for doc in _documents(_read(path, stdin), path):
-        for resource, raw in _objects(doc):
+        for resource, raw in _objects(doc, extra=keep_kinds):
             if not resource:
                 unnamed += 1
                 fleet.skipped.append(f"{ident('object', raw, unnamed)}: kind: not a string")
                 continue
+            if resource.startswith("+"):
+                if keep is not None:
+                    keep(raw)
+                continue
+            if keep is not None and resource in ("pods", "resourceclaims"):
+                keep(raw)
             seen.add(resource)
             reader.take(resource, raw)
     if not seen:

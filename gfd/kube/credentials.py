@@ -72,3 +72,25 @@ def configuration(kubeconfig: str, *, context: str = "") -> Any:
     if not cfg.verify_ssl:
         unverified(kubeconfig or "the in-cluster service account")
     return cfg
+
+
+IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def namespace(kubeconfig: str, *, context: str = "") -> str:
+    """The namespace kubectl would use: the kubeconfig context's (``context``, else the
+    current one), the pod's own in-cluster, else ``default``."""
+    if not kubeconfig:
+        try:
+            with open(IN_CLUSTER_NAMESPACE, encoding="utf-8") as f:
+                return f.read().strip() or "default"
+        except OSError:
+            return "default"
+    try:
+        contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
+    except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError):
+        return "default"
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context \
+        else current
+    found = ((chosen or {}).get("context") or {}).get("namespace")
+    return found if isinstance(found, str) and found else "default"

@@ -1,6 +1,7 @@
 """Reading whole collections cheaply: a LIST in pages (``limit`` and ``continue``), each page
 handed on as it arrives so the caller can reduce it before the next is read; used by
-``gfd fleet``, which reads Nodes, Pods, ResourceSlices and ResourceClaims cluster-wide.
+``gfd fleet``, which reads Nodes, Pods, ResourceSlices and ResourceClaims cluster-wide, and
+``gfd why``, which also GETs one pod and its claims and templates.
 
 The API server serves these reads from its watch cache (Kubernetes 1.34+ serves consistent,
 paginated LISTs from it: ``ConsistentListFromCache``, ``ListFromCacheSnapshot``), so a page
@@ -44,6 +45,17 @@ class Lister:
     def close(self) -> None:
         self._channel.api.close()
         self._channel.watchdog.close()
+
+    def get(self, path: str, what: str) -> dict[str, Any] | None:
+        """The object at ``path`` (``/api/v1/namespaces/ns/pods/name``); None when it does not
+        exist (404). An ``ApiError`` for any other refusal or failure."""
+        try:
+            answer = self._calls.call("get", what, "GET", path, path_params={})
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return answer
 
     def pages(self, path: str, what: str, *, field_selector: str = "",
               label_selector: str = "") -> Iterator[list[dict[str, Any]]]:

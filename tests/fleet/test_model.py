@@ -406,3 +406,27 @@ def test_a_count_left_out_is_one() -> None:
     obj = claim(None)
     del obj["spec"]["devices"]["requests"][0]["exactly"]["count"]
     assert [r.count for r in claim_of(obj).requests] == [1]
+
+
+def test_a_claims_constraints_are_counted_and_its_requests_tolerations_kept() -> None:
+    obj = claim(None, tolerations=[{"key": "maint", "operator": "Exists",
+                                    "effect": "NoSchedule"}])
+    obj["spec"]["devices"]["constraints"] = [{"matchAttribute": "gpu.nvidia.com/productName"}]
+    c = claim_of(obj)
+    assert c.constraints == 1
+    assert [r.tolerations for r in c.requests] == [(("maint", "Exists", "", "NoSchedule"),)]
+
+
+def test_a_devices_taints_are_kept_for_the_tolerations_of_a_request() -> None:
+    obj = resource_slices(simulate("hgx-h100").snapshot, node="n")[0]
+    obj["spec"]["devices"][0]["taints"] = [{"key": "k", "value": "v", "effect": "NoExecute"}]
+    assert slice_of(obj).devices[0].taints == (Taint(key="k", value="v", effect="NoExecute"),)
+
+
+def test_the_pod_gfd_why_explains_is_kept_whatever_it_asks() -> None:
+    web = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "ml"},
+           "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+           "status": {"phase": "Pending"}}
+    assert pod_of(web) is None
+    kept = pod_of(web, always=True)
+    assert kept is not None and kept.usage == {"cpu": 1000} and kept.requests == {}

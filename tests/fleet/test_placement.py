@@ -15,8 +15,16 @@ from typing import Any
 
 import pytest
 
-from gfd.fleet.model import Node, Pod, Taint, node_of, pod_of
-from gfd.fleet.placement import admits, requirement_matches, state, terms_match
+from gfd.fleet.model import FIELD, Node, Pod, Taint, node_of, pod_of
+from gfd.fleet.placement import (
+    admits,
+    node_names,
+    requirement_matches,
+    state,
+    terms_match,
+    tolerates,
+    untolerated,
+)
 
 REQUIREMENTS = [
     ("In", ("a", "b"), {"k": "b"}, True), ("In", ("a",), {"k": "c"}, False),
@@ -215,3 +223,45 @@ def test_keys_the_user_says_gpu_pods_tolerate_are_tolerated() -> None:
     assert state(node)[0] == "tainted"
     assert state(node, ("nvidia.com/gpu", "dedicated"))[0] == "ready"
     assert state(node, ("dedicated",))[0] == "tainted"
+
+
+# --------------------------------------------------------------------------- a pod's own
+
+
+GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
+
+
+@pytest.mark.parametrize(("toleration", "tolerated"), [
+    (("nvidia.com/gpu", "Exists", "", ""), True),
+    (("nvidia.com/gpu", "Exists", "", "NoSchedule"), True),
+    (("nvidia.com/gpu", "Exists", "", "NoExecute"), False),
+    (("nvidia.com/gpu", "Equal", "present", ""), True),
+    (("nvidia.com/gpu", "", "present", "NoSchedule"), True),
+    (("nvidia.com/gpu", "Equal", "absent", ""), False),
+    (("", "Exists", "", ""), True),
+    (("other", "Exists", "", ""), False),
+    (("nvidia.com/gpu", "Gt", "1", ""), False),
+])
+def test_a_toleration_tolerates_a_taint_as_toleratestaint_says(
+        toleration: tuple[str, str, str, str], tolerated: bool) -> None:
+    """k8s.io/api core/v1 ``Toleration.ToleratesTaint``: effect (empty matches all), key
+    (empty with Exists matches all), then Exists, or Equal (the default) on the value."""
+    assert tolerates(toleration, GPU_TAINT) is tolerated
+
+
+def test_only_no_schedule_and_no_execute_taints_keep_a_pod_off() -> None:
+    soft = Taint(key="x", effect="PreferNoSchedule")
+    hard = Taint(key="y", effect="NoExecute")
+    assert untolerated((), (soft, hard, GPU_TAINT)) == [hard, GPU_TAINT]
+    assert untolerated((("y", "Exists", "", ""),), (soft, hard)) == []
+
+
+def test_the_nodes_a_required_affinity_names_by_metadata_name() -> None:
+    """NodeAffinity's PreFilter: the union over terms of each term's ``metadata.name In``
+    intersection; any term without one lets every node through; none in common conflicts."""
+    name = f"{FIELD}metadata.name"
+    assert node_names(None) is None
+    assert node_names(((( name, "In", ("a",)),), ((name, "In", ("b",)),))) == {"a", "b"}
+    assert node_names((((name, "In", ("a",)),), (("zone", "In", ("z",)),))) is None
+    assert node_names((((name, "In", ("a", "b")), (name, "In", ("b",))),)) == {"b"}
+    assert node_names((((name, "In", ("a",)), (name, "In", ("b",))),)) == frozenset()

@@ -463,3 +463,17 @@ def test_a_shared_device_takes_its_counters_with_its_first_share_only() -> None:
     assert pools.free_count(pool, held, lambda d: d.name == "small") == 1
     assert pools.free_count(pool, held, lambda d: d.name == "whole") == 0
     assert pools.free_count(pool, pools.Held(), lambda d: d.name == "whole") == 1
+
+
+def test_counters_left_are_a_copy_taken_from_and_given_back() -> None:
+    raw = dynamic_slices("h100-mig")
+    (pool,) = pools.gather(slice_of(s) for s in raw).values()
+    whole = next(d for d in pool.devices if not d.attributes.get("profile"))
+    left = pools.counters_left(pool, pools.Held())
+    before = {k: dict(v) for k, v in left.items()}
+    assert pools.counters_fit(left, whole)
+    pools.take_counters(left, whole)
+    assert not pools.counters_fit(left, whole)
+    assert pools.counters_left(pool, pools.Held()) == before
+    pools.take_counters(left, whole, -1)
+    assert left == before

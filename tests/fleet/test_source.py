@@ -265,3 +265,15 @@ def test_a_node_selector_the_api_server_rejects_is_a_usage_error() -> None:
     with pytest.raises(ConfigError) as caught:
         live(lister, node_selector="pool==")  # type: ignore[arg-type]
     assert "--selector pool==" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_dump_hands_on_its_pods_claims_and_the_kinds_asked_as_they_are() -> None:
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "t", "namespace": "ml"}, "spec": {"spec": {}}}
+    kept: list[dict[str, Any]] = []
+    f = from_dump("-", stdin=io.StringIO(json.dumps(as_list([*OBJECTS, template]))),
+                  keep=kept.append, keep_kinds=frozenset({"ResourceClaimTemplate"}))
+    assert summary(f) == EXPECTED
+    kinds = [o["kind"] for o in kept]
+    assert kinds.count("ResourceClaimTemplate") == 1
+    assert kinds.count("Pod") == sum(o["kind"] == "Pod" for o in OBJECTS)

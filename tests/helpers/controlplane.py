@@ -16,7 +16,8 @@ are served; ``stop()`` ends every process it started. On top of it:
 - ``install_fleet_rbac(without=...)``: ``gfd fleet``'s ClusterRole of ``manifests/fleet``
   bound to its ServiceAccount, less the rules of the resources named;
 - ``compact``: compact etcd's history, ``metrics``: the API server's /metrics text;
-- ``start_scheduler``: kube-scheduler with the admin's kubeconfig.
+- ``start_scheduler``: kube-scheduler with the admin's kubeconfig;
+  ``start_controller_manager``: kube-controller-manager with only the controllers named.
 """
 
 from __future__ import annotations
@@ -871,6 +872,35 @@ class ControlPlane:
         _poll(synced, "kube-scheduler to start", timeout, [proc])
         return proc
 
+
+    # -- kube-controller-manager
+
+    def start_controller_manager(self, controllers: Iterable[str] = ("resourceclaim-controller",),
+                                 timeout: float = 60.0) -> Process:
+        """kube-controller-manager running only ``controllers`` (the resourceclaim controller
+        by default: it makes a Pod's claims from its ResourceClaimTemplates and writes
+        ``status.resourceClaimStatuses``), with the admin's kubeconfig, no leader election and
+        a free loopback port; returns once it says its controllers started and their informers
+        synced. Stopped by
+        ``stop()`` or by the caller."""
+        check_assets(self.assets, ["kube-controller-manager"])
+        log = self.workdir / f"kube-controller-manager-{len(self.extra)}.log"
+        wanted = list(controllers)
+        proc = Process.start("kube-controller-manager", [
+            str(self.assets / "kube-controller-manager"),
+            "--kubeconfig", str(self.admin_kubeconfig), "--controllers", ",".join(wanted),
+            "--leader-elect=false", "--use-service-account-credentials=false",
+            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()), "-v", "2",
+        ], log)
+        self.extra.append(proc)
+
+        def started() -> bool:
+            text = log.read_text(errors="replace")
+            return "Caches are synced" in text and all(
+                f'"Controller starting..." controller="{c}"' in text for c in wanted)
+
+        _poll(started, "kube-controller-manager to start its controllers", timeout, [proc])
+        return proc
 
 def remove_tree(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)

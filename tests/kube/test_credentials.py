@@ -91,3 +91,15 @@ def test_outside_a_pod_without_a_kubeconfig_is_a_config_error(
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     with pytest.raises(ConfigError, match="in-cluster service account"):
         Kube(kubeconfig="")
+
+
+def test_the_namespace_is_the_contexts_else_default(server: FakeApiServer,
+                                                     tmp_path: Path) -> None:
+    from gfd.kube.credentials import namespace
+
+    with_ns = server.write_kubeconfig(tmp_path / "with", namespace="research")
+    without = server.write_kubeconfig(tmp_path / "without")
+    assert namespace(str(with_ns)) == "research"
+    assert namespace(str(without)) == "default"
+    assert namespace(str(tmp_path / "missing")) == "default"
+    assert namespace(str(with_ns), context="no-such-context") == "default"

@@ -73,3 +73,11 @@ def test_a_refused_list_is_an_api_error_with_its_status(lister: Lister,
         list(lister.pages("/api/v1/nodes", "nodes"))
     assert caught.value.status == 403
     assert "forbidden" in str(caught.value)
+
+
+def test_one_object_is_got_and_a_missing_one_is_none(lister: Lister,
+                                                     server: FakeApiServer) -> None:
+    found = lister.get("/api/v1/nodes/gpu-03", "nodes")
+    assert found is not None and found["metadata"]["name"] == "gpu-03"
+    assert lister.get("/api/v1/nodes/gpu-99", "nodes") is None
+    assert lister.requests == 0  # LIST pages only

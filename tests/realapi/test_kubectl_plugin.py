@@ -47,10 +47,33 @@ def test_kubectl_plugin_list_names_kubectl_gfd(tmp_path: Path) -> None:
     assert "kubectl-gfd" not in listed.stderr, listed.stderr  # no warning about it
 
 
-def test_kubectl_gfd_presents_itself_as_a_kubectl_command(tmp_path: Path) -> None:
-    shown = kubectl("gfd", "fleet", "--help", home=tmp_path)
+@pytest.mark.parametrize("command", ["fleet", "why"])
+def test_kubectl_gfd_presents_itself_as_a_kubectl_command(tmp_path: Path, command: str) -> None:
+    shown = kubectl("gfd", command, "--help", home=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    assert shown.stdout.startswith("Usage: kubectl gfd fleet "), shown.stdout
+    assert shown.stdout.startswith(f"Usage: kubectl gfd {command} "), shown.stdout
+
+
+def test_kubectl_gfd_why_reads_the_real_api_server(control_plane: ControlPlane,
+                                                   admin_kubeconfig: Path,
+                                                   tmp_path: Path) -> None:
+    """A pod the scheduler never sees (no kube-scheduler needed): judged from the live
+    objects, as `gfd why -f` would; one that does not exist is one line, exit 2."""
+    missing = kubectl("gfd", "why", f"absent-{uuid.uuid4().hex[:8]}", "-n", "default",
+                      "--kubeconfig", str(admin_kubeconfig), home=tmp_path)
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "not found" in missing.stderr
+    manifest = tmp_path / "pod.json"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod",
+                                    "metadata": {"name": "asks-a-lot", "namespace": "default"},
+                                    "spec": {"containers": [{"name": "c", "image": "x",
+                                             "resources": {"limits": {
+                                                 "example.com/none": "1"}}}]}}))
+    done = kubectl("gfd", "why", "-f", str(manifest), "-o", "json", "--kubeconfig",
+                   str(admin_kubeconfig), home=tmp_path)
+    assert done.returncode in (1, 3), done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["kind"], doc["gpu"], doc["fits"]) == ("Why", False, False), doc
 
 
 def test_kubectl_gfd_fleet_reads_the_real_api_server(control_plane: ControlPlane,
