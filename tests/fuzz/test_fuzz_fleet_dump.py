@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 from helpers import fleetdump
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fuzz.strategies import fuzz_settings, json_values, texts
@@ -53,16 +53,20 @@ def _nested(depth: int, inner: Any) -> Any:
     return inner
 
 
+confusions = st.sampled_from([None, True, 0, -1, 1.5, math.inf, "", "x", [], [{}], ["x"], {},
+                              {"a": 1}, {"0": {}}])
+"""The value of another type that a field of any type may be given (null included)."""
 odd_values = st.one_of(
-    st.none(), st.booleans(),
-    st.integers(-(2**70), 2**70),
-    st.sampled_from([2**63, -(2**63) - 1, 10**30, 1.5, -0.0, 1e308, math.inf, -math.inf]),
-    st.floats(allow_nan=False, allow_infinity=False),
-    texts, st.sampled_from(ODD_QUANTITIES), st.sampled_from(LONE_SURROGATES),
-    st.just([]), st.just({}), st.just([{}]), json_values,
-    st.builds(_nested, st.integers(1, 100), st.sampled_from([None, "8", 1, [], {}])),
+    confusions, st.sampled_from(ODD_QUANTITIES),
+    st.one_of(
+        st.booleans(), st.integers(-(2**70), 2**70),
+        st.sampled_from([2**63, -(2**63) - 1, 10**30, -0.0, 1e308, -math.inf]),
+        st.floats(allow_nan=False, allow_infinity=False), texts,
+        st.sampled_from(LONE_SURROGATES), json_values,
+        st.builds(_nested, st.integers(1, 100), st.sampled_from([None, "8", 1, [], {}]))),
 )
-"""What a field is replaced by: any JSON value, and the ones that broke gfd before."""
+"""What a field is replaced by: a value of another type a third of the time, an odd quantity a
+third, and any JSON value (huge numbers, deep nesting, lone surrogates) the rest."""
 
 
 # ---------------------------------------------------------------------------- damage
@@ -107,10 +111,10 @@ def _apply(doc: Any, op: Op) -> None:
     parent = _parent(doc, path)
     if op[0] == "delete":
         del parent[path[-1]]
-    elif op[0] == "add":
-        parent[f"{path[-1]}X"] = op[2]
+    elif op[0] == "add":  # (a copy: a later op may change what is inside it)
+        parent[f"{path[-1]}X"] = copy.deepcopy(op[2])
     else:
-        parent[path[-1]] = op[2]
+        parent[path[-1]] = copy.deepcopy(op[2])
 
 
 def apply(items: list[Any], ops: list[Op]) -> Any:
@@ -219,6 +223,29 @@ def check(path: str, *args: str, intact: bool, done: Any = "") -> dict[str, Any]
     return doc
 
 
+ISSUE_38 = [  # issue 38's dumps that ended in a traceback, as things done to BASE's List
+    [("replace", ("items", 0, "kind"), ["Node"])],
+    [("replace", ("items", 3, "status"), [{"phase": "Running"}])],
+    [("replace", ("items", 3, "status"), "Running")],
+    [("replace", ("items", 7, "spec", "pool", "generation"), "abc")],
+    [("replace", ("items", 7, "spec", "pool", "generation"), math.inf)],
+    [("replace", ("items", 7, "spec", "pool", "resourceSliceCount"), [1])],
+    [("replace", ("items", 9, "spec", "devices", "requests", 0, "exactly", "count"), "two")],
+    [("replace", ("items", 8, "status", "allocation", "nodeSelector", "nodeSelectorTerms", 0,
+                  "matchFields", 0, "values"), {"0": "gpu-node-1"})],
+    [("replace", ("items", 0, "status", "allocatable", "nvidia.com/gpu"), "1e99999")],
+    [("repeat", 7, 8)],
+]
+
+
+def issue_38(test: Any) -> Any:
+    """The property tried on issue 38's dumps first, every time."""
+    for ops in ISSUE_38:
+        test = example(done=ops, form="json", check_too=True, text="wide")(test)
+    return test
+
+
+@issue_38
 @fuzz_settings(80)
 @given(damage(BASE), st.sampled_from(["json", "json", "yaml"]), st.booleans(),
        st.sampled_from([None, None, None, "wide", "nodes"]))
@@ -239,6 +266,13 @@ def test_a_damaged_dump_is_counted_or_refused_on_one_line_never_a_traceback(
         out.encode("utf-8")
 
 
+@example(done=[("replace", ("items", 0, "kind"), 7)], form="json", check_too=False)
+@example(done=[("replace", ("items", 7, "status"), "Running")], form="json", check_too=False)
+@example(done=[("replace", ("items", 22, "spec", "pool", "generation"), "abc")], form="json",
+         check_too=True)
+@example(done=[("replace", ("items", 28, "status", "allocation", "nodeSelector",
+                            "nodeSelectorTerms", 0, "matchFields", 0, "values"), {"0": "x"})],
+         form="json", check_too=False)
 @fuzz_settings(40)
 @given(damage(SAMPLE), st.just("json"), st.booleans())
 @pytest.mark.timeout(120)
