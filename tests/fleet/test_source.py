@@ -498,6 +498,20 @@ def test_every_malformed_object_is_named_once(tmp_path: Path) -> None:
         without=("train-0", "gpu-node-1-xyz", "claim-1"))
 
 
+@pytest.mark.parametrize("value", ["Running\nnow", "a\rb", "x\u2028y", "\x85", "\x1e0"],
+                         ids=["LF", "CR", "LINE SEPARATOR", "NEL", "RS"])
+def test_a_skipped_line_is_one_line_whatever_the_value_it_shows(tmp_path: Path,
+                                                                value: str) -> None:
+    items = fleetdump.damaged(fleetdump.objects(), "train-0", "status", value)
+    code, out, err = run_dump(tmp_path, fleetdump.json_text(fleetdump.as_list(items)),
+                              "-o", "json")
+    assert code == 3
+    skipped = json.loads(out)["skipped"]
+    assert len(skipped) == 1 and len(skipped[0].splitlines()) == 1, skipped
+    assert skipped[0].startswith("Pod team/train-0: status: not an object")
+    assert f"skipped: {skipped[0]}" in err.splitlines()
+
+
 def test_a_malformed_object_in_a_yaml_dump_is_skipped_the_same_way(tmp_path: Path) -> None:
     items = fleetdump.damaged(fleetdump.objects(), "train-0", "status", [{"phase": "Running"}])
     code, out, _ = run_dump(tmp_path, yaml.safe_dump(fleetdump.as_list(items)), "-o", "json",
