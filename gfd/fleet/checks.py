@@ -17,7 +17,7 @@ from gfd.facts.naming import sanitise
 from gfd.fleet import pools
 from gfd.fleet.count import Counted
 from gfd.fleet.kinds import SHARED, label_prefix
-from gfd.fleet.model import Fleet, Node, gpu_resource
+from gfd.fleet.model import Fleet, Node, count_label, gpu_resource
 
 P = "nvidia.com/"
 GFD_KEYS = (f"{P}gfd.timestamp", f"{P}gpu.count", f"{P}gpu.product", f"{P}gpu.present")
@@ -37,8 +37,7 @@ class Finding:
 
 
 def _int(labels: dict[str, str], key: str) -> int | None:
-    value = labels.get(P + key, "")
-    return int(value) if value.isdigit() else None
+    return count_label(labels.get(P + key))
 
 
 def _expected_units(node: Node, resource: str) -> tuple[int, str] | None:
@@ -53,8 +52,8 @@ def _expected_units(node: Node, resource: str) -> tuple[int, str] | None:
         count, said = _int(labels, f"{prefix}.count"), f"{prefix}.count"
     if prefix == "gpu" and labels.get(f"{P}gpu.heterogeneous") == "true" and strategy != "mixed":
         # gpu.count is the primary model's: every model's count is the node's
-        models = [int(v) for k, v in labels.items()
-                  if k.startswith(f"{P}gpu.product.") and v.isdigit()]
+        models = [n for k, v in labels.items()
+                  if k.startswith(f"{P}gpu.product.") and (n := count_label(v)) is not None]
         count, said = (sum(models), "gpu.product.<model>") if models else (None, said)
     if count is None:
         return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gfd import dra
 from gfd.facts.naming import sanitise
-from gfd.fleet.model import Device, Node
+from gfd.fleet.model import Device, Node, count_label
 
 P = "nvidia.com/"
 DEVICE_PLUGIN = "device-plugin"
@@ -39,8 +39,7 @@ class Kind:
                 "manager": self.manager}
 
 
-def _int(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
+_int = count_label
 
 
 def label_prefix(resource: str) -> str:

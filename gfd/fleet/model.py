@@ -10,7 +10,9 @@ makes the whole object ``Malformed``: the reader skips it and names it, never gu
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,25 @@ INT64 = 2**63 - 1
 
 def gpu_resource(name: str) -> bool:
     return name.startswith(GPU_RESOURCE_PREFIXES)
+
+
+_DECIMAL = re.compile(r"-?[0-9]{1,19}")
+
+
+def int64(text: str | None) -> int | None:
+    """A label's value as an integer, as Kubernetes reads one (``strconv.ParseInt(v, 10,
+    64)``: ASCII digits, an optional minus, within an int64); None when it is not one."""
+    if text is None or not _DECIMAL.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -INT64 - 1 <= value <= INT64 else None
+
+
+def count_label(text: str | None) -> int | None:
+    """A count gfd or GFD writes in a label (``gpu.count``, ``gpu.replicas``): an int64 of
+    0 or more; None otherwise."""
+    value = int64(text)
+    return value if value is not None and value >= 0 else None
 
 
 class Version(str):
@@ -62,7 +83,10 @@ def _show(value: Any) -> str:
         return "an object"
     if isinstance(value, list):
         return "a list"
-    shown = f'"{value}"' if isinstance(value, str) else repr(value)
+    if isinstance(value, str):  # escaped: a line break in a value never splits the line
+        shown = json.dumps(value[:40] + ("..." if len(value) > 40 else ""))
+        return shown
+    shown = repr(value)
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
@@ -415,11 +439,14 @@ def node_of(raw: dict[str, Any]) -> Node:
                              keep_all=True, unreadable=unreadable)
     capacity = _resources(obj(status, "capacity", "status."), "status.capacity.",
                           keep_all=False, unreadable=unreadable)
+    once: dict[str, tuple[str, str, str]] = {}
+    for found in unreadable:  # a resource beyond an int64 in both is one finding
+        once.setdefault(found[0], found)
     return Node(name=text(meta, "name", "metadata."), labels=strings(meta, "labels", "metadata."),
                 allocatable=allocatable, capacity=capacity,
                 unschedulable=flag(spec, "unschedulable", "spec."),
                 ready=_ready(objs(status, "conditions", "status."), "status.conditions[]."),
-                taints=taints, unreadable=tuple(unreadable))
+                taints=taints, unreadable=tuple(once.values()))
 
 
 def _requirements(term: dict[str, Any], key: str, where: str,

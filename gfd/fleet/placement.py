@@ -11,9 +11,7 @@ NotReady node not yet tainted still takes pods, and says so."""
 
 from __future__ import annotations
 
-import re
-
-from gfd.fleet.model import FIELD, NO_SCHEDULE, Node, Pod, Taint
+from gfd.fleet.model import FIELD, NO_SCHEDULE, Node, Pod, Taint, int64
 
 Requirement = tuple[str, str, tuple[str, ...]]
 Term = tuple[Requirement, ...]
@@ -26,7 +24,6 @@ _CORDON = "node.kubernetes.io/unschedulable"
 _NOT_READY = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 """Taints of the node lifecycle controller; their ``NoExecute`` effect every pod tolerates by
 default (``DefaultTolerationSeconds``: 300 s)."""
-_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def requirement_matches(req: Requirement, labels: dict[str, str]) -> bool:
@@ -41,10 +38,10 @@ def requirement_matches(req: Requirement, labels: dict[str, str]) -> bool:
     if op == "DoesNotExist":
         return not present
     if op in ("Gt", "Lt"):
-        have, want = labels.get(key, ""), values[0] if values else ""
-        if not (_INTEGER.fullmatch(have) and _INTEGER.fullmatch(want)):
+        have, want = int64(labels.get(key)), int64(values[0] if values else None)
+        if have is None or want is None:  # ParseInt fails: the requirement does not match
             return False
-        return int(have) > int(want) if op == "Gt" else int(have) < int(want)
+        return have > want if op == "Gt" else have < want
     return False
 
 

@@ -1,8 +1,9 @@
 """Kubernetes resource quantities (``8``, ``81920Mi``, ``1k``, ``500m``) read as exact
-numbers (``k8s.io/apimachinery/pkg/api/resource``: binary suffixes Ki..Ei, decimal ones
-n u m k M G T P E, and decimal exponents ``1e3``), and as the scheduler holds them: an int64
-of whole units (``Value()``, rounded up), of thousandths for CPU (``MilliValue()``;
-``framework.NewResource`` in kube-scheduler).
+numbers (``k8s.io/apimachinery/pkg/api/resource``, ``ParseQuantity``: binary suffixes Ki..Ei,
+decimal ones n u m k M G T P E, and decimal exponents ``1e3``; a magnitude finer than a nano
+rounded up to whole nanos before the sign; a binary-suffixed value capped at the int64's
+largest), and as the scheduler holds them: an int64 of whole units (``Value()``, rounded up),
+of thousandths for CPU (``MilliValue()``; ``framework.NewResource`` in kube-scheduler).
 
 A quantity's size is judged from its text before any number is built: ``1e99999`` is refused
 by its exponent, never expanded (the API server stores such a value; the scheduler cannot hold
@@ -46,8 +47,10 @@ def read_quantity(text: str) -> Fraction:
         raise QuantityError("not a quantity (such as 8, 500m, 16Gi or 1e3)")
     sign, whole, part, suffix = match.group(1), match.group(2), match.group(3), \
         match.group(4) or ""
+    negative = sign == "-"
     whole = whole.lstrip("0")
     part = part or ""
+    nonzero = bool(whole or part.strip("0"))
     if suffix in _BINARY:
         power2, power10 = _BINARY[suffix], 0
     elif suffix in _DECIMAL:
@@ -55,36 +58,37 @@ def read_quantity(text: str) -> Fraction:
     else:
         exponent = suffix[1:]
         digits = exponent.lstrip("+-").lstrip("0")
-        if len(digits) > 6:  # |exponent| >= 10**6: judged without building it
+        if len(digits) > 19 or int(digits or "0") > INT64_MAX + exponent.startswith("-"):
+            raise QuantityError(f"exponent {exponent[:20]}: not an int64 (not a quantity)")
+        if len(digits) > 6:  # |exponent| >= 10**6: judged without building the number
+            if not nonzero:
+                return Fraction(0)
             if exponent.startswith("-"):
-                return _NANO if (whole or part.strip("0")) and sign != "-" else \
-                    -_NANO if (whole or part.strip("0")) else Fraction(0)
-            if whole or part.strip("0"):
-                raise QuantityError(f"exponent {exponent}: beyond what the scheduler holds "
-                                    "(an int64)")
-            return Fraction(0)
+                return -_NANO if negative else _NANO
+            raise QuantityError(f"exponent {exponent}: beyond what the scheduler holds "
+                                "(an int64)")
         power2, power10 = 0, int(exponent)
+    if not nonzero:
+        return Fraction(0)
     # the value's decimal magnitude, from the text: digits before the point, or the zeros
     # after it, shifted by the suffix
-    if whole:
-        magnitude = len(whole) + power10 + (power2 * 3 + 9) // 10
-    elif part.strip("0"):
-        magnitude = -(len(part) - len(part.lstrip("0"))) + power10 + (power2 * 3 + 9) // 10
-    else:
-        return Fraction(0)
+    leading = len(whole) if whole else -(len(part) - len(part.lstrip("0")))
+    magnitude = leading + power10 + (power2 * 3 + 9) // 10
     if magnitude > MAX_DIGITS:
+        if power2:  # ParseQuantity caps a binary-suffixed value at the int64's largest
+            return Fraction(-INT64_MAX if negative else INT64_MAX)
         raise QuantityError("beyond what the scheduler holds (an int64)")
-    if power10 < -40:  # far finer than a nano: rounds up to one
-        return _NANO if sign != "-" else -_NANO
+    if power10 + leading < -40:  # far finer than a nano: rounds up to one
+        return -_NANO if negative else _NANO
     value = Fraction(int(whole or "0") * 10**len(part) + int(part or "0"), 10**len(part))
     value *= 2**power2
     value *= 10**power10 if power10 >= 0 else Fraction(1, 10**-power10)
-    if sign == "-":
-        value = -value
-    if value.denominator != 1:
+    if value.denominator != 1:  # the magnitude rounds up to whole nanos, then the sign
         nanos = value / _NANO
         value = Fraction(-(-nanos.numerator // nanos.denominator), 10**9)
-    return value
+    if power2 and value > INT64_MAX:
+        value = Fraction(INT64_MAX)
+    return -value if negative else value
 
 
 def parse_quantity(text: str) -> Fraction | None:

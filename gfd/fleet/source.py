@@ -8,6 +8,7 @@ counted."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -217,7 +218,17 @@ def _integer(digits: str) -> int | str:
     return int(digits) if len(digits) <= 24 else _Digits(digits)
 
 
+_LONE_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+"""A ``\\uD800``-style escape of half a surrogate pair: Go's decoder (and so the API server)
+reads it as U+FFFD (``encoding/json``: invalid surrogates "are replaced by the Unicode
+replacement character"); Python's would keep a character no output can encode."""
+
+
 def _documents(text: str, name: str) -> Iterator[Any]:
+    if "\\u" in text:
+        text = _LONE_SURROGATE.sub(r"\\ufffd", text)
     try:
         if text.lstrip().startswith(("{", "[")):
             decoder = json.JSONDecoder(parse_int=_integer)

@@ -40,7 +40,17 @@ from gfd import dra
 from gfd.fleet import allocator, noderesources, placement, pools
 from gfd.fleet.count import Index
 from gfd.fleet.kinds import label_prefix
-from gfd.fleet.model import FIELD, PODS, Claim, Device, Node, Pod, Request, gpu_resource
+from gfd.fleet.model import (
+    FIELD,
+    PODS,
+    Claim,
+    Device,
+    Node,
+    Pod,
+    Request,
+    count_label,
+    gpu_resource,
+)
 from gfd.fleet.subject import DEFAULT_SCHEDULER, Subject, claim_from
 
 FILTERS = ("NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts",
@@ -425,7 +435,7 @@ def _plugin_words(node: Node, resource: str) -> str:
         words += f"; it offers {offer} instead"
     prefix = label_prefix(resource)
     labelled = node.labels.get(f"{P}{prefix}.count", "")
-    if not node.allocatable.get(resource, 0) and labelled.isdigit() and int(labelled) > 0 \
+    if not node.allocatable.get(resource, 0) and (count_label(labelled) or 0) > 0 \
             and not node.capacity.get(resource, 0):
         words += (f"; its labels say {labelled} ({P}{prefix}.count={labelled}) but none is "
                   "allocatable: is the device plugin running?")
