@@ -325,3 +325,21 @@ def test_a_dra_node_of_several_models_has_no_finding() -> None:
         for gates in GATES:
             add_dra_node(f, dra_name(machine, gates), machine, gates)
     assert findings(f) == []
+
+
+def test_checks_lists_every_check_a_finding_can_name() -> None:
+    """``CHECKS`` (what /metrics exports at 0 when nothing is found) is every check the
+    module can name, and docs/fleet.md's table has each."""
+    import re
+    from pathlib import Path
+
+    import gfd.fleet.checks as module
+    from gfd.fleet.checks import CHECKS
+
+    text = Path(module.__file__).read_text()
+    named = set(re.findall(r'check="([a-z-]+)"', text)) | set(
+        re.findall(r'"([a-z-]+-units)"', text))
+    assert named == set(CHECKS) and len(CHECKS) == len(set(CHECKS))
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    assert all(f"| `{c}` |" in doc for c in CHECKS), [c for c in CHECKS
+                                                      if f"| `{c}` |" not in doc]
