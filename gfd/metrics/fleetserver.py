@@ -342,10 +342,8 @@ class FleetServer:
             log.debug("fleet server failure", exc_info=True)
 
     def stop(self) -> None:
+        """Stop serving (the source is the caller's: it goes on)."""
         self._stopped.set()
-        stop = getattr(self.source, "stop", None)
-        if callable(stop):
-            stop()
         if self._follower is not None:
             self._follower.join(timeout=5)
         self._http.stop()
