@@ -1,6 +1,7 @@
 """``gfd fleet --serve`` as a real process: ``Served`` starts it on a free loopback port
-over a dump (``--from``), waits for the line that says where it listens, and ends it with
-SIGTERM (it exits 0), keeping what it wrote to stderr."""
+over a dump (``--from``) or an API server (``api=``: a kubeconfig), waits for the line that
+says where it listens, and ends it with SIGTERM (it exits 0), keeping what it wrote to
+stderr."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -21,12 +21,16 @@ STARTUP = 120.0
 
 
 class Served:
-    def __init__(self, dump: Path | str, *args: str, extra: Sequence[str] = ()) -> None:
+    def __init__(self, dump: Path | str | None, *args: str, api: Path | None = None,
+                 home: Path | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+        if home is not None:
+            env["HOME"] = str(home)
+        source = ["--from", str(dump)] if dump is not None else ["--kubeconfig", str(api)]
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "gfd", "fleet", "--serve", "127.0.0.1:0", "--from",
-             str(dump), *args, *extra], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, env=env)
+            [sys.executable, "-m", "gfd", "fleet", "--serve", "127.0.0.1:0", *source, *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=env)
         self.lines: list[str] = []
         self.url = ""
         listening = threading.Event()
