@@ -18,6 +18,7 @@ view watches keep current) on the agent's hardened HTTP server (``server.HttpSer
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import secrets
@@ -219,8 +220,29 @@ class FleetRoutes:
             key = json.dumps([nodes, {k: v for k, v in sorted(q.items())
                                       if k not in SERVE_PARAMETERS}])
             body = self._document(view, version, key, nodes=nodes, asked=asked)
+            packed = "gzip" in request.headers.get("accept-encoding", "").lower()
+            if packed:
+                body = self._packed(view, key, body)
+        headers: tuple[tuple[str, str], ...] = (
+            ("ETag", etag), ("Cache-Control", "no-store"), ("Vary", "Accept-Encoding"))
+        if packed:
+            headers += (("Content-Encoding", "gzip"),)
         return Response(status=HTTPStatus.OK, body=body, content_type=JSON_TYPE,
-                        headers=(("ETag", etag), ("Cache-Control", "no-store")))
+                        headers=headers)
+
+    def _packed(self, view: View, key: str, body: bytes) -> bytes:
+        """``body`` gzipped (at 5,000 nodes a tenth of it), once per view and query."""
+        with self._lock:
+            found = self._documents.get(key + " gzip")
+        if found is not None:
+            return found
+        packed = gzip.compress(body, compresslevel=1, mtime=0)
+        with self._lock:
+            if self._cached_for == (view.generation, view.health):
+                self._documents[key + " gzip"] = packed
+                while len(self._documents) > CACHED:
+                    self._documents.popitem(last=False)
+        return packed
 
     def _document(self, view: View, version: str, key: str, *, nodes: bool,
                   asked: query.Asked | None) -> bytes:

@@ -83,6 +83,16 @@ def test_fleet_is_the_check_documents_of_the_view_with_the_view_beside(
     assert "nodes" not in summary and summary["kinds"] == wanted["kinds"]
 
 
+def test_fleet_is_gzipped_for_a_client_that_takes_it(server: FleetServer) -> None:
+    import gzip
+
+    plain = get(server, "/fleet?nodes=true")
+    status, headers, body = get(server, "/fleet?nodes=true", {"Accept-Encoding": "gzip"})
+    assert status == 200 and headers["Content-Encoding"] == "gzip"
+    assert headers["Vary"] == "Accept-Encoding" and "Content-Encoding" not in plain[1]
+    assert json.loads(gzip.decompress(body)) == json.loads(plain[2])
+
+
 def test_fleet_with_filters_says_where_such_a_pod_fits(server: FleetServer) -> None:
     got = doc(server, "/fleet?product=H100&count=2")
     assert got["fits"]["resource"] == "nvidia.com/gpu" and got["fits"]["count"] == 2
