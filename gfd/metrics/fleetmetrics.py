@@ -22,7 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 
 from gfd.fleet.checks import CHECKS
-from gfd.fleet.count import NodeRow, pending_pods
+from gfd.fleet.count import NodeRow, index, pending_pods
 from gfd.fleet.health import ViewHealth
 from gfd.fleet.kinds import Kind
 from gfd.fleet.placement import STATES
@@ -145,11 +145,12 @@ def figures(view: View) -> Figures:
     rows: dict[Kind, list[NodeRow]] = {}
     for row in counted.rows:
         rows.setdefault(row.kind, []).append(row)
-    ix = counted.index
+    # the count's own index (a count kept incrementally may hold none: made here then)
+    ix = counted.index or index(view.fleet, tolerated=counted.tolerated)
     kinds = []
     for k in counted.kinds:
         here = rows.get(k.kind, [])
-        asks = pending_pods(ix, k.kind, here) if ix is not None else []
+        asks = pending_pods(ix, k.kind, here)
         created = [c for pod, _ in asks if (c := _created(pod.created)) is not None]
         states = Counter(r.state for r in here)
         kinds.append(KindFigures(
@@ -158,7 +159,7 @@ def figures(view: View) -> Figures:
             nodes=tuple(states.get(s, 0) for s in STATES), largest_free=k.largest,
             pending_pods=len(asks), largest_request=max((u for _, u in asks), default=0),
             oldest_created=min(created, default=None)))
-    gpu_pods = [m for _, _, members in ix.groups for m in members] if ix is not None else []
+    gpu_pods = [m for _, _, members in ix.groups for m in members]
     created = [c for pod in gpu_pods if (c := _created(pod.created)) is not None]
     by_check = Counter(f.check for f in view.findings)
     per_node = Counter((f.node, f.check) for f in view.findings)

@@ -27,7 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from hashlib import sha256
 from http import HTTPStatus
@@ -37,6 +37,7 @@ from typing import Any, Final
 from gfd import __version__
 from gfd.errors import ConfigError
 from gfd.fleet import query, report
+from gfd.fleet.count import index
 from gfd.fleet.fits import fits as fleet_fits
 from gfd.fleet.health import ViewHealth
 from gfd.fleet.view import View, ViewSource
@@ -292,6 +293,8 @@ def document(view: View, *, version: str, nodes: bool = True,
     fit = None
     notes: list[str] = []
     if asked is not None:
+        if counted.index is None:  # a count kept incrementally may hold none
+            counted = replace(counted, index=index(fleet, tolerated=counted.tolerated))
         fit = fleet_fits(fleet, counted, asked.filters, label_set=asked.label_set,
                          gates=asked.gates)
         notes += [*asked.filters.warnings, *(f"note: {n}" for n in fit.notes)]

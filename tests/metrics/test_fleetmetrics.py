@@ -171,3 +171,10 @@ def test_promtool_check_metrics_is_clean(node_findings: bool) -> None:
     result = subprocess.run([promtool(), "check", "metrics"], input=scrape(
         node_findings=node_findings), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
+
+
+def test_a_count_without_its_index_gives_the_same_figures() -> None:
+    """A count kept incrementally may hold no ``Index``: the pending pods are the same."""
+    view = view_of(dump(scenario()))
+    bare = replace(view, counted=replace(view.counted, index=None))
+    assert figures(bare) == figures(view)

@@ -286,3 +286,14 @@ def test_the_document_is_rendered_once_per_view(server: FleetServer,
         source.change(view)
     doc(server, "/fleet?nodes=true")
     assert len(made) == 2
+
+
+def test_where_a_pod_fits_from_a_count_without_its_index(source: ChangingSource) -> None:
+    from gfd.fleet.query import from_query
+    from gfd.metrics.fleetserver import document
+
+    with source.read() as view:
+        bare = replace(view, counted=replace(view.counted, index=None))
+        asked = from_query({"product": ["H100"], "count": ["2"]})
+        assert document(bare, version="v", asked=asked)["fits"] == document(
+            view, version="v", asked=asked)["fits"]
