@@ -220,10 +220,21 @@ class FleetRoutes:
                 return Response(status=HTTPStatus.NOT_MODIFIED, headers=(("ETag", etag),))
             key = json.dumps([nodes, {k: v for k, v in sorted(q.items())
                                       if k not in SERVE_PARAMETERS}])
-            body = self._document(view, version, key, nodes=nodes, asked=asked)
             packed = "gzip" in request.headers.get("accept-encoding", "").lower()
+            seen = (view.generation, view.health)
+            body = self._cached(view, key + " gzip" if packed else key)
+            plain = self._cached(view, key) if body is None and packed else None
+            made = document(view, version=version, nodes=nodes, asked=asked) \
+                if body is None and plain is None else None
+        # the view let go: what was made of it is the server's own now
+        if body is None:
+            if plain is None:
+                plain = json.dumps(made, separators=(",", ":")).encode() + b"\n"
+                self._store(seen, key, plain)
+            body = plain
             if packed:
-                body = self._packed(view, key, body)
+                body = gzip.compress(plain, compresslevel=1, mtime=0)
+                self._store(seen, key + " gzip", body)
         headers: tuple[tuple[str, str], ...] = (
             ("ETag", etag), ("Cache-Control", "no-store"), ("Vary", "Accept-Encoding"))
         if packed:
@@ -231,36 +242,22 @@ class FleetRoutes:
         return Response(status=HTTPStatus.OK, body=body, content_type=JSON_TYPE,
                         headers=headers)
 
-    def _packed(self, view: View, key: str, body: bytes) -> bytes:
-        """``body`` gzipped (at 5,000 nodes a tenth of it), once per view and query."""
-        with self._lock:
-            found = self._documents.get(key + " gzip")
-        if found is not None:
-            return found
-        packed = gzip.compress(body, compresslevel=1, mtime=0)
-        with self._lock:
-            if self._cached_for == (view.generation, view.health):
-                self._documents[key + " gzip"] = packed
-                while len(self._documents) > CACHED:
-                    self._documents.popitem(last=False)
-        return packed
-
-    def _document(self, view: View, version: str, key: str, *, nodes: bool,
-                  asked: query.Asked | None) -> bytes:
+    def _cached(self, view: View, key: str) -> bytes | None:
+        """What was made of this view for ``key`` (each query's document, plain or
+        gzipped: at 5,000 nodes a tenth of it), or None."""
         with self._lock:
             self._forget_unless(view)
             found = self._documents.get(key)
             if found is not None:
                 self._documents.move_to_end(key)
-                return found
-        doc = document(view, version=version, nodes=nodes, asked=asked)
-        body = json.dumps(doc, indent=None, separators=(",", ":")).encode() + b"\n"
+            return found
+
+    def _store(self, seen: tuple[int, ViewHealth], key: str, body: bytes) -> None:
         with self._lock:
-            if self._cached_for == (view.generation, view.health):
+            if self._cached_for == seen:
                 self._documents[key] = body
                 while len(self._documents) > CACHED:
                     self._documents.popitem(last=False)
-        return body
 
     def _forget_unless(self, view: View) -> None:
         if self._cached_for != (view.generation, view.health):
