@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from gfd import render
-from gfd.cli_help import Command
+from gfd.cli_help import BriefOption, Command
 from gfd.cli_options import Exit, fleet_filter_options, output_option
 from gfd.errors import ConfigError
 
@@ -26,6 +26,10 @@ FLEET_NOTES = (
     "Time-slicing and MPS units are replicas: which GPU a replica is on is not the API "
     "server's to know. Reads: paginated LISTs of nodes, unfinished pods, resourceslices, "
     "resourceclaims and deviceclasses (manifests/fleet has the ClusterRole).")
+
+
+SERVE_DEFAULT = ":8080"
+"""``--serve`` bare: every interface, port 8080."""
 
 
 def _kubeconfig(given: str | None) -> str:
@@ -57,11 +61,23 @@ def _kubeconfig(given: str | None) -> str:
               help="List what disagrees (exit 1 if any).")
 @click.option("--pending", is_flag=True, default=False,
               help="Pending GPU pods, each with its reason.")
+@click.option("--serve", "serve_address", is_flag=False, flag_value=SERVE_DEFAULT, default=None,
+              metavar="[ADDR]", cls=BriefOption,
+              brief="Serve /, /fleet, /metrics on ADDR (:8080).",
+              help="Serve the fleet on ADDR (HOST:PORT, :PORT or PORT; bare: :8080) until "
+                   "SIGTERM: the page at /, the JSON document at /fleet (the filters as its "
+                   "query parameters), Prometheus metrics at /metrics, /healthz and /readyz "
+                   "(docs/fleet.md).")
+@click.option("--node-findings", is_flag=True, default=False, cls=BriefOption,
+              brief="--serve: findings per node in /metrics.",
+              help="--serve: the findings per node and check in /metrics "
+                   "(gfd_fleet_node_findings), beside the count by check.")
 @fleet_filter_options
 @output_option("fleet")
 def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_file: str | None,
               per_node: bool, no_headers: bool, tolerate: tuple[str, ...], check: bool,
-              pending: bool, output: str, **filters: Any) -> None:
+              pending: bool, serve_address: str | None, node_findings: bool,
+              output: str, **filters: Any) -> None:
     """Show the cluster's GPUs by kind (model, memory, MIG profile, sharing, resource, device
     plugin or DRA): total, allocated, free and pending, as the scheduler counts them; with
     the selector's filters, where such a pod fits now; with --check, which nodes' labels
@@ -72,6 +88,11 @@ def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_fil
     from gfd.fleet.fits import fits as fleet_fits
     from gfd.fleet.placement import DEFAULT_TOLERATED
 
+    if serve_address is None and node_findings:
+        raise ConfigError("--node-findings goes with --serve (it shapes /metrics)")
+    if serve_address is not None:
+        _serving(serve_address, filters, per_node=per_node, check=check or pending,
+                 output=output, no_headers=no_headers)
     parsed = _filters(filters)
     if from_file is not None:
         if kubeconfig or context:
@@ -89,6 +110,9 @@ def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_fil
             lister.close()
     tolerated = tuple(dict.fromkeys((*DEFAULT_TOLERATED, *tolerate)))
     counted = count(fleet, tolerated=tolerated)
+    if serve_address is not None:
+        _serve(fleet, counted, serve_address, node_findings=node_findings)
+        return
     fit = None
     if parsed is not None:
         f, label_set, gates = parsed
@@ -138,20 +162,44 @@ def fleet_cmd(kubeconfig: str | None, context: str, node_selector: str, from_fil
 
 def _filters(params: dict[str, Any]) -> tuple[Any, str, dict[str, bool]] | None:
     """The selector's filters parsed by the selector's own parser (None: none given)."""
-    from gfd.selector import Options, parse
-    from gfd.selector.claims import parse_gates
+    from gfd.fleet.query import parse_filters
 
-    label_set, gates_text = params.pop("label_set"), params.pop("feature_gates")
-    defaults = {"count": 1}
-    given = [k for k, v in params.items()
-             if v is not None and v is not False and v != "" and v != defaults.get(k)]
-    if not given:
-        if gates_text:
-            raise ConfigError("--feature-gates goes with --dra and the filters of a pod "
-                              "(where it fits)")
-        return None
-    f = parse(Options(**params))
-    if gates_text and not f.dra:
-        raise ConfigError("--feature-gates goes with --dra: the DRA driver's gates change "
-                          "what its devices publish")
-    return f, label_set, parse_gates(gates_text) if f.dra else {}
+    asked = parse_filters(params)
+    return None if asked is None else (asked.filters, asked.label_set, asked.gates)
+
+
+def _serving(address: str, filters: dict[str, Any], *, per_node: bool, check: bool,
+             output: str, no_headers: bool) -> None:
+    """--serve serves every view at once: what shapes one printed answer goes with it not."""
+    from gfd.fleet.query import parse_filters
+
+    shaping = [flag for flag, given in (("--nodes", per_node), ("--check", check),
+                                         ("-o", output != "text"), ("--no-headers", no_headers))
+               if given]
+    if shaping:
+        raise ConfigError(f"--serve {address}: leave out {', '.join(shaping)}: /fleet has the "
+                          "nodes (?nodes=true) and the findings, /metrics and / the rest")
+    if parse_filters(dict(filters)) is not None:
+        raise ConfigError(f"--serve {address}: where a pod fits is /fleet's query "
+                          "parameters (/fleet?product=H100&count=2), not options")
+
+
+def _serve(fleet: Any, counted: Any, address: str, *, node_findings: bool) -> None:
+    """Serve what was read, as it was read (a dump: a support bundle; or one read of the
+    API server), until SIGTERM or Ctrl-C."""
+    import time
+
+    from gfd.fleet import checks as fleet_checks
+    from gfd.fleet import report
+    from gfd.fleet.view import StaticSource, one_read
+    from gfd.logs import configure
+    from gfd.metrics.fleetserver import serve
+
+    configure(level="info", fmt="text")
+    findings = tuple(fleet_checks.check(fleet, counted))
+    for line in report.notes(fleet, counted):
+        click.echo(line, err=True)
+    source = StaticSource(one_read(fleet, counted, findings, when=time.time()))
+    serve(source, address, node_findings=node_findings,
+          announce=lambda line: click.echo(f"gfd fleet: {line}", err=True))
+

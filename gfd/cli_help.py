@@ -31,7 +31,8 @@ EXIT_CODES: dict[str, dict[int, str]] = {
     "prune": {0: "pruned, or nothing to prune", 1: "runtime failure",
               2: "usage or configuration error"},
     "selector": {0: "printed", 2: "usage error"},
-    "fleet": {0: "printed", 1: "--check found a disagreement, or runtime failure",
+    "fleet": {0: "printed, or --serve stopped by a signal",
+              1: "--check found a disagreement, or runtime failure",
               2: "usage or configuration error",
               3: "printed, but a LIST was refused or failed (marked incomplete)"},
     "why": {0: "it would bind now (or is bound)", 1: "it would not (explained), or runtime "
@@ -60,6 +61,14 @@ SHORT: dict[str, tuple[str, ...]] = {
 """The settings a command's ``--help`` shows with their help: those that most change what it
 prints or does. Its other settings are listed by group, flags only; ``--help-all`` shows
 every one in full."""
+
+FOLDED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "fleet": ("pod fits", ("product", "min_memory", "mig_profile", "shared", "dedicated",
+                           "renamed", "family", "min_compute", "count", "label_set", "dra",
+                           "feature_gates")),
+}
+"""A command's own options its ``--help`` lists under one group, flags only (``--help-all``
+describes each): ``gfd fleet``'s filters of where a pod fits are ``gfd selector``'s."""
 
 HELP_ALL = "--help-all"
 
@@ -198,27 +207,33 @@ class Command(click.Command):
                and not isinstance(p, click.Argument)]  # (named in the usage line)
         shown = [p for p in settings if p not in [g for g, _ in grouped]]
         help_option = self.get_help_option(ctx)
+        title, names = FOLDED.get(self.name or "", ("", ()))
+        folded = [p for p in own if p.name in names]
+        own = [p for p in own if p not in folded]
         last = [p for p in own if p is help_option] + [p for p in own if HELP_ALL in p.opts]
         first = [p for p in own if p not in last]
         records = [r for p in [*first, *shown, *last] if (r := p.get_help_record(ctx))]
         with formatter.section("Options"):
             formatter.write_dl(records)
-        if not grouped:
+        if not grouped and not folded:
             return
-        by_section: dict[Section, list[str]] = {}
+        by_section: dict[str, list[str]] = {}
         for _, entry in grouped:
-            by_section.setdefault(entry.spec.section, []).append(entry.flag)
+            by_section.setdefault(entry.spec.section.value, []).append(entry.flag)
+        if folded:
+            by_section[title] = [max(p.opts, key=len) for p in folded
+                                 if isinstance(p, click.Option)]
         with formatter.section(f"More options, by group (each in full: {ctx.command_path} "
                                f"{HELP_ALL})"):
-            width = max(len(s.value) for s in by_section) + 2
-            for section in Section:
+            width = max(len(s) for s in by_section) + 2
+            for section in [*(s.value for s in Section), title]:
                 flags = by_section.get(section)
                 if not flags:
                     continue
                 lines = textwrap.wrap(", ".join(flags), formatter.width - formatter.current_indent
                                       - width, break_on_hyphens=False, break_long_words=False)
                 for i, line in enumerate(lines):
-                    head = section.value if i == 0 else ""
+                    head = section if i == 0 else ""
                     formatter.write(f"{'':>{formatter.current_indent}}{head:<{width}}{line}\n")
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -138,3 +138,35 @@ def test_pending_names_each_pending_gpu_pod_with_its_largest_reason(tmp_path: Pa
         g["count"] for g in json.loads(CliRunner().invoke(cli, [
             "why", "huge", "-n", "ml", "--from", str(tmp_path / "dump.json"), "-o", "json"
         ]).stdout)["groups"])
+
+
+# -- --serve ------------------------------------------------------------------------------
+
+
+def test_serve_serves_the_check_document_of_what_it_read_and_ends_on_sigterm_with_0() -> None:
+    import urllib.request
+
+    from helpers.fleetserve import Served
+
+    _, printed, _ = fleet("--from", "@sample", "--check", "-o", "json")
+    with Served("@sample") as served:
+        with urllib.request.urlopen(served.url + "fleet?nodes=true", timeout=60) as resp:
+            got = json.loads(resp.read())
+        with urllib.request.urlopen(served.url + "readyz", timeout=60) as resp:
+            assert resp.status == 200
+        code = served.stop()
+    assert code == 0, served.stderr
+    assert {k: v for k, v in got.items() if k not in ("view", "notes")} == json.loads(printed)
+    assert got["view"]["ready"] and got["view"]["generation"] == 0
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--serve", ":8080", "--nodes"), "--serve :8080: leave out --nodes"),
+    (("--serve", ":8080", "-o", "json", "--check"), "leave out --check, -o"),
+    (("--serve", ":8080", "--product", "H100"), "/fleet's query parameters"),
+    (("--node-findings",), "--node-findings goes with --serve"),
+    (("--serve", "localhost:8080"), "--serve localhost:8080: 'localhost' is not an IP"),
+], ids=["nodes", "output", "filters", "node-findings-alone", "a-host-name"])
+def test_serve_refuses_what_shapes_one_printed_answer(args: tuple[str, ...], said: str) -> None:
+    code, _, err = fleet("--from", "@sample", *args)
+    assert code == 2 and said in err, err

@@ -20,6 +20,10 @@ from gfd.fleet.kinds import SHARED, label_prefix
 from gfd.fleet.model import Fleet, Node, count_label, gpu_resource
 
 P = "nvidia.com/"
+CHECKS = ("device-plugin-units", "mig-units", "dra-slices", "no-slices", "no-device-plugin",
+          "unlabelled", "no-agent", "orphan-claim", "incomplete-pool", "invalid-pool",
+          "quantity")
+"""Every check a finding can name (docs/fleet.md)."""
 GFD_KEYS = (f"{P}gfd.timestamp", f"{P}gpu.count", f"{P}gpu.product", f"{P}gpu.present")
 """Any of these: the node carries GPU labels from gfd or GFD."""
 

@@ -22,14 +22,14 @@ node's rows can be counted again alone."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from gfd.dra import DRIVER
 from gfd.fleet import pools
 from gfd.fleet.classes import Classes
 from gfd.fleet.kinds import DRA, Kind, device_kind, plugin_kind
-from gfd.fleet.model import Claim, Device, Fleet, Node, Pod, Request, gpu_resource
+from gfd.fleet.model import Device, Fleet, Node, Pod, Request, gpu_resource
 from gfd.fleet.placement import DEFAULT_TOLERATED, admits, state
 from gfd.fleet.pools import Held, Pool
 
@@ -50,6 +50,9 @@ class NodeRow:
     nominated: int = 0
     cannot_tell: int = 0
     free_slots: int = 0
+    largest: int = 0
+    """The most units one pod can get here: FREE without the pod-slot cap (one pod takes
+    one slot), 0 where FREE is 0 for want of a slot or on a node a GPU pod cannot use."""
 
     @property
     def usable(self) -> bool:
@@ -75,6 +78,9 @@ class KindRow:
     unschedulable_nodes: int = 0
     unschedulable_total: int = 0
     unschedulable_allocated: int = 0
+    largest: int = 0
+    """The most units one node of the kind can give one pod (fragmentation: FREE may be
+    more)."""
 
     def to_api(self) -> dict[str, object]:
         return {**self.kind.to_api(), "nodes": self.nodes, "total": self.total,
@@ -199,7 +205,9 @@ def _plugin_rows(ix: Index, node: Node, node_state: str, reasons: list[str],
                       reasons=reasons, total=total, allocated=holds.get(resource, 0),
                       nominated=nominated.get(resource, 0), free_slots=slots)
         if row.usable:
-            row.free = max(0, min(total - row.allocated - row.nominated, slots))
+            unslotted = max(0, total - row.allocated - row.nominated)
+            row.free = min(unslotted, slots)
+            row.largest = unslotted if slots else 0
         row.pending = sum(asked.get(resource, 0) for pod, asked, _ in ix.groups
                           if resource in asked and admits(pod, node))
         rows.append(row)
@@ -242,6 +250,7 @@ def _dra_rows(ix: Index, name: str, node: Node | None, node_state: str, reasons:
                                         pools.key(d) in c)
                        for pool in ix.pools_of.get(name, ()))
             row.free = min(free, slots)
+            row.largest = free if slots else 0
         if node is not None and kind in samples:
             row.pending = dra_demand(ix, [node], kind, samples[kind], row.total)
     return list(rows.values())
@@ -288,9 +297,23 @@ def dra_demand(ix: Index, nodes: Iterable[Node], kind: Kind, device: Device,
     """What unscheduled pods that admit one of ``nodes`` ask of ``kind``: each unallocated
     claim once, however many pods share it, and each pod's extended resources the kind's
     class serves where the node has none allocatable."""
-    nodes = list(nodes)
-    claims: dict[tuple[str, str], Claim] = {}
     wanted = 0
+    claims: dict[tuple[str, str], int] = {}
+    for _, claim, units in dra_asks(ix, nodes, kind, device, devices_here):
+        if claim is None:
+            wanted += units
+        else:
+            claims[claim] = units
+    return wanted + sum(claims.values())
+
+
+def dra_asks(ix: Index, nodes: Iterable[Node], kind: Kind, device: Device, devices_here: int
+             ) -> Iterator[tuple[Pod, tuple[str, str] | None, int]]:
+    """Each ask of ``kind`` by an unscheduled pod that admits one of ``nodes``: the pod, the
+    claim it asks through (None: an extended resource the kind's class serves, where the
+    node has none allocatable) and the devices it asks."""
+    nodes = list(nodes)
+    units_of: dict[tuple[str, str], int] = {}
     served = [r for r in {r for _, asked, _ in ix.groups for r in asked}
               if (c := ix.classes.serving(r)) is not None and c.name == kind.resource]
     for pod, _, members in ix.groups:
@@ -300,16 +323,17 @@ def dra_demand(ix: Index, nodes: Iterable[Node], kind: Kind, device: Device,
         for member in members:
             for claim_name in member.claims:
                 claim = ix.fleet.claims.get((member.namespace, claim_name))
-                if claim is not None and claim.requests:
-                    claims[(claim.namespace, claim.name)] = claim
+                if claim is None or not claim.requests:
+                    continue
+                key = (claim.namespace, claim.name)
+                if key not in units_of:
+                    units_of[key] = sum(_request_demand(ix, r, device, kind, devices_here)
+                                        for r in claim.requests)
+                yield member, key, units_of[key]
             for resource in served:
                 if member.requests.get(resource) and any(
                         n.allocatable.get(resource, 0) == 0 for n in admitted):
-                    wanted += member.requests[resource]
-    for claim in claims.values():
-        wanted += sum(_request_demand(ix, r, device, kind, devices_here)
-                      for r in claim.requests)
-    return wanted
+                    yield member, None, member.requests[resource]
 
 
 def kinds(ix: Index, rows: list[NodeRow]) -> list[KindRow]:
@@ -325,6 +349,7 @@ def kinds(ix: Index, rows: list[NodeRow]) -> list[KindRow]:
             k.allocated += row.allocated
             k.nominated += row.nominated
             k.free += row.free
+            k.largest = max(k.largest, row.largest)
         else:
             k.unschedulable_nodes += 1
             k.unschedulable_total += row.total
@@ -339,14 +364,33 @@ def kinds(ix: Index, rows: list[NodeRow]) -> list[KindRow]:
 def demand(ix: Index, kind: Kind, rows: list[NodeRow]) -> int:
     """What unscheduled pods ask of ``kind``: each pod (each claim) once, when it admits one
     of the kind's nodes (so a pod that could go to two kinds is demand on both)."""
-    nodes = [ix.fleet.nodes[r.node] for r in rows if r.node in ix.fleet.nodes]
     if kind.manager != DRA:
-        return sum(asked[kind.resource] for pod, asked, _ in ix.groups
-                   if kind.resource in asked and any(admits(pod, n) for n in nodes))
+        return sum(units for _, units in pending_pods(ix, kind, rows))
+    nodes = [ix.fleet.nodes[r.node] for r in rows if r.node in ix.fleet.nodes]
     sample = _sample(ix, kind, rows)
     if sample is None:
         return 0
     return dra_demand(ix, nodes, kind, sample, max((r.total for r in rows), default=0))
+
+
+def pending_pods(ix: Index, kind: Kind, rows: list[NodeRow]) -> list[tuple[Pod, int]]:
+    """The unscheduled pods ``demand`` counts on ``kind`` (``rows``: the kind's), each with
+    what it asks of the kind (a claim two pods share, in each one's ask)."""
+    nodes = [ix.fleet.nodes[r.node] for r in rows if r.node in ix.fleet.nodes]
+    if kind.manager != DRA:
+        return [(member, member.requests[kind.resource]) for pod, asked, members in ix.groups
+                if kind.resource in asked and any(admits(pod, n) for n in nodes)
+                for member in members if member.requests.get(kind.resource)]
+    sample = _sample(ix, kind, rows)
+    if sample is None:
+        return []
+    asks: dict[tuple[str, str], tuple[Pod, int]] = {}
+    for pod, _, units in dra_asks(ix, nodes, kind, sample,
+                                  max((r.total for r in rows), default=0)):
+        if units:
+            key = (pod.namespace, pod.name)
+            asks[key] = (pod, asks[key][1] + units if key in asks else units)
+    return list(asks.values())
 
 
 def _sample(ix: Index, kind: Kind, rows: list[NodeRow]) -> Device | None:

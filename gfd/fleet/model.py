@@ -478,8 +478,15 @@ AGENT_NAMES = ("gfd", "gpu-feature-discovery")
 manifests and chart, and NVIDIA's GFD (its Helm chart, the GPU Operator's DaemonSet)."""
 
 
+NOT_AGENT = ("app.kubernetes.io/component", "fleet")
+"""The label of ``gfd fleet --serve``'s pods (manifests/fleet/serve, the chart's
+``fleet.serve``): gfd's image, and no node's labels kept."""
+
+
 def _is_agent(meta: dict[str, Any], spec: dict[str, Any]) -> bool:
     labels = strings(meta, "labels", "metadata.")
+    if labels.get(NOT_AGENT[0]) == NOT_AGENT[1]:
+        return False
     if any(labels.get(k) in AGENT_NAMES for k in ("app.kubernetes.io/name", "app")):
         return True
     for i, container in enumerate(objs(spec, "containers", "spec.")):

@@ -59,6 +59,10 @@ def admits(pod: Pod, node: Node) -> bool:
         pod.affinity, {**node.labels, f"{FIELD}metadata.name": node.name})
 
 
+STATES = ("ready", "cordoned", "not-ready", "tainted")
+"""What ``state`` answers: only a ``ready`` node takes a GPU pod now."""
+
+
 def state(node: Node, tolerated: tuple[str, ...] = DEFAULT_TOLERATED) -> tuple[str, list[str]]:
     """``ready``, ``cordoned``, ``not-ready`` or ``tainted``, and why, for a pod that tolerates
     the taint keys ``tolerated`` (and nothing else)."""

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
 from gfd.fleet.checks import Finding
 from gfd.fleet.count import Counted
-from gfd.fleet.health import ViewHealth
+from gfd.fleet.health import Collection, ViewHealth
 from gfd.fleet.model import Fleet
 
 
@@ -29,7 +29,7 @@ class View:
 
 
 class ViewSource(Protocol):
-    def read(self) -> contextmanager[View]:  # type: ignore[valid-type]
+    def read(self) -> AbstractContextManager[View]:
         """The current view, consistent while the context is held."""
 
     def wait(self, after: int, timeout: float) -> int:
@@ -56,3 +56,22 @@ class StaticSource:
     def stop(self) -> None:
         """Wake every waiter (the server is shutting down)."""
         self._stopped.set()
+
+
+COLLECTIONS = ("nodes", "pods", "resourceslices", "resourceclaims", "deviceclasses")
+"""What a view is read from, one LIST (then one WATCH) each."""
+
+
+def one_read(fleet: Fleet, counted: Counted, findings: tuple[Finding, ...], *,
+             when: float) -> View:
+    """The view of one read of every collection (the API server's LISTs, or a dump), taken
+    at ``when`` (Unix seconds): each collection synced, one that ``fleet.incomplete`` names
+    (``list pods: forbidden ...``, ``pods: none in ...``) refused with that line."""
+    refused: dict[str, str] = {}
+    for line in fleet.incomplete:
+        name = line.removeprefix("list ").split(":", 1)[0]
+        refused.setdefault(name, line)
+    health = ViewHealth(collections=tuple(
+        Collection(name=name, synced=True, refused=refused.get(name, ""))
+        for name in COLLECTIONS), last_change=when)
+    return View(fleet=fleet, counted=counted, findings=findings, health=health, generation=0)

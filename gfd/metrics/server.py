@@ -1,11 +1,15 @@
-"""The /metrics /healthz /readyz HTTP server.
+"""The /metrics /healthz /readyz HTTP server, and the same server for any ``Routes``
+(``gfd fleet --serve``'s /, /fleet, /metrics, /healthz, /readyz).
 
 The server is one thread over non-blocking sockets, so what clients do cannot exhaust the
 process: at most ``MAX_CONNECTIONS`` connections are open at once (a new one closes the
 oldest idle one, so a probe still gets through a flood of idle connections); each has
 ``REQUEST_TIMEOUT`` seconds for the whole exchange, request in and answer out (a client
 that trickles is cut off); a request is at most ``MAX_REQUEST_BYTES``; every error goes
-through gfd's logger as one line (a client's disconnect at debug).
+through gfd's logger as one line (a client's disconnect at debug). A route may hold a
+request to answer it later (a long poll): at most ``MAX_HELD`` are held at once (one more is
+answered at once), each until the time its route gave or until ``wake`` (from any thread)
+has the route look again.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any, Final, Protocol
+from urllib.parse import parse_qs
 
 from gfd.errors import ConfigError
 from gfd.metrics.health import Health
@@ -39,6 +45,8 @@ REQUEST_TIMEOUT: Final = 5.0
 MAX_REQUEST_BYTES: Final = 8192
 """The request line and headers; a longer request gets 431 and is closed."""
 BACKLOG: Final = 128
+MAX_HELD: Final = 64
+"""Requests a route holds at once (long polls); one more is answered at once."""
 _ACCEPT_ERRORS: Final = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -49,17 +57,74 @@ class Exposed(Protocol):
     def follow(self, health: Health) -> None: ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    method: str
+    """``GET`` or ``HEAD`` (the server answers the others 405 itself)."""
+    target: str
+    path: str
+    query: dict[str, list[str]] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    """By lower-case name."""
+    peer: str = ""
+    received: float = 0.0
+    """When the request was in whole, on the server's clock (a long poll's start)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Response:
+    status: HTTPStatus
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+class Routes(Protocol):
+    """What the server answers: a ``Response``, or (a long poll) the time on the server's
+    clock until which to hold the request. A held request is asked again after each
+    ``wake`` and, with ``final`` True, once that time has come (then it must answer)."""
+
+    def answer(self, request: Request, *, final: bool) -> Response | float: ...
+
+
+class _AgentRoutes:
+    """The agent's: /metrics, /healthz, /readyz; 404 otherwise."""
+
+    def __init__(self, metrics: Exposed, health: Health) -> None:
+        self._metrics = metrics
+        self._health = health
+
+    def answer(self, request: Request, *, final: bool) -> Response | float:
+        if request.path == "/metrics":
+            try:
+                payload = self._metrics.render()
+            except Exception as exc:  # a broken collector must not stop the server
+                log.error("rendering metrics failed: %s: %s", type(exc).__name__, exc)
+                log.debug("rendering metrics failed", exc_info=True)
+                return Response(status=HTTPStatus.INTERNAL_SERVER_ERROR,
+                                body=b"error rendering metrics\n")
+            return Response(status=HTTPStatus.OK, body=payload, content_type=CONTENT_TYPE)
+        if request.path in ("/healthz", "/readyz"):
+            ok, reason = self._health.live() if request.path == "/healthz" else \
+                self._health.ready()
+            return Response(status=HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE,
+                            body=reason.encode() + b"\n")
+        return Response(status=HTTPStatus.NOT_FOUND, body=b"not found\n")
+
+
 class _Connection:
     """One client connection: what it sent so far, what is left to send, its deadline."""
 
-    __slots__ = ("deadline", "inbox", "outbox", "peer", "sock")
+    __slots__ = ("deadline", "held", "inbox", "outbox", "peer", "sock")
 
     def __init__(self, sock: socket.socket, peer: str, deadline: float) -> None:
         self.sock = sock
         self.peer = peer
         self.deadline = deadline
         self.inbox = bytearray()
-        self.outbox = b""
+        self.outbox = memoryview(b"")
+        self.held: tuple[Request, float] | None = None
+        """A request its route holds, and until when."""
 
     @property
     def idle(self) -> bool:
@@ -82,14 +147,14 @@ def endpoint(host: str, port: int) -> str:
 class _Loop:
     """The server's one thread: accept, read each request, answer it, close."""
 
-    def __init__(self, listener: socket.socket, *, metrics: Exposed, health: Health,
-                 max_connections: int, request_timeout: float,
+    def __init__(self, listener: socket.socket, *, routes: Routes, max_connections: int,
+                 request_timeout: float, max_held: int = MAX_HELD,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._listener = listener
         self._max = max_connections
         self._timeout_s = request_timeout
-        self._metrics = metrics
-        self._health = health
+        self._routes = routes
+        self._max_held = max_held
         self._clock = clock
         self._selector = selectors.DefaultSelector()
         self._wake_reader, self._wake_writer = socket.socketpair()
@@ -97,6 +162,9 @@ class _Loop:
         self._wake_writer.setblocking(False)
         self._connections: OrderedDict[int, _Connection] = OrderedDict()
         """By accept time, which is also deadline order (the deadline is accept + timeout)."""
+        self._held: dict[int, _Connection] = {}
+        """Requests their routes hold (long polls), apart: their deadline is the route's."""
+        self._woken = False
         self._stopping = False
         self._paused_until = 0.0
         self._refused_logged = False
@@ -113,6 +181,9 @@ class _Loop:
                 # never closes one whose request has arrived but is not read yet
                 for key, mask in sorted(events, key=lambda event: event[0].data == "listen"):
                     self._event(key, mask)
+                if self._woken:
+                    self._woken = False
+                    self._ask_held(final=False)
                 self._expire()
                 self._resume()
         except Exception as exc:  # the server stops; the agent keeps labelling
@@ -123,6 +194,10 @@ class _Loop:
 
     def stop(self) -> None:
         self._stopping = True
+        self.wake()
+
+    def wake(self) -> None:
+        """Have the routes look at their held requests again (from any thread)."""
         try:
             self._wake_writer.send(b"x")
         except OSError:
@@ -134,6 +209,7 @@ class _Loop:
         soonest = []
         if self._connections:
             soonest.append(next(iter(self._connections.values())).deadline)
+        soonest += [conn.held[1] for conn in self._held.values() if conn.held]
         if self._paused_until:
             soonest.append(self._paused_until)
         if not soonest:
@@ -145,13 +221,17 @@ class _Loop:
             self._accept()
         elif key.data == "wake":
             try:
-                self._wake_reader.recv(64)
+                self._wake_reader.recv(4096)
             except OSError:
                 pass
+            self._woken = True
         else:
             conn = key.data
             assert isinstance(conn, _Connection)
             try:
+                if conn.held is not None:
+                    self._read_held(conn)
+                    return
                 if mask & selectors.EVENT_READ:
                     self._read(conn)
                 if mask & selectors.EVENT_WRITE and conn.sock.fileno() >= 0:
@@ -212,6 +292,8 @@ class _Loop:
 
     def _expire(self) -> None:
         now = self._clock()
+        for conn in [c for c in self._held.values() if c.held and c.held[1] <= now]:
+            self._ask(conn, final=True)
         while self._connections:
             conn = next(iter(self._connections.values()))
             if conn.deadline > now:
@@ -222,6 +304,7 @@ class _Loop:
         fd = conn.sock.fileno()
         if fd >= 0:
             self._connections.pop(fd, None)
+            self._held.pop(fd, None)
             try:
                 self._selector.unregister(conn.sock)
             except (KeyError, ValueError):
@@ -231,7 +314,7 @@ class _Loop:
         conn.sock.close()
 
     def _close_all(self) -> None:
-        for conn in list(self._connections.values()):
+        for conn in [*self._connections.values(), *self._held.values()]:
             self._close(conn, "")
         self._selector.close()
         self._wake_reader.close()
@@ -273,30 +356,69 @@ class _Loop:
                         b"bad request\n", body=True)
             return
         method, target, _ = parts
-        request = f"{method} {target}"
         if method not in ("GET", "HEAD"):
-            self._reply(conn, request, HTTPStatus.METHOD_NOT_ALLOWED, b"method not allowed\n",
-                        body=True, extra=(("Allow", "GET, HEAD"),))
+            self._reply(conn, f"{method} {target}", HTTPStatus.METHOD_NOT_ALLOWED,
+                        b"method not allowed\n", body=True, extra=(("Allow", "GET, HEAD"),))
             return
-        body = method == "GET"
-        path = target.split("?", 1)[0]
-        if path == "/metrics":
-            try:
-                payload = self._metrics.render()
-            except Exception as exc:  # a broken collector must not stop the server
-                log.error("rendering metrics failed: %s: %s", type(exc).__name__, exc)
-                log.debug("rendering metrics failed", exc_info=True)
-                self._reply(conn, request, HTTPStatus.INTERNAL_SERVER_ERROR,
-                            b"error rendering metrics\n", body=body)
+        path, _, query = target.partition("?")
+        request = Request(method=method, target=target, path=path,
+                          query=parse_qs(query, keep_blank_values=True),
+                          headers=_headers(bytes(conn.inbox)), peer=conn.peer,
+                          received=self._clock())
+        conn.held = (request, 0.0)
+        self._ask(conn, final=False)
+
+    def _ask(self, conn: _Connection, *, final: bool) -> None:
+        """The route's answer to the connection's request, or hold it (or keep holding it)."""
+        assert conn.held is not None
+        request = conn.held[0]
+        try:
+            got = self._routes.answer(request, final=final)
+        except Exception as exc:  # one route's failure never stops the server
+            log.error("metrics server: %s %s: %s: %s", request.method, request.target,
+                      type(exc).__name__, exc)
+            log.debug("metrics server failure", exc_info=True)
+            got = Response(status=HTTPStatus.INTERNAL_SERVER_ERROR, body=b"internal error\n")
+        fd = conn.sock.fileno()
+        if not isinstance(got, Response):
+            if final:  # a route must answer once the time it gave has come
+                got = Response(status=HTTPStatus.INTERNAL_SERVER_ERROR,
+                               body=b"internal error\n")
+            elif fd not in self._held and len(self._held) >= self._max_held:
+                self._ask(conn, final=True)  # as many held as may be: answer now
                 return
-            self._reply(conn, request, HTTPStatus.OK, payload, body=body,
-                        content_type=CONTENT_TYPE)
-        elif path in ("/healthz", "/readyz"):
-            ok, reason = self._health.live() if path == "/healthz" else self._health.ready()
-            status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
-            self._reply(conn, request, status, reason.encode() + b"\n", body=body)
-        else:
-            self._reply(conn, request, HTTPStatus.NOT_FOUND, b"not found\n", body=body)
+            else:
+                conn.held = (request, float(got))
+                if fd not in self._held:
+                    self._connections.pop(fd, None)
+                    self._held[fd] = conn
+                return
+        if fd in self._held:  # back among the others, its time to write from now
+            del self._held[fd]
+            conn.deadline = self._clock() + self._timeout_s
+            self._connections[fd] = conn
+        conn.held = None
+        self._reply(conn, f"{request.method} {request.target}", got.status, got.body,
+                    body=request.method == "GET", content_type=got.content_type,
+                    extra=got.headers)
+
+    def _ask_held(self, *, final: bool) -> None:
+        for conn in list(self._held.values()):
+            if conn.held is not None:
+                self._ask(conn, final=final)
+
+    def _read_held(self, conn: _Connection) -> None:
+        """A held connection's client spoke: it went away (EOF, a reset), or sent more,
+        which is dropped (one request a connection)."""
+        try:
+            data = conn.sock.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(conn, f"disconnected: {exc.strerror or exc}")
+            return
+        if not data:
+            self._close(conn, "disconnected while held")
 
     def _reply(self, conn: _Connection, request: str, status: HTTPStatus, payload: bytes, *,
                body: bool, content_type: str = "text/plain; charset=utf-8",
@@ -305,8 +427,8 @@ class _Loop:
                 f"Date: {formatdate(usegmt=True)}", f"Content-Type: {content_type}",
                 f"Content-Length: {len(payload)}", "Connection: close",
                 *(f"{name}: {value}" for name, value in extra)]
-        conn.outbox = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (
-            payload if body else b"")
+        conn.outbox = memoryview(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (
+            payload if body else b""))
         conn.inbox.clear()
         log.debug("metrics server: %s %r %d", conn.peer, request, status.value)
         self._selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
@@ -321,12 +443,24 @@ class _Loop:
             self._close(conn, f"disconnected: {exc.strerror or exc}")
             return
         conn.outbox = conn.outbox[sent:]
-        if not conn.outbox:
+        if not len(conn.outbox):
             try:
                 conn.sock.shutdown(socket.SHUT_WR)
             except OSError:
                 pass
             self._close(conn, "")
+
+
+def _headers(raw: bytes) -> dict[str, str]:
+    """A request's header fields by lower-case name (the last of a name given twice)."""
+    out = {}
+    for line in raw.decode("latin-1").splitlines()[1:]:
+        if not line:
+            break
+        name, sep, value = line.partition(":")
+        if sep:
+            out[name.strip().lower()] = value.strip()
+    return out
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -348,54 +482,44 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-class MetricsServer:
-    """HTTP server on a daemon thread: /metrics, /healthz, /readyz; 404 otherwise."""
+class HttpServer:
+    """The server on a daemon thread, answering what ``routes`` answer."""
 
-    def __init__(
-        self, metrics: Exposed, health: Health, *, port: int, host: str = "0.0.0.0",
-        max_connections: int = MAX_CONNECTIONS, request_timeout: float = REQUEST_TIMEOUT,
-    ) -> None:
-        if max_connections < 1 or request_timeout <= 0:
+    def __init__(self, routes: Routes, *, port: int, host: str = "0.0.0.0",
+                 max_connections: int = MAX_CONNECTIONS,
+                 request_timeout: float = REQUEST_TIMEOUT, max_held: int = MAX_HELD,
+                 name: str = "gfd-http") -> None:
+        if max_connections < 1 or request_timeout <= 0 or max_held < 0:
             raise ValueError("max_connections and request_timeout must be positive")
-        self._metrics = metrics
-        self._health = health
-        metrics.follow(health)
+        self._routes = routes
         self._host = host
         self._port = port
         self._max_connections = max_connections
         self._request_timeout = request_timeout
+        self._max_held = max_held
+        self._name = name
         self._listener: socket.socket | None = None
         self._loop: _Loop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        """Bind the port and serve on a daemon thread (ConfigError if it cannot be bound)."""
+        """Bind the port and serve on a daemon thread (OSError if it cannot be bound)."""
         with self._lock:
             if self._listener is not None:
-                raise RuntimeError("MetricsServer already started")
-            where = endpoint(self._host, self._port)
-            try:
-                listener = _listen(self._host, self._port)
-            except OSError as exc:
-                reason = exc.strerror or str(exc)
-                if exc.errno == errno.EADDRNOTAVAIL:
-                    raise ConfigError(
-                        f"--metrics-address {self._host}: cannot listen on {where}: {reason} "
-                        "(not an address of this host: use 0.0.0.0 for every interface, or "
-                        "one of the pod's addresses)") from exc
-                raise ConfigError(
-                    f"--metrics-port {self._port}: cannot listen on {where}: {reason} "
-                    "(another process may hold the port: choose a free one, or 0 to serve no "
-                    "metrics)") from exc
+                raise RuntimeError("server already started")
+            listener = _listen(self._host, self._port)
             self._listener = listener
-            self._loop = _Loop(listener, metrics=self._metrics, health=self._health,
+            self._loop = _Loop(listener, routes=self._routes,
                                max_connections=self._max_connections,
-                               request_timeout=self._request_timeout)
-            self._thread = threading.Thread(target=self._loop.serve, name="gfd-metrics-http",
+                               request_timeout=self._request_timeout, max_held=self._max_held)
+            self._thread = threading.Thread(target=self._loop.serve, name=self._name,
                                             daemon=True)
             self._thread.start()
-        log.info("serving /metrics /healthz /readyz on %s", endpoint(self._host, self.port))
+
+    @property
+    def host(self) -> str:
+        return self._host
 
     @property
     def port(self) -> int:
@@ -404,6 +528,12 @@ class MetricsServer:
         if listener is None:
             return self._port
         return int(listener.getsockname()[1])
+
+    def wake(self) -> None:
+        """Have the routes look at the requests they hold again (from any thread)."""
+        loop = self._loop
+        if loop is not None:
+            loop.wake()
 
     def stop(self) -> None:
         """Shut down and close the socket; idempotent (and harmless if never started)."""
@@ -415,3 +545,47 @@ class MetricsServer:
         loop.stop()
         thread.join(timeout=5)
         listener.close()
+
+
+class MetricsServer:
+    """The agent's server on a daemon thread: /metrics, /healthz, /readyz; 404 otherwise."""
+
+    def __init__(
+        self, metrics: Exposed, health: Health, *, port: int, host: str = "0.0.0.0",
+        max_connections: int = MAX_CONNECTIONS, request_timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        metrics.follow(health)
+        self._server = HttpServer(_AgentRoutes(metrics, health), port=port, host=host,
+                                  max_connections=max_connections,
+                                  request_timeout=request_timeout, name="gfd-metrics-http")
+        self._host = host
+        self._port = port
+
+    def start(self) -> None:
+        """Bind the port and serve on a daemon thread (ConfigError if it cannot be bound)."""
+        where = endpoint(self._host, self._port)
+        try:
+            self._server.start()
+        except RuntimeError:
+            raise RuntimeError("MetricsServer already started") from None
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise ConfigError(
+                    f"--metrics-address {self._host}: cannot listen on {where}: {reason} "
+                    "(not an address of this host: use 0.0.0.0 for every interface, or "
+                    "one of the pod's addresses)") from exc
+            raise ConfigError(
+                f"--metrics-port {self._port}: cannot listen on {where}: {reason} "
+                "(another process may hold the port: choose a free one, or 0 to serve no "
+                "metrics)") from exc
+        log.info("serving /metrics /healthz /readyz on %s", endpoint(self._host, self.port))
+
+    @property
+    def port(self) -> int:
+        """The bound port once started (``port=0`` binds a free one); the requested one before."""
+        return self._server.port
+
+    def stop(self) -> None:
+        """Shut down and close the socket; idempotent (and harmless if never started)."""
+        self._server.stop()

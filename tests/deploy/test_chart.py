@@ -81,6 +81,14 @@ FLEET = {"fleet": {"rbac": {"create": True}}}
 FLEET_OBJECTS = {"ClusterRole/-/gfd-fleet", "ClusterRoleBinding/-/gfd-fleet",
                  "ServiceAccount/gfd/gfd-fleet"}
 """What ``fleet.rbac.create`` adds (manifests/fleet): `gfd fleet`'s read-only access."""
+SERVE = {"fleet": {"serve": {"enabled": True}}}
+SERVE_OBJECTS = {"ClusterRole/-/gfd-fleet-serve", "ClusterRoleBinding/-/gfd-fleet-serve",
+                 "ServiceAccount/gfd/gfd-fleet-serve", "Deployment/gfd/gfd-fleet",
+                 "Service/gfd/gfd-fleet"}
+"""What ``fleet.serve.enabled`` adds (manifests/fleet/serve): `gfd fleet --serve`."""
+MONITORING = {"monitoring": {"podMonitor": {"enabled": True},
+                             "prometheusRule": {"enabled": True},
+                             "dashboard": {"enabled": True}}}
 
 
 def merged(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -225,10 +233,14 @@ def canonical(obj: Any) -> Any:
         out = {}
         for key, value in obj.items():
             if key in MERGE_KEYS and isinstance(value, list):
-                by_key = {item[MERGE_KEYS[key]]: canonical(item) for item in value}
+                merge_key = MERGE_KEYS[key]
+                by_key = {item.get(merge_key, item.get("name")): canonical(item)
+                          for item in value}  # (a Service's ports: by name)
                 assert len(by_key) == len(value), f"duplicate {MERGE_KEYS[key]} in {key}"
                 out[key] = by_key
-            elif key in ("labels", "matchLabels") and isinstance(value, dict):
+            elif (key in ("labels", "matchLabels") and isinstance(value, dict)) or (
+                    key == "selector" and isinstance(value, dict)
+                    and all(isinstance(v, str) for v in value.values())):  # a Service's
                 out[key] = {k: v for k, v in value.items() if k not in CHART_ONLY_LABELS}
             elif key == "expression" and isinstance(value, str):
                 # CEL ignores whitespace; kustomize's YAML round trip doubles the line
@@ -365,6 +377,9 @@ RENDER_CASES = {
     "node+device-plugin": {"mode": "node", "resourceManager": "device-plugin"},
     "file+fleet": merged({"mode": "file"}, FLEET),
     "nodefeature+dra+fleet": merged({"mode": "nodefeature", "resourceManager": "dra"}, FLEET),
+    "file+fleet-serve": merged({"mode": "file"}, SERVE),
+    "node+fleet-serve+everything": merged(
+        EVERYTHING, {"mode": "node"}, SERVE, {"fleet": {"serve": {"nodeFindings": True}}}),
 }
 SIDECAR_CASES = {
     "nfd-sidecar": SIDECAR,
@@ -426,6 +441,12 @@ TWINS = {
     "file+fleet": Twin(merged({"mode": "file"}, FLEET), ("overlays/file", "fleet")),
     "node+fleet": Twin(merged({"mode": "node"}, FLEET),
                        ("overlays/node", "node-label-guard", "fleet")),
+    # gfd fleet --serve: its Deployment, Service and watching ClusterRole; with monitoring,
+    # its PodMonitor, alerts and dashboard beside the agent's
+    "file+fleet-serve": Twin(merged({"mode": "file"}, SERVE), ("overlays/file", "fleet/serve")),
+    "file+fleet-serve+monitoring": Twin(
+        merged({"mode": "file"}, SERVE, MONITORING), ("overlays/file", "fleet/serve"),
+        ("components/monitoring", "fleet/monitoring")),
 }
 
 
@@ -660,7 +681,7 @@ def test_rbac_and_token_per_mode_are_least_privilege(chart: Chart) -> None:
         mode = values.get("mode", "file")
         auto = values.get("resourceManager", "auto") == "auto"
         # fleet.rbac.create's objects: test_fleet_rbac_is_off_by_default_and_only_lists
-        docs = [d for d in all_docs if object_id(d) not in FLEET_OBJECTS]
+        docs = [d for d in all_docs if object_id(d) not in FLEET_OBJECTS | SERVE_OBJECTS]
         kinds = [k for k in expected[mode] if auto or mode != "nodefeature"
                  or not k.startswith("Cluster")]
         assert sorted(d["kind"] for d in docs if d["kind"] in RBAC_KINDS) == kinds, name
@@ -760,9 +781,11 @@ def test_downward_api_names_node_namespace_and_pod(chart: Chart) -> None:
     (merged(SIDECAR, {"runtimeClassName": "nvidia"}), "runtimeClassName"),
     (merged(SIDECAR, FLEET), "fleet.rbac.create"),
     ({"fleet": {"rbac": {"create": "yes"}}}, "fleet.rbac.create"),
+    (merged(SIDECAR, SERVE), "fleet.serve.enabled"),
+    ({"fleet": {"serve": {"enabled": True, "port": 9090}}}, "port"),
 ], ids=["unknown-mode", "unknown-mig-strategy", "misspelt-value", "two-configs",
         "sidecar-with-inline-config", "sidecar-with-runtime-class", "sidecar-with-fleet-rbac",
-        "fleet-rbac-not-a-boolean"])
+        "fleet-rbac-not-a-boolean", "sidecar-with-fleet-serve", "fleet-serve-unknown-value"])
 def test_chart_refuses_values_it_cannot_honour(chart: Chart, values: dict[str, Any],
                                                message: str) -> None:
     assert message in chart.error(values)
@@ -981,7 +1004,8 @@ def rules_of(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
 
 def test_fleet_rbac_is_off_by_default_and_grants_only_five_lists(chart: Chart) -> None:
     for name, values, docs in all_renders(chart):
-        fleet = {object_id(d) for d in docs if d["metadata"]["name"].endswith("-fleet")}
+        fleet = {object_id(d) for d in docs if d["metadata"]["name"].endswith("-fleet")
+                 and d["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount")}
         wanted = values.get("fleet", {}).get("rbac", {}).get("create", False)
         assert fleet == (FLEET_OBJECTS if wanted else set()), name
     docs = {object_id(d): d for d in chart.render(merged({"mode": "file"}, FLEET))}
@@ -1007,3 +1031,49 @@ def test_the_manifests_readme_says_what_the_fleet_role_grants(kustomize: Any) ->
     said = documented_grants(ROOT / "manifests" / "README.md", "| `fleet`")
     assert said == granted(kustomize(("fleet",))) == {
         (resource, verb) for (_, resource), verbs in FLEET_RULES.items() for verb in verbs}
+
+
+SERVE_RULES = {key: {"list", "watch"} for key in FLEET_RULES}
+"""`gfd fleet --serve`: the five LISTs, then a WATCH on each, and nothing else."""
+
+
+def test_fleet_serve_is_off_by_default_and_its_role_lists_and_watches_the_five(
+        chart: Chart) -> None:
+    for name, values, docs in all_renders(chart):
+        ids = {object_id(d) for d in docs}
+        wanted = values.get("fleet", {}).get("serve", {}).get("enabled", False)
+        assert (SERVE_OBJECTS <= ids) == wanted and (wanted or not SERVE_OBJECTS & ids), name
+    docs = {object_id(d): d for d in chart.render(merged({"mode": "file"}, SERVE))}
+    assert rules_of(docs["ClusterRole/-/gfd-fleet-serve"]) == SERVE_RULES
+    deployment = docs["Deployment/gfd/gfd-fleet"]
+    spec = pod_spec(deployment)
+    assert spec["serviceAccountName"] == "gfd-fleet-serve"
+    container = gfd_container(deployment)
+    assert container["command"] + container["args"] == ["gfd", "fleet", "--serve=:8080"]
+    assert docs["Service/gfd/gfd-fleet"]["spec"]["selector"].items() <= deployment["spec"][
+        "template"]["metadata"]["labels"].items()
+    with_findings = chart.render(merged({"mode": "file"}, SERVE,
+                                        {"fleet": {"serve": {"nodeFindings": True}}}))
+    (deployment,) = [d for d in with_findings if d["kind"] == "Deployment"]
+    assert gfd_container(deployment)["args"] == ["--serve=:8080", "--node-findings"]
+
+
+def test_fleet_serve_pods_are_no_agents_pods(chart: Chart) -> None:
+    """Named apart from the agent (no agent selector picks them) and labelled as gfd
+    fleet's, so `gfd fleet --check` never takes one for the gfd keeping a node's labels."""
+    from gfd.fleet.model import AGENT_NAMES, NOT_AGENT
+
+    docs = chart.render(merged({"mode": "node"}, SERVE, MONITORING))
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/name"] not in AGENT_NAMES
+    assert labels[NOT_AGENT[0]] == NOT_AGENT[1]
+    agent_monitor = next(d for d in docs if d["kind"] == "PodMonitor"
+                         and d["metadata"]["name"] == "gfd")
+    assert not agent_monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_the_manifests_readme_says_what_the_fleet_serve_role_grants(kustomize: Any) -> None:
+    said = documented_grants(ROOT / "manifests" / "README.md", "| `fleet/serve`")
+    assert said == granted(kustomize(("fleet/serve",))) == {
+        (resource, verb) for (_, resource), verbs in SERVE_RULES.items() for verb in verbs}

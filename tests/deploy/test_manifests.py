@@ -81,6 +81,8 @@ FLEET_RULES = {("", "nodes"): {"list"}, ("", "pods"): {"list"},
                ("resource.k8s.io", "resourceslices"): {"list"},
                ("resource.k8s.io", "resourceclaims"): {"list"},
                ("resource.k8s.io", "deviceclasses"): {"list"}}
+SERVE_RULES = {key: {"list", "watch"} for key in FLEET_RULES}
+"""manifests/fleet/serve: `gfd fleet --serve`, the five LISTs then a WATCH on each."""
 NO_CONTAINER = ("node-label-guard", "nodefeaturerules", "fleet")
 """Kustomizations of policies and permissions: no workload, no image."""
 OPERATOR_KINDS = "monitoring.coreos.com/"
@@ -641,6 +643,9 @@ def test_no_rbac_rule_is_a_wildcard_or_an_escalation() -> None:
             continue
         if source_dir(path) == "fleet":  # gfd fleet's role: lists only, checked below
             assert rbac_rules(doc) == FLEET_RULES
+            continue
+        if source_dir(path) == "fleet/serve":  # gfd fleet --serve's: lists and watches
+            assert rbac_rules(doc) == SERVE_RULES
             continue
         for (group, resource), verbs in rbac_rules(doc).items():
             assert "*" not in (group, resource) and "*" not in verbs, doc["metadata"]["name"]

@@ -466,3 +466,21 @@ def test_the_same_text_is_a_quantity_the_scheduler_holds_for_memory_not_for_cpu(
                            capacity={GPU: "8"}))
     assert checks_of(f) == []
     assert f.nodes["n"].allocatable["memory"] == 9_300_000_000_000_000
+
+
+def test_checks_lists_every_check_a_finding_can_name() -> None:
+    """``CHECKS`` (what /metrics exports at 0 when nothing is found) is every check the
+    module can name, and docs/fleet.md's table has each."""
+    import re
+    from pathlib import Path
+
+    import gfd.fleet.checks as module
+    from gfd.fleet.checks import CHECKS
+
+    text = Path(module.__file__).read_text()
+    named = set(re.findall(r'check="([a-z-]+)"', text)) | set(
+        re.findall(r'"([a-z-]+-units)"', text))
+    assert named == set(CHECKS) and len(CHECKS) == len(set(CHECKS))
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    assert all(f"| `{c}` |" in doc for c in CHECKS), [c for c in CHECKS
+                                                      if f"| `{c}` |" not in doc]

@@ -692,3 +692,59 @@ def test_a_shared_devices_row_counts_its_one_share_claims() -> None:
         fo.claim("tenant", node_name="d", shares=(("gpu-0", {"memory": "30Gi"}),))))
     r = one_row(c, "d", "dra")
     assert (r.kind.sharing, r.total, r.allocated, r.free) == ("shared", 1, 1, 5)
+
+
+def test_the_largest_block_is_what_one_pod_can_get_on_one_node_even_past_free_slots() -> None:
+    """FREE is what one-unit pods can get (at most one a slot); one pod takes one slot, so
+    the most one pod can get there is the free units: a node with one slot left offers one
+    pod all 6 of its free GPUs."""
+    few = api_node("h100-few", "hgx-h100", allocatable={GPU: "8", "pods": "2"})
+    c = count(fleet(api_node("h100-a", "hgx-h100"), few,
+                    api_pod("a", "h100-a", {GPU: 5}), api_pod("b", "h100-few", {GPU: 2}),
+                    api_node("t4", "t4-time-sliced", cordoned=True)))
+    assert (row(c, "h100-a", GPU).free, row(c, "h100-a", GPU).largest) == (3, 3)
+    assert (row(c, "h100-few", GPU).free, row(c, "h100-few", GPU).largest) == (1, 6)
+    assert kind_row(c, GPU, H100).largest == 6
+    assert row(c, "t4", GPU).largest == 0  # cordoned: nothing for a pod
+
+
+def test_a_node_without_a_free_slot_gives_no_pod_a_block() -> None:
+    full = api_node("h100-full", "hgx-h100", allocatable={GPU: "8", "pods": "1"})
+    c = count(fleet(full, api_pod("a", "h100-full", {GPU: 1})))
+    assert (row(c, "h100-full", GPU).free, row(c, "h100-full", GPU).largest) == (0, 0)
+
+
+def test_pending_pods_are_the_pods_demand_counts_with_each_ones_ask() -> None:
+    from gfd.fleet.count import pending_pods
+
+    c = count(fleet(
+        api_node("h100-a", "hgx-h100"), api_node("t4", "t4-time-sliced"),
+        api_pod("wants-h100", limits={GPU: 2}, node_selector={"nvidia.com/gpu.product": H100}),
+        api_pod("wants-any", limits={GPU: 1}),
+        api_pod("wants-nothing-here", limits={GPU: 4},
+                node_selector={"nvidia.com/gpu.product": "NVIDIA-B200"})))
+    assert c.index is not None
+    for k in c.kinds:
+        rows = [r for r in c.rows if r.kind == k.kind]
+        asks = pending_pods(c.index, k.kind, rows)
+        assert sum(units for _, units in asks) == k.pending
+    h100 = kind_row(c, GPU, H100)
+    got = pending_pods(c.index, h100.kind, [r for r in c.rows if r.kind == h100.kind])
+    assert sorted((p.name, units) for p, units in got) == [("wants-any", 1), ("wants-h100", 2)]
+
+
+def test_pending_dra_pods_are_those_whose_claims_ask_the_kind() -> None:
+    from gfd.fleet.count import pending_pods
+
+    hopper = "device.attributes['gpu.nvidia.com'].architecture == 'Hopper'"
+    c = count(fleet(dra_node("dra-1", "hgx-h100"), *slices("hgx-h100", "dra-1"),
+                    api_claim("wait-two", count_=2, selectors=(hopper,)),
+                    api_claim("wait-mig", count_=1, device_class="mig.nvidia.com"),
+                    api_pod("p2", claims=("wait-two",)), api_pod("p2b", claims=("wait-two",)),
+                    api_pod("pm", claims=("wait-mig",))))
+    k = kind_row(c, "gpu.nvidia.com", H100)
+    assert c.index is not None
+    got = pending_pods(c.index, k.kind, [r for r in c.rows if r.kind == k.kind])
+    # one claim two pods share: each pod asks it; the kind's demand counts it once
+    assert sorted((p.name, units) for p, units in got) == [("p2", 2), ("p2b", 2)]
+    assert k.pending == 2

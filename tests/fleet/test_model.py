@@ -207,6 +207,14 @@ def test_a_gfd_or_gfd_like_agent_pod_is_kept_with_its_readiness(
     assert p is not None and p.agent and not p.agent_ready
 
 
+def test_gfd_fleets_own_pod_is_no_agent_though_it_runs_gfds_image() -> None:
+    obj = pod("gfd-fleet-6d9f8-x7k2p", limits={})
+    obj["metadata"]["labels"] = {"app.kubernetes.io/name": "gfd-fleet",
+                                 "app.kubernetes.io/component": "fleet"}
+    obj["spec"]["containers"][0]["image"] = "ghcr.io/gfd-project/gfd:0.1.0"
+    assert pod_of(obj) is None  # nothing the counting needs: no GPU, no claim, no agent
+
+
 def test_an_ordinary_pod_is_no_agent() -> None:
     p = pod_of(pod())
     assert p is not None and not p.agent

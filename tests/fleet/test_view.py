@@ -38,3 +38,18 @@ def test_a_waiter_for_a_change_that_cannot_come_is_woken_by_stop() -> None:
     source.stop()
     waiter.join(timeout=60)
     assert not waiter.is_alive() and got == [0]
+
+
+def test_one_read_is_every_collection_synced_and_a_refused_list_refused() -> None:
+    from gfd.fleet.view import COLLECTIONS, one_read
+
+    f = Fleet(nodes={}, pods=[], slices=[], claims={},
+              incomplete=["list pods: forbidden (grant `list` on pods cluster-wide)",
+                          "resourceclaims: none in x.json (was it dumped?)"])
+    v = one_read(f, count(f), (), when=1767225600.0)
+    assert [c.name for c in v.health.collections] == list(COLLECTIONS)
+    assert all(c.synced for c in v.health.collections) and v.health.ready
+    refused = {c.name: c.refused for c in v.health.collections if c.refused}
+    assert refused == {"pods": f.incomplete[0], "resourceclaims": f.incomplete[1]}
+    assert not v.health.complete and v.health.last_change == 1767225600.0
+    assert v.generation == 0

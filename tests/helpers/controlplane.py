@@ -370,13 +370,15 @@ def rbac_objects(mode: str) -> list[JSON]:
     return found
 
 
-def fleet_objects() -> list[JSON]:
-    """The objects of ``manifests/fleet`` (the files its kustomization lists): ``gfd fleet``'s
-    ClusterRole, its ClusterRoleBinding and the ServiceAccount it binds."""
-    folder = MANIFESTS / "fleet"
+def fleet_objects(where: str = "fleet") -> list[JSON]:
+    """The RBAC objects of ``manifests/fleet`` (or ``fleet/serve``: ``gfd fleet --serve``'s)
+    among the files its kustomization lists: the ClusterRole, its ClusterRoleBinding and the
+    ServiceAccount it binds."""
+    folder = MANIFESTS / where
     kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
     return [doc for resource in kustomization.get("resources", [])
-            for doc in load_yaml(folder / resource)]
+            for doc in load_yaml(folder / resource)
+            if doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount")]
 
 
 def _grant(rule: JSON, verb: str) -> tuple[str, str, str, str]:
@@ -767,18 +769,19 @@ class ControlPlane:
                           for rule, verb, want in expected),
               f"RBAC of mode {mode} to take effect", timeout)
 
-    def install_fleet_rbac(self, without: Iterable[str] = (), timeout: float = 30.0) -> JSON:
-        """Bind the ServiceAccount of manifests/fleet to its ClusterRole exactly as the YAML
-        says, less every rule naming a resource in ``without``; wait until the authorizer
-        agrees (SubjectAccessReview: each rule of the YAML allowed, or not); return the
-        ServiceAccount."""
-        objects = fleet_objects()
+    def install_fleet_rbac(self, without: Iterable[str] = (), timeout: float = 30.0, *,
+                           where: str = "fleet") -> JSON:
+        """Bind the ServiceAccount of manifests/fleet (or ``where``: fleet/serve) to its
+        ClusterRole exactly as the YAML says, less every rule naming a resource in
+        ``without``; wait until the authorizer agrees (SubjectAccessReview: each rule of the
+        YAML allowed, or not); return the ServiceAccount."""
+        objects = fleet_objects(where)
         (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
         (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
         dropped = set(without)
         unknown = dropped - {r for rule in role["rules"] for r in rule["resources"]}
         if unknown:
-            raise ControlPlaneError(f"manifests/fleet grants nothing on {sorted(unknown)}")
+            raise ControlPlaneError(f"manifests/{where} grants nothing on {sorted(unknown)}")
         self.create_namespace(account["metadata"]["namespace"])
         for obj in objects:
             if obj is role:

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.process import wait_for
@@ -355,3 +356,105 @@ def test_an_idle_server_never_wakes(metrics: Metrics, health: Health) -> None:
 def test_the_server_exports_the_limit_of_the_health_it_serves(server: MetricsServer) -> None:
     families = {f.name: f for f in text_string_to_metric_families(get(server, "/metrics")[2])}
     assert [s.value for s in families["gfd_stuck_after_seconds"].samples] == [120.0]
+
+
+# -- routes that hold a request (a long poll) ---------------------------------------------
+
+
+class Held:
+    """Routes whose /poll is held until ``ready`` (or ``hold`` seconds: then answered
+    "late"); /echo answers the request's query and headers."""
+
+    def __init__(self, hold: float = 60.0) -> None:
+        self.ready = False
+        self.hold = hold
+        self.asked = 0
+
+    def answer(self, request: Any, *, final: bool) -> Any:
+        from http import HTTPStatus
+
+        from gfd.metrics.server import Response
+
+        if request.path == "/echo":
+            body = repr((sorted(request.query.items()), request.headers.get("x-probe")))
+            return Response(status=HTTPStatus.OK, body=body.encode())
+        self.asked += 1
+        if self.ready:
+            return Response(status=HTTPStatus.OK, body=b"changed\n")
+        if final:
+            return Response(status=HTTPStatus.OK, body=b"late\n")
+        return request.received + self.hold
+
+
+@pytest.fixture
+def held() -> Iterator[tuple[Any, Held]]:
+    from gfd.metrics.server import HttpServer
+
+    routes = Held()
+    srv = HttpServer(routes, port=0, host="127.0.0.1", max_held=2)
+    srv.start()
+    try:
+        yield srv, routes
+    finally:
+        srv.stop()
+
+
+def test_a_route_sees_the_query_and_the_headers(held: tuple[Any, Held]) -> None:
+    srv, _ = held
+    answer = raw(srv.port, b"GET /echo?a=1&b=&a=2 HTTP/1.1\r\nX-Probe: yes\r\n\r\n")
+    assert answer.split(b"\r\n\r\n", 1)[1] == repr(
+        ([("a", ["1", "2"]), ("b", [""])], "yes")).encode()
+
+
+def test_a_held_request_is_answered_when_woken(held: tuple[Any, Held]) -> None:
+    srv, routes = held
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+    try:
+        sock.sendall(b"GET /poll HTTP/1.1\r\n\r\n")
+        wait_for(lambda: routes.asked >= 1)
+        assert get(srv, "/echo")[0] == 200  # the server goes on meanwhile
+        assert not closed_by_server(sock, timeout=0.2)
+        routes.ready = True
+        srv.wake()
+        sock.settimeout(60)
+        assert read_all(sock).endswith(b"\r\n\r\nchanged\n")
+    finally:
+        sock.close()
+
+
+def test_a_held_request_is_answered_at_its_time(held: tuple[Any, Held]) -> None:
+    srv, routes = held
+    routes.hold = 0.5
+    answer = raw(srv.port, b"GET /poll HTTP/1.1\r\n\r\n")
+    assert answer.endswith(b"\r\n\r\nlate\n")
+
+
+def test_past_the_held_limit_a_request_is_answered_at_once(held: tuple[Any, Held]) -> None:
+    srv, routes = held
+    socks = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(2)]
+    try:
+        for sock in socks:
+            sock.sendall(b"GET /poll HTTP/1.1\r\n\r\n")
+        wait_for(lambda: routes.asked >= 2)
+        assert raw(srv.port, b"GET /poll HTTP/1.1\r\n\r\n").endswith(b"late\n")
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_a_held_client_that_goes_away_is_closed(held: tuple[Any, Held],
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    srv, routes = held
+    caplog.set_level(logging.DEBUG, logger="gfd.metrics")
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+    sock.sendall(b"GET /poll HTTP/1.1\r\n\r\n")
+    wait_for(lambda: routes.asked >= 1)
+    sock.close()
+    wait_for(lambda: "disconnected while held" in caplog.text)
+
+
+def read_all(sock: socket.socket) -> bytes:
+    out = b""
+    while chunk := sock.recv(65536):
+        out += chunk
+    return out

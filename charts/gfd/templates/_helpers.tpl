@@ -222,3 +222,17 @@ file when its content changes; hence no checksum annotation restarting the pods.
   readOnly: true
 {{- end }}
 {{- end -}}
+
+{{/* gfd fleet --serve's pods: a name of their own (not the agent's: `gfd fleet --check`
+never takes one for the gfd that keeps a node's labels, no agent selector picks them). */}}
+{{- define "gfd.fleetSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-fleet
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "gfd.fleetLabels" -}}
+{{ include "gfd.fleetSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
