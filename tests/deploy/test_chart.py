@@ -1033,6 +1033,16 @@ def test_the_manifests_readme_says_what_the_fleet_role_grants(kustomize: Any) ->
         (resource, verb) for (_, resource), verbs in FLEET_RULES.items() for verb in verbs}
 
 
+def test_the_manifests_readme_says_what_the_why_role_grants(kustomize: Any) -> None:
+    """`gfd why`: the five LISTs of `gfd fleet`, and the GETs of the pod and of its claims
+    and claim templates (gfd/cli_why.py), and nothing else."""
+    said = documented_grants(ROOT / "manifests" / "README.md", "| `fleet/why`")
+    wanted = {(resource, verb) for (_, resource), verbs in FLEET_RULES.items()
+              for verb in verbs} | {("pods", "get"), ("resourceclaims", "get"),
+                                    ("resourceclaimtemplates", "get")}
+    assert said == granted(kustomize(("fleet/why",))) == wanted
+
+
 SERVE_RULES = {key: {"list", "watch"} for key in FLEET_RULES}
 """`gfd fleet --serve`: the five LISTs, then a WATCH on each, and nothing else."""
 

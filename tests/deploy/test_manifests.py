@@ -83,7 +83,11 @@ FLEET_RULES = {("", "nodes"): {"list"}, ("", "pods"): {"list"},
                ("resource.k8s.io", "deviceclasses"): {"list"}}
 SERVE_RULES = {key: {"list", "watch"} for key in FLEET_RULES}
 """manifests/fleet/serve: `gfd fleet --serve`, the five LISTs then a WATCH on each."""
-NO_CONTAINER = ("node-label-guard", "nodefeaturerules", "fleet")
+WHY_RULES = {**FLEET_RULES, ("", "pods"): {"get", "list"},
+             ("resource.k8s.io", "resourceclaims"): {"get", "list"},
+             ("resource.k8s.io", "resourceclaimtemplates"): {"get"}}
+"""manifests/fleet/why: `gfd why`, the five LISTs and the GETs of one pod and its claims."""
+NO_CONTAINER = ("node-label-guard", "nodefeaturerules", "fleet", "fleet/why")
 """Kustomizations of policies and permissions: no workload, no image."""
 OPERATOR_KINDS = "monitoring.coreos.com/"
 """The Prometheus Operator's kinds (components/monitoring): no Kubernetes schema to check
@@ -646,6 +650,9 @@ def test_no_rbac_rule_is_a_wildcard_or_an_escalation() -> None:
             continue
         if source_dir(path) == "fleet/serve":  # gfd fleet --serve's: lists and watches
             assert rbac_rules(doc) == SERVE_RULES
+            continue
+        if source_dir(path) == "fleet/why":  # gfd why's: lists, and gets of one pod's
+            assert rbac_rules(doc) == WHY_RULES
             continue
         for (group, resource), verbs in rbac_rules(doc).items():
             assert "*" not in (group, resource) and "*" not in verbs, doc["metadata"]["name"]
