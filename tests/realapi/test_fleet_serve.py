@@ -53,6 +53,8 @@ def selector(control_plane: ControlPlane) -> Iterator[str]:
                             "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
         if bound:
             spec["nodeName"] = bound
+        else:  # pending for good: the session's kube-scheduler, if running, never takes it
+            spec["schedulerName"] = "no-such-scheduler"
         pods.append(control_plane.create({"apiVersion": "v1", "kind": "Pod",
                                           "metadata": {"name": name, "namespace": NAMESPACE},
                                           "spec": spec}))
