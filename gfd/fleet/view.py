@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,7 +29,7 @@ class View:
 
 
 class ViewSource(Protocol):
-    def read(self) -> contextmanager[View]:  # type: ignore[valid-type]
+    def read(self) -> AbstractContextManager[View]:
         """The current view, consistent while the context is held."""
 
     def wait(self, after: int, timeout: float) -> int:
