@@ -16,7 +16,8 @@ are served; ``stop()`` ends every process it started. On top of it:
 - ``install_fleet_rbac(without=...)``: ``gfd fleet``'s ClusterRole of ``manifests/fleet``
   bound to its ServiceAccount, less the rules of the resources named;
 - ``compact``: compact etcd's history, ``metrics``: the API server's /metrics text;
-- ``start_scheduler``: kube-scheduler with the admin's kubeconfig.
+- ``start_scheduler``: kube-scheduler with the admin's kubeconfig;
+- ``start_controller_manager``: kube-controller-manager with only the controllers named.
 """
 
 from __future__ import annotations
@@ -869,6 +870,43 @@ class ControlPlane:
                        for line in log.read_text(errors="replace").splitlines())
 
         _poll(synced, "kube-scheduler to start", timeout, [proc])
+        return proc
+
+
+    # -- kube-controller-manager
+
+    def start_controller_manager(
+            self, controllers: Iterable[str] = ("resourceclaim-controller",
+                                                "garbage-collector-controller"),
+            timeout: float = 60.0) -> Process:
+        """kube-controller-manager with the admin's kubeconfig and only ``controllers``
+        (1.36's names: ``resourceclaim-controller`` makes a Pod's claims from its templates,
+        ``garbage-collector-controller`` deletes what a deleted object owned); returns once
+        its /healthz answers. Stopped by ``stop()`` or by the caller."""
+        check_assets(self.assets, ["kube-controller-manager"])
+        port = free_port()
+        log = self.workdir / f"kube-controller-manager-{len(self.extra)}.log"
+        proc = Process.start("kube-controller-manager", [
+            str(self.assets / "kube-controller-manager"),
+            "--kubeconfig", str(self.admin_kubeconfig),
+            "--authentication-kubeconfig", str(self.admin_kubeconfig),
+            "--authorization-kubeconfig", str(self.admin_kubeconfig),
+            "--controllers", ",".join(controllers), "--leader-elect=false",
+            "--use-service-account-credentials=false", "--bind-address", "127.0.0.1",
+            "--secure-port", str(port), "--cert-dir", str(self.workdir / f"kcm-{port}"),
+            "-v", "2",
+        ], log)
+        self.extra.append(proc)
+        plain = urllib3.PoolManager(cert_reqs="CERT_NONE", timeout=urllib3.Timeout(2.0),
+                                    retries=False)
+        import warnings
+
+        def healthy() -> bool:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+                return plain.request("GET", f"https://127.0.0.1:{port}/healthz").status == 200
+
+        _poll(healthy, "kube-controller-manager's /healthz", timeout, [proc])
         return proc
 
 
