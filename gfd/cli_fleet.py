@@ -43,10 +43,10 @@ FLEET_NOTES = (
     "Time-slicing and MPS units are replicas: which GPU a replica is on is not the API "
     "server's to know. Reads: paginated LISTs of nodes, unfinished pods, resourceslices, "
     "resourceclaims and deviceclasses (manifests/fleet has the ClusterRole); --watch and "
-    "--serve then WATCH each (its ClusterRole also grants watch), and count each change "
-    "where it happens. --watch: as kubectl get -w, the view again whenever it changes "
-    "(-o json: one document a line); Ctrl-C ends it (exit 0). --serve [ADDR] (default "
-    f"{'0.0.0.0:8080'}): the view over HTTP (docs/fleet.md).")
+    "--serve then WATCH each (grant watch too) and count each change where it happens. "
+    "--watch: as kubectl get -w, the view again whenever it changes (-o json: one document "
+    "a line); Ctrl-C ends it (exit 0). --serve [ADDR] (default 0.0.0.0:8080): the view over "
+    "HTTP (docs/fleet.md).")
 DEFAULT_SERVE = "0.0.0.0:8080"
 
 
