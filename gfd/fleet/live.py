@@ -22,6 +22,7 @@ Not thread-safe: its owner (``gfd.fleet.livesource``) serialises changes and rea
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import sys
 from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
@@ -193,7 +194,8 @@ class LiveFleet:
         self._stale = _Touched()
         """What PENDING is to be worked out again for at the next read."""
         self._dirty: set[Kind] = set()
-        self._lists_changed = True
+        self._changed_lists: set[str] = {"pods", "resourceslices", "skipped"}
+        """What ``view()`` lists again: ``pods``, ``resourceslices``, ``skipped``."""
         self.changes = 0
         """Changes applied since the start (a relist's count as one each)."""
 
@@ -228,6 +230,8 @@ class LiveFleet:
             del self._skipped[k]
         self._skipped.update(skipped)
         changed = old_skipped != skipped or classes_now_read
+        if old_skipped != skipped:
+            self._changed_lists.add("skipped")
         if not self.built:
             store.clear()
             if resource == "pods":
@@ -243,7 +247,6 @@ class LiveFleet:
         if classes_now_read:
             self._classes_changed(touched)
         self._settle(touched)
-        self._lists_changed |= changed
         return changed
 
     def build(self) -> None:
@@ -275,7 +278,7 @@ class LiveFleet:
             self._kind_rows.setdefault(row.kind, {})[row.node] = row
         self._names = sorted(self._rows)
         self._kinds = {k.kind: k for k in counted.kinds}
-        self._lists_changed = True
+        self._changed_lists.update(("pods", "resourceslices", "skipped"))
 
     # ------------------------------------------------------------------ changing
 
@@ -293,17 +296,17 @@ class LiveFleet:
             if isinstance(value, tuple):
                 value = self._share(value)
         changed = self._skipped.get((order, key), "") != line
+        if changed:
+            self._changed_lists.add("skipped")
         if line:
             self._skipped[(order, key)] = line
         else:
             self._skipped.pop((order, key), None)
         if not key:
-            self._lists_changed |= changed
             return changed
         touched = _Touched()
         changed |= self._change(resource, key, value, touched)
         self._settle(touched)
-        self._lists_changed |= changed
         return changed
 
     def set_incomplete(self, lines: list[str]) -> bool:
@@ -316,49 +319,74 @@ class LiveFleet:
     # ------------------------------------------------------------------ reading
 
     def view(self) -> tuple[Fleet, Counted]:
-        """The held fleet and its count, as ``count()`` would give them now (shared with
-        what is held: valid until the next change)."""
+        """The held fleet and its count, as ``count()`` would give them now: a snapshot,
+        which later changes leave as it is (its containers are copies; the values in them
+        are never changed in place), so it can be read while changes go on."""
         ix = self.ix
         if ix is None:
             raise RuntimeError("LiveFleet.view before build()")
-        fleet = self.fleet
-        if self._lists_changed:
-            fleet.pods = self._pod_list()
-            fleet.slices = [self._slices[k] for k in sorted(self._slices)]
-            fleet.skipped = [self._skipped[k] for k in sorted(self._skipped)]
-            self._lists_changed = False
+        live = self.fleet
+        if "pods" in self._changed_lists:
+            live.pods = self._pod_list()
+        if "resourceslices" in self._changed_lists:
+            live.slices = [self._slices[k] for k in sorted(self._slices)]
+        if "skipped" in self._changed_lists:
+            live.skipped = [self._skipped[k] for k in sorted(self._skipped)]
+        self._changed_lists.clear()
         self._refresh()
         rows = [r for name in self._names for r in self._rows[name]]
         seen: dict[Kind, KindRow] = {}
         for row in rows:
             if row.kind not in seen:
-                seen[row.kind] = self._kinds[row.kind]
+                seen[row.kind] = dataclasses.replace(self._kinds[row.kind])
+        nodes = dict(live.nodes)
+        pods, load = live.pods, live.load
+        if live.selected:
+            pods = [p for p in pods if not p.node or p.node in nodes]
+            load = {n: found for n, found in load.items() if n in nodes}
+        fleet = Fleet(nodes=nodes, pods=pods, slices=live.slices, claims=dict(live.claims),
+                      incomplete=list(live.incomplete), source=live.source,
+                      selected=live.selected, classes=dict(live.classes),
+                      classes_read=live.classes_read,
+                      load={n: Load(found.pods, dict(found.requests))
+                            for n, found in load.items()},
+                      skipped=list(live.skipped))
+        held = pools.Held(devices=dict(ix.held.devices),
+                          shares={k: dict(v) for k, v in ix.held.shares.items()},
+                          sharers={k: list(v) for k, v in ix.held.sharers.items()})
+        gathered = dict(ix.gathered)
+        index = Index(fleet=fleet, tolerated=ix.tolerated, classes=ix.classes,
+                      gathered=gathered, held=held, pools_of=dict(ix.pools_of),
+                      bound={n: list(found) for n, found in ix.bound.items()},
+                      nominated={n: list(found) for n, found in ix.nominated.items()},
+                      pending=list(ix.pending),
+                      groups=[(rep, dict(asked), list(members))
+                              for rep, asked, members in ix.groups],
+                      samples=dict(ix.samples))
         counted = Counted(rows=rows, kinds=sorted(seen.values(), key=kind_order),
-                          tolerated=self.tolerated, gathered=ix.gathered, held=ix.held,
-                          index=ix)
-        if not fleet.selected:
-            return fleet, counted
-        shown = Fleet(nodes=fleet.nodes, pods=[p for p in fleet.pods
-                                               if not p.node or p.node in fleet.nodes],
-                      slices=fleet.slices, claims=fleet.claims, incomplete=fleet.incomplete,
-                      source=fleet.source, selected=True, classes=fleet.classes,
-                      classes_read=fleet.classes_read,
-                      load={n: load for n, load in fleet.load.items() if n in fleet.nodes},
-                      skipped=fleet.skipped)
-        return shown, counted
+                          tolerated=self.tolerated, gathered=gathered, held=held, index=index)
+        return fleet, counted
 
     def _refresh(self) -> None:
-        """Work out PENDING again where unscheduled pods or unallocated claims changed."""
+        """Work out PENDING again where unscheduled pods or unallocated claims changed (on
+        copies of the rows: a row a snapshot holds is never changed)."""
         ix = self.ix
         assert ix is not None
         stale, self._stale = self._stale, _Touched()
         if stale.resources or stale.dra:
             for name in self._names:
-                rows = [r for r in self._rows[name]
-                        if (r.kind.manager == DRA and stale.dra)
-                        or (r.kind.manager != DRA and r.kind.resource in stale.resources)]
-                if rows:
-                    refresh_pending(ix, name, rows)
+                held = self._rows[name]
+                if not any((r.kind.manager == DRA and stale.dra)
+                           or (r.kind.manager != DRA and r.kind.resource in stale.resources)
+                           for r in held):
+                    continue
+                fresh = [dataclasses.replace(r) for r in held]
+                refresh_pending(ix, name, [
+                    r for r in fresh if (r.kind.manager == DRA and stale.dra)
+                    or (r.kind.manager != DRA and r.kind.resource in stale.resources)])
+                self._rows[name] = fresh
+                for row in fresh:
+                    self._kind_rows[row.kind][name] = row
             for kind in self._kinds:
                 if (kind.manager == DRA and stale.dra) or (
                         kind.manager != DRA and kind.resource in stale.resources):
@@ -423,6 +451,7 @@ class LiveFleet:
         if old == value:
             return False
         self.changes += 1
+        self._changed_lists.add(resource)
         if resource == "nodes":
             self._node(key, old, value, touched)  # type: ignore[arg-type]
         elif resource == "pods":

@@ -3,8 +3,10 @@ current. The five paginated LISTs once, in the one-shot's order, counted by ``co
 itself; then a WATCH per collection from its listing (``gfd.kube.reflector``: bookmarks on; a
 watch that expires lists that collection alone again; a broken one reconnects within gfd's
 backoff), each event applied to the held fleet (``gfd.fleet.live``: the node(s) it touches
-recounted, their kinds adjusted). A ``ViewSource``: ``read()`` holds the view still while a
-reader uses it, ``wait()`` wakes on a new generation.
+recounted, their kinds adjusted). A ``ViewSource``: ``read()`` hands out a snapshot of the
+view (taken briefly under the lock that changes take; the findings worked out outside it,
+once per generation), which changes leave as it is, so readers never hold the watches up;
+``wait()`` wakes on a new generation.
 
 What the view says of itself (``View.health``, and the document's ``incomplete``): every
 collection whose first LIST is not in yet, or whose LIST or WATCH is refused or failing now,
@@ -54,6 +56,8 @@ class LiveSource:
         self._live = LiveFleet(source=lister.server, selected=bool(node_selector),
                                tolerated=tolerated)
         self._cond = threading.Condition(threading.RLock())
+        self._making = threading.Lock()
+        """Held while a view is made: readers of one generation share one."""
         self._reflectors = [
             Reflector(lister, resource, PATHS[resource], self,
                       field_selector=UNFINISHED if resource == "pods" else "",
@@ -116,8 +120,7 @@ class LiveSource:
 
     @contextmanager
     def read(self) -> Iterator[View]:
-        with self._cond:
-            yield self._current()
+        yield self._current()
 
     def wait(self, after: int, timeout: float) -> int:
         with self._cond:
@@ -144,22 +147,27 @@ class LiveSource:
         return {r.resource: r.resource_version for r in self._reflectors}
 
     def _current(self) -> View:
-        view = self._view
-        if view is not None and view.generation == self._generation:
+        """The view of the current generation: made by the first reader that asks for it
+        (the snapshot under the lock, the findings after it), shared by the others."""
+        with self._making:
+            with self._cond:
+                view = self._view
+                if view is not None and view.generation == self._generation:
+                    return view
+                generation, health = self._generation, self.health
+                built = self._live.built
+                if built:
+                    fleet, counted = self._live.view()
+                else:
+                    fleet = Fleet(nodes={}, pods=[], slices=[], claims={},
+                                  incomplete=list(self._live.fleet.incomplete),
+                                  source=self._live.fleet.source,
+                                  selected=self._live.fleet.selected)
+                    counted = count(fleet, tolerated=self._live.tolerated)
+            findings = tuple(check(fleet, counted)) if self.checks and built else ()
+            view = self._view = View(fleet=fleet, counted=counted, findings=findings,
+                                     health=health, generation=generation)
             return view
-        if self._live.built:
-            fleet, counted = self._live.view()
-            findings = tuple(check(fleet, counted)) if self.checks else ()
-        else:
-            fleet = Fleet(nodes={}, pods=[], slices=[], claims={},
-                          incomplete=list(self._live.fleet.incomplete),
-                          source=self._live.fleet.source,
-                          selected=self._live.fleet.selected)
-            counted = count(fleet, tolerated=self._live.tolerated)
-            findings = ()
-        view = self._view = View(fleet=fleet, counted=counted, findings=findings,
-                                 health=self.health, generation=self._generation)
-        return view
 
     def _bump(self, *, numbers: bool) -> None:
         self._generation += 1

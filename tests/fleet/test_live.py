@@ -6,6 +6,7 @@ them. Seeded: each seed is one reproducible sequence (its number is in the failu
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
@@ -136,3 +137,18 @@ def test_seeds_cover_every_collection_and_kind_of_change() -> None:
             seen.add((event.resource, event.type))
     assert seen == {(r, t) for r in RESOURCES for t in ("ADDED", "MODIFIED", "DELETED")}
     assert fleetevents.SHARE in {n.name for n in NODES}
+
+
+def test_a_view_is_a_snapshot_later_changes_leave_as_it_is() -> None:
+    rng = random.Random(5)
+    cluster = Cluster()
+    cluster.seed(rng)
+    live = live_of(cluster)
+    fleet, counted = live.view()
+    kept = copy.deepcopy((document(fleet, counted, findings=check(fleet, counted)),
+                          fleet.load, counted.index.bound if counted.index else None))
+    for event in cluster.events(rng, 40):
+        live.apply(event.resource, event.type, event.object)  # type: ignore[arg-type]
+        live.view()  # pending worked out again, rows replaced
+    assert (document(fleet, counted, findings=check(fleet, counted)), fleet.load,
+            counted.index.bound if counted.index else None) == kept
