@@ -482,8 +482,9 @@ def targets(rows: list[JSON], nodes: int, command: str) -> list[JSON]:
          "target": f"... CPU per pod event <= {CPU_PER_EVENT_MS:g} ms median",
          "measured": each(lambda r: f"{r['apply_ms'].get('p50', '-')} ms median "
                                     f"({r['apply_ms'].get('p99', '-')} ms p99) applying "
-                                    f"{r['pod_events']} events; the process, reading the view "
-                                    f"after each: {r['live_cpu_per_event_ms']} ms an event"),
+                                    f"{r['pod_events']} events; the whole process, its reads of "
+                                    f"the view included: {r['live_cpu_per_event_ms']} ms an "
+                                    f"event"),
          "met": all(r["apply_ms"].get("p50", 99) <= CPU_PER_EVENT_MS for r in rows),
          "command": command},
         {"id": "fleet-live-lists",
@@ -562,7 +563,7 @@ def report(result: JSON) -> str:
         lambda r: f"{r['churn_ops'].get('create', 0):,}, {r['churn_ops'].get('status', 0):,}, "
                   f"{r['churn_ops'].get('delete', 0):,} in {r['churn']['wall_s']:.0f} s "
                   f"({r['churn_late']})")
-    row("the live process's CPU in the churn (s; an event, reading the view after each)",
+    row("the live process's CPU in the churn (s; an event, its reads of the view included)",
         lambda r: f"{r['live_cpu_s']} ({r['live_cpu_per_event_ms']} ms; {r['reads']:,} reads)")
     row("the live process's CPU while quiet (s)", lambda r: f"{r['quiet_live_cpu_s']}")
     row("**RSS after the churn / peak (MiB)**",
