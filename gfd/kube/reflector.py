@@ -242,7 +242,9 @@ class Reflector:
             return "delivered" if delivered else "failed"
         finally:
             with self._lock:
-                self._stream = None
+                stream, self._stream = self._stream, None
+            if stream is not None:
+                stream.close()  # (idempotent) whatever ended it, its connection is closed
 
     def _wait(self, failures: int) -> None:
         self._closing.wait(backoff(failures, self.backoff_cap, self._rand,

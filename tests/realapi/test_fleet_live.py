@@ -17,11 +17,13 @@ status writes)."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -110,6 +112,20 @@ def until(live: LiveSource, what: Callable[[View], bool], timeout: float = WAIT)
             generation = view.generation
         assert time.monotonic() < deadline, (view.health, document(view)["incomplete"])
         live.wait(generation, 0.1)
+
+
+DROPPED = "ignore:unclosed <ssl.SSLSocket:ResourceWarning"
+"""A reconnect racing the API server's death: CPython's ``SSLSocket._create`` raises out of
+its pre-handshake ``recv`` (the peer reset the connection) without closing the socket it
+made, which the garbage collector then closes (and warns of). Expected where the API server
+is killed, and only there."""
+
+
+def collect_dropped_sockets() -> None:
+    """Let the garbage collector close such sockets now, where they are expected."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "unclosed <ssl.SSLSocket", ResourceWarning)
+        gc.collect()
 
 
 def mark(cp: ControlPlane, fleet: Fleet) -> dict[str, int]:
@@ -254,6 +270,7 @@ def test_a_pools_generation_raised_and_a_device_class_added_are_counted_as_the_o
 # --------------------------------------------------------------------------- restarts, faults
 
 
+@pytest.mark.filterwarnings(DROPPED)
 def test_after_the_api_server_restarts_with_its_history_compacted_it_converges(
         live: LiveSource, fleet: Fleet, admin_kubeconfig: Path) -> None:
     before, _ = quiescent(live, fleet, admin_kubeconfig)
@@ -283,6 +300,7 @@ def test_after_the_api_server_restarts_with_its_history_compacted_it_converges(
     finally:
         stop.set()
         sampler.join(WAIT)
+        collect_dropped_sockets()
     assert any(not complete for complete, _ in seen), "the restart was never seen"
     assert {json.dumps(numbers) for _, numbers in seen} == {
         json.dumps((before["kinds"], before["nodes"]))}, "other numbers were shown meanwhile"
@@ -296,6 +314,7 @@ def test_after_the_api_server_restarts_with_its_history_compacted_it_converges(
         fleet.release(batch.label)
 
 
+@pytest.mark.filterwarnings(DROPPED)
 def test_with_the_api_server_gone_it_says_incomplete_and_keeps_its_last_numbers(
         live: LiveSource, fleet: Fleet, admin_kubeconfig: Path) -> None:
     before, _ = quiescent(live, fleet, admin_kubeconfig)
@@ -317,6 +336,7 @@ def test_with_the_api_server_gone_it_says_incomplete_and_keeps_its_last_numbers(
         bring_back(cp)
     until(live, lambda v: v.health.complete)
     assert_same(live, fleet, admin_kubeconfig, "the API server back")
+    collect_dropped_sockets()
 
 
 def bring_back(cp: ControlPlane) -> None:
