@@ -31,7 +31,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
     "prune": {0: "pruned, or nothing to prune", 1: "runtime failure",
               2: "usage or configuration error"},
     "selector": {0: "printed", 2: "usage error"},
-    "fleet": {0: "printed, or --serve stopped by a signal",
+    "fleet": {0: "printed (--watch, --serve: until stopped)",
               1: "--check found a disagreement, or runtime failure",
               2: "usage or configuration error",
               3: "printed, but a LIST was refused or failed (marked incomplete)"},

@@ -5,8 +5,15 @@ tests/fleet/, against the real scheduler in realapi/test_fleet_scheduler.py."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
+import sys
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -14,7 +21,16 @@ from click.testing import CliRunner
 from fakes.apiserver import FakeApiServer
 from helpers import fleetsample
 
+from gfd import cli_fleet
 from gfd.cli import cli
+from gfd.fleet import report, source
+from gfd.fleet.checks import Finding
+from gfd.fleet.count import count
+from gfd.fleet.health import ViewHealth
+from gfd.fleet.livesource import LiveSource
+from gfd.fleet.model import Fleet
+from gfd.fleet.view import StaticSource, View, ViewSource
+from gfd.metrics import fleetserver
 
 
 def fleet(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
@@ -170,3 +186,159 @@ def test_serve_serves_the_check_document_of_what_it_read_and_ends_on_sigterm_wit
 def test_serve_refuses_what_shapes_one_printed_answer(args: tuple[str, ...], said: str) -> None:
     code, _, err = fleet("--from", "@sample", *args)
     assert code == 2 and said in err, err
+
+
+# --------------------------------------------------------------------------- --watch, --serve
+
+
+class Scripted:
+    """A view source that changes as scripted: each ``wait`` moves to the next view; past
+    the last, Ctrl-C."""
+
+    def __init__(self, views: list[Any]) -> None:
+        self.views = views
+        self.at = 0
+        self.stopped = False
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        yield self.views[self.at]
+
+    def wait(self, after: int, timeout: float) -> int:
+        if self.at + 1 >= len(self.views):
+            raise KeyboardInterrupt
+        self.at += 1
+        return int(self.views[self.at].generation)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def sample_views(*changes: Callable[[Fleet], None]) -> list[View]:
+    """The sample fleet, then the sample with each change made in turn."""
+    views = []
+    fleet = source.from_dump(source.SAMPLE)
+    for generation, change in enumerate((lambda f: None, *changes)):
+        change(fleet)
+        counted = count(fleet)
+        views.append(View(fleet=fleet, counted=counted, findings=(), generation=generation,
+                          health=ViewHealth(collections=())))
+        fleet = copy.deepcopy(fleet)
+    return views
+
+
+def cordon_first(fleet: Fleet) -> None:
+    name = sorted(fleet.nodes)[0]
+    fleet.nodes[name] = dataclasses.replace(fleet.nodes[name], unschedulable=True)
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Iterator[str]:
+    """A kubeconfig of an API server (the scripted tests read nothing of it)."""
+    with FakeApiServer() as api:
+        yield str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[Any]], Scripted]:
+    made: list[Scripted] = []
+
+    def use(views: list[Any]) -> Scripted:
+        made.append(Scripted(views))
+        monkeypatch.setattr(cli_fleet, "_live_source", lambda *a, **k: made[-1])
+        return made[-1]
+
+    return use
+
+
+def test_watch_prints_one_json_document_a_line_whenever_the_view_changes(
+        scripted: Callable[[list[Any]], Scripted], kubeconfig: str) -> None:
+    views = sample_views(lambda f: None, cordon_first)  # a generation that changes nothing
+    source_ = scripted(views)
+    code, out, _ = fleet("--watch", "-o", "json", "--kubeconfig", kubeconfig)
+    assert code == 0 and source_.stopped  # Ctrl-C
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert len(docs) == 2
+    assert docs[0] == report.document(views[0].fleet, views[0].counted)
+    assert docs[1] == report.document(views[2].fleet, views[2].counted)
+
+
+def test_watch_prints_the_tables_again_after_a_blank_line(
+        scripted: Callable[[list[Any]], Scripted], kubeconfig: str) -> None:
+    views = sample_views(cordon_first)
+    scripted(views)
+    code, out, _ = fleet("--watch", "--nodes", "--kubeconfig", kubeconfig)
+    first, second = (report.nodes_text(v.counted) for v in views)
+    assert code == 0 and out == first + "\n" + second
+
+
+def test_watch_with_check_prints_the_findings_each_time(
+        scripted: Callable[[list[Any]], Scripted], kubeconfig: str) -> None:
+    views = [dataclasses.replace(v, findings=(Finding(node="n", check="no-agent", message="m",
+                                                      look_at="l"),)) for v in sample_views()]
+    scripted(views)
+    code, out, _ = fleet("--watch", "--check", "-o", "yaml", "--kubeconfig", kubeconfig)
+    assert code == 0 and out.startswith("---\n")
+    assert yaml.safe_load(out)["findings"] == [views[0].findings[0].to_api()]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--watch", "--from", "@sample"), "--watch follows the API server"),
+    (("--watch", "--serve"), "give one of them"),
+    (("--serve", "--product", "H100"), "query parameters"),
+    (("--serve=localhost:80",), "is not an IP address"),
+    (("--serve=:http",), "no port"),
+    (("--serve=[::1:80",), "give HOST:PORT"),
+], ids=["watch-a-dump", "watch-and-serve", "serve-filters", "serve-host", "serve-port",
+        "serve-ipv6"])
+def test_watch_and_serve_usage_errors_are_one_line_and_exit_2(
+        args: tuple[str, ...], message: str) -> None:
+    code, out, err = fleet(*args)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+class FleetServer(types.ModuleType):
+    """A stand-in for gfd.metrics.fleetserver: records what it is handed, reads one view."""
+
+    def __init__(self) -> None:
+        super().__init__("gfd.metrics.fleetserver")
+        self.calls: list[tuple[Any, str]] = []
+        self.docs: list[dict[str, Any]] = []
+        self.parse_address = fleetserver.parse_address
+
+    def serve(self, source: ViewSource, address: str, *, node_findings: bool = False,
+              announce: Any = None) -> None:
+        self.calls.append((source, address))
+        settled = getattr(source, "wait_settled", None)
+        if settled is not None:
+            assert settled(60.0)
+        with source.read() as view:
+            self.docs.append(report.document(view.fleet, view.counted))
+
+
+def test_serve_hands_the_live_view_of_the_api_server_to_the_fleet_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server_module = FleetServer()
+    monkeypatch.setitem(sys.modules, "gfd.metrics.fleetserver", server_module)
+    with FakeApiServer() as api:
+        api.add_node("gpu-1", labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        code, _, err = fleet("--serve", "127.0.0.1:9400", "--kubeconfig", str(kubeconfig))
+        _, one_shot, _ = fleet("-o", "json", "--kubeconfig", str(kubeconfig))
+    assert code == 0, err
+    ((source_, address),) = server_module.calls
+    assert isinstance(source_, LiveSource) and address == "127.0.0.1:9400"
+    assert server_module.docs == [json.loads(one_shot)]
+
+
+def test_serve_of_a_dump_serves_it_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    server_module = FleetServer()
+    monkeypatch.setitem(sys.modules, "gfd.metrics.fleetserver", server_module)
+    code, _, _ = fleet("--serve", "--from", "@sample")
+    _, one_shot, _ = fleet("-o", "json", "--from", "@sample")
+    assert code == 0
+    ((source_, address),) = server_module.calls
+    assert isinstance(source_, StaticSource) and address == ":8080"
+    assert server_module.docs == [json.loads(one_shot)]
+
+

@@ -145,13 +145,12 @@ def _plugin(node: Node, slices_here: bool) -> list[Finding]:
     return out
 
 
-def _dra(node: Node, counted: Counted) -> list[Finding]:
+def _dra(node: Node, pools_here: list[pools.Pool]) -> list[Finding]:
+    """The DRA driver's pools of the node (``pools_here``) against its labels."""
     labels = node.labels
     gpus: set[str] = set()
     products: set[str] = set()
-    for pool in counted.gathered.values():
-        if pool.node != node.name or pool.driver != dra.DRIVER:
-            continue
+    for pool in pools_here:
         for device in pool.devices:
             kind = device.attributes.get(dra.TYPE)
             uuid = str(device.attributes.get(dra.UUID) or "")
@@ -183,7 +182,11 @@ def _dra(node: Node, counted: Counted) -> list[Finding]:
 
 def check(fleet: Fleet, counted: Counted) -> list[Finding]:
     """Every disagreement found, by node."""
-    dra_nodes = {p.node for p in counted.gathered.values() if p.driver == dra.DRIVER}
+    dra_pools: dict[str, list[pools.Pool]] = {}
+    for pool in counted.gathered.values():
+        if pool.driver == dra.DRIVER:
+            dra_pools.setdefault(pool.node, []).append(pool)
+    dra_nodes = set(dra_pools)
     agents = {p.node: p for p in fleet.pods if p.agent and p.node}
     ready_agents = {p.node for p in fleet.pods if p.agent and p.node and p.agent_ready}
     out: list[Finding] = []
@@ -212,7 +215,7 @@ def check(fleet: Fleet, counted: Counted) -> list[Finding]:
         if labelled:
             out += _plugin(node, name in dra_nodes)
             if name in dra_nodes:
-                out += _dra(node, counted)
+                out += _dra(node, dra_pools[name])
     out += _pools(counted)
     out += _quantities(fleet)
     published = {pools.key(d) for p in counted.gathered.values() for d in p.devices}

@@ -18,7 +18,10 @@ many pods"), and 0 on a node a GPU pod cannot use. Time-slicing and MPS replicas
 the API server sees them: which GPU a replica is on is the kubelet's business.
 
 The counting is per node (``node_rows``) over an ``Index`` of the rest of the fleet, so that a
-node's rows can be counted again alone."""
+node's rows can be counted again alone; a kind's summary is its rows added up (``tally``, which
+also takes a row away again) and its demand (``demand``); a row's PENDING can be worked out
+again alone when only the pending pods changed (``refresh_pending``). The served view keeps its
+rows so (``gfd.fleet.live``): one counting, kept current."""
 
 from __future__ import annotations
 
@@ -79,6 +82,9 @@ class KindRow:
     unschedulable_total: int = 0
     unschedulable_allocated: int = 0
     largest: int = 0
+    largest_stale: bool = False
+    """A row holding the largest block was taken away (``tally``): whoever keeps the sums
+    current looks at the kind's rows again."""
     """The most units one node of the kind can give one pod (fragmentation: FREE may be
     more)."""
 
@@ -94,6 +100,12 @@ class KindRow:
 Group = tuple[Pod, dict[str, int], list[Pod]]
 """Unscheduled pods of one placement: one of them (its nodeSelector and affinity), what they
 ask together of the device plugin's resources, and all of them."""
+Placement = tuple[tuple[tuple[str, str], ...], object]
+"""Where a pod may go, as far as labels decide: its nodeSelector and required node affinity."""
+
+
+def placement(pod: Pod) -> Placement:
+    return (tuple(sorted((pod.node_selector or {}).items())), pod.affinity)
 
 
 @dataclass(slots=True)
@@ -110,6 +122,12 @@ class Index:
     nominated: dict[str, list[Pod]] = field(default_factory=dict)
     pending: list[Pod] = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)
+    admitted: dict[Placement, set[str]] = field(default_factory=dict)
+    """Per placement, the names of the Nodes it admits (``admitted_names``: worked out on first
+    use; whoever changes a Node of the fleet keeps it current or drops it)."""
+    samples: dict[str, dict[Kind, Device]] = field(default_factory=dict)
+    """Per node, the first device of each DRA kind it has (what a pending claim's CEL is tried
+    on), as ``node_rows`` last found them."""
 
 
 def index(fleet: Fleet, *, tolerated: tuple[str, ...] = DEFAULT_TOLERATED,
@@ -184,6 +202,43 @@ def node_rows(ix: Index, name: str) -> list[NodeRow]:
     return sorted(rows, key=lambda r: r.kind)
 
 
+def admitted_names(ix: Index, pod: Pod) -> set[str]:
+    """The names of the fleet's Nodes the pod's placement admits (``placement.admits``),
+    worked out once per placement (``Index.admitted``)."""
+    key = placement(pod)
+    found = ix.admitted.get(key)
+    if found is None:
+        found = ix.admitted[key] = {name for name, node in ix.fleet.nodes.items()
+                                    if admits(pod, node)}
+    return found
+
+
+def _admits(ix: Index, pod: Pod, node: Node) -> bool:
+    """``admits(pod, node)``, from the placement's admitted names for a Node of the fleet."""
+    if ix.fleet.nodes.get(node.name) is node:
+        return node.name in admitted_names(ix, pod)
+    return admits(pod, node)
+
+
+def plugin_pending(ix: Index, node: Node, resource: str) -> int:
+    """What unscheduled pods that admit the node ask of one of its device-plugin resources."""
+    return sum(asked[resource] for pod, asked, _ in ix.groups
+               if resource in asked and _admits(ix, pod, node))
+
+
+def refresh_pending(ix: Index, name: str, rows: Iterable[NodeRow]) -> None:
+    """Work out again the PENDING of rows ``node_rows`` gave for the node, after only the
+    unscheduled pods or the unallocated claims changed."""
+    node = ix.fleet.nodes.get(name)
+    samples = ix.samples.get(name, {})
+    for row in rows:
+        if row.kind.manager == DRA:
+            row.pending = (dra_demand(ix, [node], row.kind, samples[row.kind], row.total)
+                           if node is not None and row.kind in samples else 0)
+        elif node is not None:
+            row.pending = plugin_pending(ix, node, row.kind.resource)
+
+
 def _plugin_rows(ix: Index, node: Node, node_state: str, reasons: list[str],
                  slots: int) -> list[NodeRow]:
     holds: dict[str, int] = {}
@@ -208,8 +263,7 @@ def _plugin_rows(ix: Index, node: Node, node_state: str, reasons: list[str],
             unslotted = max(0, total - row.allocated - row.nominated)
             row.free = min(unslotted, slots)
             row.largest = unslotted if slots else 0
-        row.pending = sum(asked.get(resource, 0) for pod, asked, _ in ix.groups
-                          if resource in asked and admits(pod, node))
+        row.pending = plugin_pending(ix, node, resource)
         rows.append(row)
     return rows
 
@@ -253,6 +307,7 @@ def _dra_rows(ix: Index, name: str, node: Node | None, node_state: str, reasons:
             row.largest = free if slots else 0
         if node is not None and kind in samples:
             row.pending = dra_demand(ix, [node], kind, samples[kind], row.total)
+    ix.samples[name] = samples
     return list(rows.values())
 
 
@@ -260,12 +315,11 @@ def _groups(pending: list[Pod]) -> list[Group]:
     """Unscheduled pods by where they may go (nodeSelector and required affinity): one pod
     of each placement, what they all ask together, and the pods, so that each node is matched
     once per placement, not once per pod."""
-    out: dict[object, Group] = {}
+    out: dict[Placement, Group] = {}
     for pod in pending:
         if not pod.requests and not pod.claims:
             continue
-        place = (tuple(sorted((pod.node_selector or {}).items())), pod.affinity)
-        _, asked, members = out.setdefault(place, (pod, {}, []))
+        _, asked, members = out.setdefault(placement(pod), (pod, {}, []))
         members.append(pod)
         for resource, amount in pod.requests.items():
             asked[resource] = asked.get(resource, 0) + amount
@@ -317,7 +371,7 @@ def dra_asks(ix: Index, nodes: Iterable[Node], kind: Kind, device: Device, devic
     served = [r for r in {r for _, asked, _ in ix.groups for r in asked}
               if (c := ix.classes.serving(r)) is not None and c.name == kind.resource]
     for pod, _, members in ix.groups:
-        admitted = [n for n in nodes if admits(pod, n)]
+        admitted = [n for n in nodes if _admits(ix, pod, n)]
         if not admitted:
             continue
         for member in members:
@@ -342,23 +396,38 @@ def kinds(ix: Index, rows: list[NodeRow]) -> list[KindRow]:
     for row in rows:
         k = out.setdefault(row.kind, KindRow(kind=row.kind))
         where.setdefault(row.kind, []).append(row)
-        k.cannot_tell += row.cannot_tell
-        if row.usable:
-            k.nodes += 1
-            k.total += row.total
-            k.allocated += row.allocated
-            k.nominated += row.nominated
-            k.free += row.free
-            k.largest = max(k.largest, row.largest)
-        else:
-            k.unschedulable_nodes += 1
-            k.unschedulable_total += row.total
-            k.unschedulable_allocated += row.allocated
+        tally(k, row)
     for kind, summary in out.items():
         summary.pending = demand(ix, kind, where[kind])
-    return sorted(out.values(), key=lambda r: (r.kind.manager == DRA, r.kind.model,
-                                               r.kind.memory or 0, r.kind.mig_profile,
-                                               r.kind.resource, r.kind.sharing))
+    return sorted(out.values(), key=kind_order)
+
+
+def kind_order(row: KindRow) -> tuple[object, ...]:
+    """How kinds are listed: the device plugin's first, then by model, memory, MIG profile,
+    resource and sharing (kinds alike in all of these: in the order their first node comes)."""
+    k = row.kind
+    return (k.manager == DRA, k.model, k.memory or 0, k.mig_profile, k.resource, k.sharing)
+
+
+def tally(summary: KindRow, row: NodeRow, sign: int = 1) -> None:
+    """Add one node's row to its kind's summary (``sign`` -1: take it away again): usable
+    nodes' units, and apart those of the nodes a GPU pod cannot use. PENDING is not a sum
+    (``demand``)."""
+    summary.cannot_tell += sign * row.cannot_tell
+    if row.usable:
+        summary.nodes += sign
+        summary.total += sign * row.total
+        summary.allocated += sign * row.allocated
+        summary.nominated += sign * row.nominated
+        summary.free += sign * row.free
+        if sign > 0:
+            summary.largest = max(summary.largest, row.largest)
+        elif row.largest >= summary.largest:
+            summary.largest_stale = True  # the largest block may have gone: look again
+    else:
+        summary.unschedulable_nodes += sign
+        summary.unschedulable_total += sign * row.total
+        summary.unschedulable_allocated += sign * row.allocated
 
 
 def demand(ix: Index, kind: Kind, rows: list[NodeRow]) -> int:
@@ -378,8 +447,9 @@ def pending_pods(ix: Index, kind: Kind, rows: list[NodeRow]) -> list[tuple[Pod, 
     what it asks of the kind (a claim two pods share, in each one's ask)."""
     nodes = [ix.fleet.nodes[r.node] for r in rows if r.node in ix.fleet.nodes]
     if kind.manager != DRA:
+        names = {n.name for n in nodes}
         return [(member, member.requests[kind.resource]) for pod, asked, members in ix.groups
-                if kind.resource in asked and any(admits(pod, n) for n in nodes)
+                if kind.resource in asked and not admitted_names(ix, pod).isdisjoint(names)
                 for member in members if member.requests.get(kind.resource)]
     sample = _sample(ix, kind, rows)
     if sample is None:
@@ -396,6 +466,11 @@ def pending_pods(ix: Index, kind: Kind, rows: list[NodeRow]) -> list[tuple[Pod, 
 def _sample(ix: Index, kind: Kind, rows: list[NodeRow]) -> Device | None:
     """One device of the kind: what a pending claim's CEL is tried on."""
     for row in rows:
+        found = ix.samples.get(row.node)
+        if found is not None:  # node_rows found them
+            if kind in found:
+                return found[kind]
+            continue
         for pool in ix.pools_of.get(row.node, ()):
             for device in pool.devices:
                 if any(k == kind and decided for k, decided in device_kinds(ix, device)):

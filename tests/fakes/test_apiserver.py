@@ -97,6 +97,14 @@ def labels(api: FakeApiServer, node: str = "n1") -> dict[str, str]:
     return api.labels(node)
 
 
+def api_get(api: FakeApiServer, path: str) -> Any:
+    """A GET as any client sends it (the fake's default token)."""
+    request = urllib.request.Request(api.url + path,
+                                     headers={"Authorization": f"Bearer {api.token}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
 def rv(api: FakeApiServer, node: str = "n1") -> str:
     return str(api.node(node)["metadata"]["resourceVersion"])
 
@@ -1129,6 +1137,34 @@ def test_an_object_entering_or_leaving_a_label_selection_is_added_or_deleted(
     left = w.next()
     assert summary(left) == ("DELETED", "n1", rv(api))
     assert left["object"]["metadata"]["labels"]["gpu"] == "no"  # the state that left
+
+
+def test_pods_claims_and_classes_are_listed_and_watched_as_any_object_is_written(
+        api: FakeApiServer, watches: Callable[..., RawWatch]) -> None:
+    """``put_object`` writes any resource (status included) as someone else would; a pod that
+    ends leaves a watch selecting unfinished pods as DELETED, as the watch cache sends it."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"},
+           "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+    start = api.resource_version
+    api.put_object("pods", pod)
+    api.put_object("resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ml"}, "spec": {}})
+    api.put_object("deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                     "metadata": {"name": "gpu"}, "spec": {}})
+    unfinished = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
+    w = watches(api, "/api/v1/pods", resourceVersion=start, **unfinished)
+    assert summary(w.next())[:2] == ("ADDED", "p")
+    api.put_object("pods", {**pod, "status": {"phase": "Succeeded"}})
+    assert summary(w.next())[:2] == ("DELETED", "p")
+    for path, name in (("/apis/resource.k8s.io/v1/resourceclaims", "c"),
+                       ("/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims", "c"),
+                       ("/apis/resource.k8s.io/v1/deviceclasses", "gpu")):
+        listed = api_get(api, path)
+        assert [i["metadata"]["name"] for i in listed["items"]] == [name], path
+        assert summary(watches(api, path, resourceVersion=start).next())[:2] == ("ADDED", name)
+    api.delete_object("deviceclasses", "", "gpu")
+    assert api_get(api, "/apis/resource.k8s.io/v1/deviceclasses")["items"] == []
 
 
 def test_a_nodefeature_watch_sees_its_namespace_only(

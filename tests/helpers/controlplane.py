@@ -17,7 +17,7 @@ are served; ``stop()`` ends every process it started. On top of it:
   bound to its ServiceAccount, less the rules of the resources named;
 - ``compact``: compact etcd's history, ``metrics``: the API server's /metrics text;
 - ``start_scheduler``: kube-scheduler with the admin's kubeconfig;
-  ``start_controller_manager``: kube-controller-manager with only the controllers named.
+- ``start_controller_manager``: kube-controller-manager with only the controllers named.
 """
 
 from __future__ import annotations
@@ -878,32 +878,49 @@ class ControlPlane:
 
     # -- kube-controller-manager
 
-    def start_controller_manager(self, controllers: Iterable[str] = ("resourceclaim-controller",),
-                                 timeout: float = 60.0) -> Process:
-        """kube-controller-manager running only ``controllers`` (the resourceclaim controller
-        by default: it makes a Pod's claims from its ResourceClaimTemplates and writes
-        ``status.resourceClaimStatuses``), with the admin's kubeconfig, no leader election and
-        a free loopback port; returns once it says its controllers started and their informers
-        synced. Stopped by
-        ``stop()`` or by the caller."""
+    def start_controller_manager(
+            self, controllers: Iterable[str] = ("resourceclaim-controller",
+                                                "garbage-collector-controller"),
+            timeout: float = 60.0) -> Process:
+        """kube-controller-manager with the admin's kubeconfig and only ``controllers``
+        (1.36's names: ``resourceclaim-controller`` makes a Pod's claims from its templates,
+        ``garbage-collector-controller`` deletes what a deleted object owned); returns once
+        its /healthz answers. Stopped by ``stop()`` or by the caller."""
         check_assets(self.assets, ["kube-controller-manager"])
-        log = self.workdir / f"kube-controller-manager-{len(self.extra)}.log"
         wanted = list(controllers)
+        port = free_port()
+        log = self.workdir / f"kube-controller-manager-{len(self.extra)}.log"
         proc = Process.start("kube-controller-manager", [
             str(self.assets / "kube-controller-manager"),
-            "--kubeconfig", str(self.admin_kubeconfig), "--controllers", ",".join(wanted),
-            "--leader-elect=false", "--use-service-account-credentials=false",
-            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()), "-v", "2",
+            "--kubeconfig", str(self.admin_kubeconfig),
+            "--authentication-kubeconfig", str(self.admin_kubeconfig),
+            "--authorization-kubeconfig", str(self.admin_kubeconfig),
+            "--controllers", ",".join(wanted), "--leader-elect=false",
+            "--use-service-account-credentials=false", "--bind-address", "127.0.0.1",
+            "--secure-port", str(port), "--cert-dir", str(self.workdir / f"kcm-{port}"),
+            "-v", "2",
         ], log)
         self.extra.append(proc)
+        plain = urllib3.PoolManager(cert_reqs="CERT_NONE", timeout=urllib3.Timeout(2.0),
+                                    retries=False)
+        import warnings
 
-        def started() -> bool:
+        def healthy() -> bool:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+                return plain.request("GET", f"https://127.0.0.1:{port}/healthz").status == 200
+
+        def started() -> bool:  # /healthz answers before the resourceclaim controller runs
+            if "resourceclaim-controller" not in wanted:
+                return True
             text = log.read_text(errors="replace")
-            return "Caches are synced" in text and all(
-                f'"Controller starting..." controller="{c}"' in text for c in wanted)
+            return "Caches are synced" in text and (
+                '"Controller starting..." controller="resourceclaim-controller"' in text)
 
-        _poll(started, "kube-controller-manager to start its controllers", timeout, [proc])
+        _poll(lambda: healthy() and started(), "kube-controller-manager to start its "
+              "controllers", timeout, [proc])
         return proc
+
 
 def remove_tree(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)

@@ -81,3 +81,30 @@ def test_one_object_is_got_and_a_missing_one_is_none(lister: Lister,
     assert found is not None and found["metadata"]["name"] == "gpu-03"
     assert lister.get("/api/v1/nodes/gpu-99", "nodes") is None
     assert lister.requests == 0  # LIST pages only
+
+
+def test_the_listings_resource_version_is_known_once_its_first_page_is_in(
+        lister: Lister, server: FakeApiServer) -> None:
+    pages = lister.pages("/api/v1/nodes", "nodes")
+    assert pages.resource_version == ""
+    next(pages)
+    first = server.resource_version
+    assert pages.resource_version == first
+    server.add_node("gpu-99")
+    assert [len(p) for p in pages] == [3, 2] and pages.resource_version == first
+
+
+def test_a_watch_of_the_collection_starts_at_the_listings_version_with_bookmarks(
+        lister: Lister, server: FakeApiServer) -> None:
+    pages = lister.pages("/api/v1/nodes", "nodes", label_selector="pool=b")
+    list(pages)
+    server.add_node("gpu-07", labels={"pool": "b"})
+    server.add_node("gpu-08", labels={"pool": "a"})
+    with lister.watch("/api/v1/nodes", "nodes", resource_version=pages.resource_version,
+                      label_selector="pool=b", timeout=5) as stream:
+        event = next(stream)
+    assert (event.type, event.object["metadata"]["name"]) == ("ADDED", "gpu-07")
+    (query,) = [r.query for r in server.requests if r.watch]
+    assert query == {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": "5",
+                     "resourceVersion": pages.resource_version, "labelSelector": "pool=b"}
+    assert lister.watches == 1

@@ -1,5 +1,5 @@
 """The route table and one handler per verb and resource: Nodes, Pods, DaemonSets,
-ResourceSlices, Events and NodeFeatures."""
+ResourceSlices, ResourceClaims, DeviceClasses, Events and NodeFeatures."""
 
 from __future__ import annotations
 
@@ -21,12 +21,14 @@ from .objects import (
     _SECTIONS,
     APPLY_PATCH,
     DAEMONSETS,
+    DEVICECLASSES,
     EVENTS,
     JSON,
     NFD_API_VERSION,
     NODEFEATURES,
     NODES,
     PODS,
+    RESOURCECLAIMS,
     RESOURCESLICES,
     Resource,
 )
@@ -76,6 +78,12 @@ class HandlersMixin:
             ("DELETE", f"{nf_ns}/{name}", NODEFEATURES, "delete", self._delete_nodefeature),
             ("GET", "/apis/resource.k8s.io/v1/resourceslices", RESOURCESLICES, "list",
              self._list_resourceslices),
+            ("GET", "/apis/resource.k8s.io/v1/resourceclaims", RESOURCECLAIMS, "list",
+             self._list_resourceclaims),
+            ("GET", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", RESOURCECLAIMS,
+             "list", self._list_resourceclaims),
+            ("GET", "/apis/resource.k8s.io/v1/deviceclasses", DEVICECLASSES, "list",
+             self._list_deviceclasses),
             ("GET", "/api/v1/events", EVENTS, "list", self._list_events),
             ("GET", f"/api/v1/namespaces/{ns}/events", EVENTS, "list", self._list_events),
             ("POST", f"/api/v1/namespaces/{ns}/events", EVENTS, "create", self._create_event),
@@ -152,6 +160,8 @@ class HandlersMixin:
     # ------------------------------------------------------------------ handlers: pods, ds
 
     def _list_pods(self, req: _Request, p: dict[str, str]) -> _Response:
+        if _flag(req.query.get("watch")):
+            return self._watch(PODS, None, req)
         return _Response(200, self._list(PODS, None, req))
 
     def _get_pod(self, req: _Request, p: dict[str, str]) -> _Response:
@@ -167,6 +177,16 @@ class HandlersMixin:
         if _flag(req.query.get("watch")):
             return self._watch(RESOURCESLICES, None, req)
         return _Response(200, self._list(RESOURCESLICES, None, req))
+
+    def _list_resourceclaims(self, req: _Request, p: dict[str, str]) -> _Response:
+        if _flag(req.query.get("watch")):
+            return self._watch(RESOURCECLAIMS, p.get("ns"), req)
+        return _Response(200, self._list(RESOURCECLAIMS, p.get("ns"), req))
+
+    def _list_deviceclasses(self, req: _Request, p: dict[str, str]) -> _Response:
+        if _flag(req.query.get("watch")):
+            return self._watch(DEVICECLASSES, None, req)
+        return _Response(200, self._list(DEVICECLASSES, None, req))
 
     # ------------------------------------------------------------------ handlers: events
 

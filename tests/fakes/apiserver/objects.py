@@ -68,8 +68,12 @@ NODEFEATURES = Resource(
 RESOURCESLICES = Resource("resourceslices", "ResourceSlice", "resource.k8s.io", "v1",
                           namespaced=False)
 EVENTS = Resource("events", "Event", "", "v1", namespaced=True)
+RESOURCECLAIMS = Resource("resourceclaims", "ResourceClaim", "resource.k8s.io", "v1",
+                          namespaced=True)
+DEVICECLASSES = Resource("deviceclasses", "DeviceClass", "resource.k8s.io", "v1",
+                         namespaced=False)
 RESOURCES = {r.plural: r for r in (NODES, PODS, DAEMONSETS, NODEFEATURES, RESOURCESLICES,
-                                   EVENTS)}
+                                   EVENTS, RESOURCECLAIMS, DEVICECLASSES)}
 EVENT_FIELDS = frozenset({
     "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
     "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",

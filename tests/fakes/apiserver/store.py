@@ -31,6 +31,7 @@ from .objects import (
     NODEFEATURES,
     NODES,
     PODS,
+    RESOURCES,
     RESOURCESLICES,
     ManagerKey,
     Resource,
@@ -265,6 +266,35 @@ class StoreMixin:
     def delete_resourceslice(self, name: str) -> None:
         """The DRA kubelet plugin withdraws the slice; KeyError if absent."""
         self._delete(RESOURCESLICES, "", name)
+
+    def put_object(self, resource: str, obj: JSON, *, manager: str = "test-setup") -> JSON:
+        """Create or replace (whatever its resourceVersion) an object of any resource the
+        fake serves, as someone else's write, status included (a kubelet's, a scheduler's):
+        a pod bound or ended, a claim allocated, a Node's allocatable changed. Watches see it
+        ADDED or MODIFIED (or DELETED when it leaves their selection); an equal object
+        changes nothing."""
+        res = RESOURCES[resource]
+        body = copy.deepcopy(obj)
+        meta = body.setdefault("metadata", {})
+        namespace = str(meta.get("namespace") or "") if res.namespaced else ""
+        with self._lock:
+            stored = self._objects[res].get((namespace, meta["name"]))
+            if stored is None:
+                return self._local(lambda: self._create(res, namespace, body, manager, False))
+            obj = self._check_kind(res, body)
+            for system in ("uid", "creationTimestamp", "resourceVersion", "generation"):
+                if system in stored.obj["metadata"]:
+                    meta[system] = stored.obj["metadata"][system]
+            if res.namespaced:
+                meta["namespace"] = namespace
+            meta.pop("managedFields", None)
+            self._check_metadata(res, obj)
+            owners = _owners_after_update(stored, obj, manager)
+            return self._local(lambda: self._commit(res, stored, obj, owners, False))
+
+    def delete_object(self, resource: str, namespace: str, name: str) -> None:
+        """Someone deletes the object (KeyError if absent)."""
+        self._delete(RESOURCES[resource], namespace, name)
 
     def _delete(self, res: Resource, namespace: str, name: str) -> None:
         """Remove a stored object as a deletion by someone else (KeyError if absent): the
