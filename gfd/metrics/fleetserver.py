@@ -107,12 +107,12 @@ def readiness(health: ViewHealth) -> tuple[bool, str]:
     """Ready once every collection's first LIST is in, and while none is refused."""
     if not health.collections:
         return False, "no collection read yet"
-    waiting = [c.name for c in health.collections if not c.synced]
     refused = [f"{c.name}: {c.refused}" for c in health.collections if c.refused]
+    waiting = [c.name for c in health.collections if not c.synced and not c.refused]
+    if refused:  # said first: a refused LIST is what an operator has to mend
+        return False, "refused: " + "; ".join(refused)
     if waiting:
         return False, "waiting for the first LIST of " + ", ".join(waiting)
-    if refused:
-        return False, "refused: " + "; ".join(refused)
     return True, "ok"
 
 

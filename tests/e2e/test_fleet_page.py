@@ -14,72 +14,17 @@ import http.server
 import json
 import os
 import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.browser import Browser, Tab
+from helpers.fleetpage import expected, fleet_doc, key, shown
 from helpers.fleetserve import Served
 from helpers.fleetviews import A100, H100, ChangingSource, dump, node, pod, view_of
 
 from gfd.metrics.fleetserver import FleetServer
-
-SHOWN = """(() => {
-  if (!document.body || !document.body.dataset.version) return null;
-  const numbers = (el) => Object.fromEntries([...el.querySelectorAll("[data-field]")]
-    .map((f) => [f.dataset.field, Number(f.textContent)]));
-  return {
-    version: document.body.dataset.version,
-    generation: Number(document.body.dataset.generation),
-    kinds: [...document.querySelectorAll("#kinds .kind")]
-      .map((k) => ({key: k.dataset.kind, ...numbers(k)})),
-    nodes: [...document.querySelectorAll("#nodes tbody tr")]
-      .map((r) => ({node: r.dataset.node, key: r.dataset.kind, ...numbers(r)})),
-    findings: [...document.querySelectorAll("#finding-table tbody tr")]
-      .map((r) => [r.dataset.node, r.dataset.check]),
-    status: document.getElementById("status").textContent,
-  };
-})()"""
-"""What the page shows: its kinds' and nodes' numbers, its findings, its status."""
-
-
-def key(row: dict[str, Any]) -> str:
-    """The page's key of a kind (kindKey in fleet.html)."""
-    memory = "" if row["memory"] is None else row["memory"]
-    return "|".join(str(v) for v in (row["manager"], row["resource"], row["model"], memory,
-                                      row["migProfile"], row["sharing"], row["replicas"]))
-
-
-def expected(doc: dict[str, Any]) -> dict[str, Any]:
-    """What the page must show of a /fleet?nodes=true document."""
-    return {
-        "version": doc["view"]["version"], "generation": doc["view"]["generation"],
-        "kinds": [{"key": key(k), "total": k["total"], "allocated": k["allocated"],
-                   "free": k["free"], "pending": k["pending"],
-                   "unschedulable": k["unschedulable"]["total"], "nodes": k["nodes"]}
-                  for k in doc["kinds"]],
-        "nodes": sorted(({"node": r["node"], "key": key(r), "total": r["total"],
-                          "allocated": r["allocated"], "free": r["free"],
-                          "pending": r["pending"]} for r in doc["nodes"]),
-                        key=lambda r: (r["node"], r["key"])),
-        "findings": [[f["node"], f["check"]] for f in doc["findings"]],
-        "status": "complete" if doc["complete"] else "incomplete",
-    }
-
-
-def shown(tab: Tab, *, generation: int = 0) -> dict[str, Any]:
-    got = tab.wait_for(f"(() => {{ const s = {SHOWN}; "
-                       f"return s && s.generation >= {generation} ? s : null; }})()")
-    assert isinstance(got, dict)
-    got["nodes"] = sorted(got["nodes"], key=lambda r: (r["node"], r["key"]))
-    return got
-
-
-def fleet_doc(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url + "fleet?nodes=true", timeout=60) as resp:
-        return dict(json.load(resp))
 
 
 @pytest.fixture(scope="module")

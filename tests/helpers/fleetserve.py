@@ -5,14 +5,19 @@ stderr."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from helpers.process import ENV_PREFIXES
 
@@ -50,6 +55,23 @@ class Served:
         if not listening.wait(STARTUP) or not self.url:
             self.stop()
             raise AssertionError("gfd fleet --serve did not listen:\n" + self.stderr)
+
+    def settled(self, done: Callable[[dict[str, Any]], bool],
+                timeout: float = STARTUP) -> dict[str, Any]:
+        """The ``/fleet`` document once ``done`` holds for it: each answer is a long poll
+        for the next version of the view (the server holds it until the view changes), so
+        this waits for the view's changes, never for a time."""
+        deadline = time.monotonic() + timeout
+        version = ""
+        while True:
+            query = f"fleet?version={version}&wait=10" if version else "fleet"
+            with urllib.request.urlopen(self.url + query, timeout=60) as resp:
+                doc: dict[str, Any] = json.loads(resp.read())
+            if done(doc):
+                return doc
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the served view never settled: {doc.get('view')}")
+            version = str(doc["view"]["version"])
 
     @property
     def stderr(self) -> str:

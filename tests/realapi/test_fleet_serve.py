@@ -96,6 +96,7 @@ def test_served_is_what_gfd_fleet_check_prints_of_the_same_server(
         capture_output=True, text=True, timeout=TIMEOUT)
     assert printed.returncode in (0, 1), printed.stderr  # 1: a finding (no gfd pod here)
     with Served(None, "--selector", selector, api=config, home=tmp_path) as served:
+        served.settled(lambda doc: doc["view"]["ready"])  # every first LIST in
         status, body = get(served.url + "fleet?nodes=true")
         ready = get(served.url + "readyz")
         metrics = get(served.url + "metrics")[1].decode()
@@ -115,6 +116,8 @@ def test_without_list_on_pods_the_pods_are_named_refused_and_the_rest_served(
         control_plane: ControlPlane, selector: str, tmp_path: Path) -> None:
     config = kubeconfig(control_plane, tmp_path, without=("pods",))
     with Served(None, "--selector", selector, api=config, home=tmp_path) as served:
+        served.settled(lambda doc: any(c["refused"] for c in doc["view"]["collections"])
+                       and all(c["synced"] or c["refused"] for c in doc["view"]["collections"]))
         ready = get(served.url + "readyz")
         doc = json.loads(get(served.url + "fleet")[1])
         metrics = get(served.url + "metrics")[1].decode()
