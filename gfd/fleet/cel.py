@@ -3,10 +3,11 @@ allocator decides it, or "cannot tell" (with why) where gfd does not evaluate it
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gfd.fleet.model import Device
+from gfd.fleet.model import Device, Version
 
 if TYPE_CHECKING:
     from gfd.fleet import celeval, cellib
@@ -24,6 +25,51 @@ CACHE = 4096
 OUTCOMES = 65536
 """Outcomes kept by one Evaluator, by expression and what of the device it reads (a fleet's
 identical GPUs differ only in attributes a selector seldom reads: uuid, pciBusID)."""
+
+
+_LITERAL = r"""(?:'([^'\\\n]*)'|"([^"\\\n]*)")"""
+_CLAUSE = re.compile(
+    rf"\s*(?:device\.driver|device\.attributes\[{_LITERAL}\]\.([A-Za-z_][A-Za-z0-9_]*))"
+    rf"\s*==\s*{_LITERAL}\s*")
+_SEMVER = re.compile(
+    r"(0|[1-9][0-9]{0,18})\.(0|[1-9][0-9]{0,18})\.(0|[1-9][0-9]{0,18})"
+    r"(?:-(?:0|[1-9][0-9]{0,18}|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+    r"(?:\.(?:0|[1-9][0-9]{0,18}|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?"
+    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?")
+"""A semantic version blang/semver's ``Parse`` surely takes (numbers kept within uint64)."""
+
+
+def _plain(expression: str, device: Device) -> Outcome | None:
+    """The selectors the driver's chart and most classes hold -- string equalities over
+    ``device.driver`` and the device's string attributes, joined by ``&&``, in either quote
+    style -- decided without the interpreter, as CEL decides them (a missing attribute an
+    error that a false clause beside it overrides: ``&&`` is commutative over errors); None
+    for anything else, and wherever a version attribute might fail to parse (the interpreter
+    then answers, exactly as it would have)."""
+    clauses = expression.split("&&")
+    if len(clauses) > 8 or any(isinstance(v, Version) and not _SEMVER.fullmatch(v)
+                               for v in device.attributes.values()):
+        return None
+    error = ""
+    for clause in clauses:
+        m = _CLAUSE.fullmatch(clause)
+        if m is None:
+            return None
+        domain, name, want = (m.group(1) or m.group(2)), m.group(3), \
+            (m.group(4) if m.group(4) is not None else m.group(5))
+        if name is None:
+            have: object = device.driver
+        else:
+            key = name if domain == device.driver else f"{domain}/{name}"
+            if key not in device.attributes:
+                error = error or f"CEL runtime error: no such key: {name}"
+                continue
+            have = device.attributes[key]
+            if not isinstance(have, str) or isinstance(have, Version):
+                return None  # another type beside a string: the interpreter's to say
+        if have != want:
+            return Outcome(False)
+    return Outcome(None, error) if error else Outcome(True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +110,7 @@ class Evaluator:
             return Outcome(None, f"longer than the API server allows ({MAX_LENGTH} bytes, "
                                  "CELSelectorExpressionMaxLength)")
         try:
-            return self._evaluate(expression, device)
+            return _plain(expression, device) or self._evaluate(expression, device)
         except Exception as exc:
             return Outcome(None, _line(f"not evaluated here: {type(exc).__name__}: {exc}"))
 

@@ -527,3 +527,37 @@ def test_outcomes_kept_by_the_evaluator_follow_what_the_expression_reads() -> No
                     (f"cel.bind(x, {A}, x.uuid == 'GPU-b')", (False, True, None))]:
         assert tuple(evaluator.matches(e, d) for d in (a, b, c)) == want, e
         assert tuple(evaluator.matches(e, d) for d in (c, b, a)) == want[::-1], e
+
+
+PLAIN = [
+    *dra.DEVICE_CLASSES.values(),
+    'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"',
+    "device.attributes['gpu.nvidia.com'].profile == '1g.10gb' && device.driver == "
+    "'gpu.nvidia.com'",
+    "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'",
+    "device.attributes['resource.kubernetes.io'].pciBusID == '0000:18:00.0'",
+    "device.attributes['other.example.com'].type == 'gpu' && device.driver == 'x'",
+]
+"""Selectors the evaluator decides without the interpreter (string equalities joined by
+``&&``): the chart's classes, both quote styles, a missing attribute beside a false clause."""
+
+
+@pytest.mark.parametrize("expression", PLAIN)
+def test_string_equalities_are_decided_as_the_interpreter_decides_them(
+        expression: str) -> None:
+    """The plain path is a shortcut, never a second meaning: on every published device its
+    answer (and a cannot-tell's runtime error) is the interpreter's."""
+    from gfd.fleet.cel import _plain
+
+    evaluator = Evaluator()
+    decided = 0
+    for _, _, _, device in published():
+        quick = _plain(expression, device)
+        if quick is None:
+            continue
+        decided += 1
+        full = evaluator._evaluate(expression, device)
+        assert quick.matched == full.matched, (expression, device.name, full.reason)
+        if quick.matched is None:
+            assert "no such key" in full.reason
+    assert decided
