@@ -80,12 +80,18 @@ def read_quantity(text: str) -> Fraction:
         raise QuantityError("beyond what the scheduler holds (an int64)")
     if power10 + leading < -40:  # far finer than a nano: rounds up to one
         return -_NANO if negative else _NANO
-    value = Fraction(int(whole or "0") * 10**len(part) + int(part or "0"), 10**len(part))
-    value *= 2**power2
-    value *= 10**power10 if power10 >= 0 else Fraction(1, 10**-power10)
-    if value.denominator != 1:  # the magnitude rounds up to whole nanos, then the sign
-        nanos = value / _NANO
-        value = Fraction(-(-nanos.numerator // nanos.denominator), 10**9)
+    # the magnitude is digits * 2**power2 * 10**point, built as one Fraction (a pod's
+    # requests are read by the hundred thousand); finer than a nano it rounds up to whole
+    # nanos, then the sign
+    digits = (int(whole or "0") * 10**len(part) + int(part or "0")) << power2
+    point = power10 - len(part)
+    if point >= 0:
+        value = Fraction(digits * 10**point)
+    elif point >= -9:
+        value = Fraction(digits, 10**-point)
+    else:
+        scale = 10 ** (-point - 9)
+        value = Fraction(-(-digits // scale), 10**9)
     if power2 and value > INT64_MAX:
         value = Fraction(INT64_MAX)
     return -value if negative else value
