@@ -8,8 +8,8 @@ view as ``gfd.fleet`` counted it (``count.pending_pods``, the rows' ``largest``)
 here counts.
 
 The heavy part (``figures``) depends on the view alone, so a server computes it once per
-view; the families are made from it at each scrape (the ages move with the clock). It takes
-``prometheus_client``'s families and encoder from ``gfd.metrics.registry``; it knows no socket."""
+view; the families are made from it at each scrape (the ages move with the clock). The
+second module that imports ``prometheus_client``; it knows no socket."""
 
 from __future__ import annotations
 
@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
+
 from gfd.fleet.checks import CHECKS
 from gfd.fleet.count import NodeRow, index, pending_pods
 from gfd.fleet.health import ViewHealth
 from gfd.fleet.kinds import Kind
 from gfd.fleet.placement import STATES
 from gfd.fleet.view import View
-from gfd.metrics.registry import CounterMetricFamily, GaugeMetricFamily, choose_encoder
 
 KIND_LABELS: Final = ("model", "memory", "mig_profile", "sharing", "resource", "manager")
 """The labels of a kind's series, in this order."""

@@ -1,7 +1,7 @@
 """gfd's Prometheus metrics: every metric's definition on one private registry, and what each
-agent event records in it. The only module that imports ``prometheus_client`` (the fleet's
-metrics take their families and encoder from here). Every ``Metrics`` owns a fresh private
-registry, so two instances (two tests, two agents) never share state."""
+agent event records in it. The only module that imports ``prometheus_client``. Every
+``Metrics`` owns a fresh private registry, so two instances (two tests, two agents) never
+share state."""
 
 from __future__ import annotations
 
@@ -11,9 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily as CounterMetricFamily
-from prometheus_client.core import GaugeMetricFamily as GaugeMetricFamily
-from prometheus_client.exposition import choose_encoder as choose_encoder
 
 from gfd.metrics.health import Health
 from gfd.snapshot import RESOURCE_MANAGERS
